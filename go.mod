@@ -1,0 +1,12 @@
+module github.com/pod1/pod1
+
+go 1.26.0
+
+require (
+	github.com/appc/spec v0.8.11 // indirect
+	github.com/cyphar/filepath-securejoin v0.7.0 // indirect
+	github.com/moby/sys/mountinfo v0.7.3 // indirect
+	github.com/vishvananda/netlink v1.3.1 // indirect
+	github.com/vishvananda/netns v0.0.5 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+)
