@@ -1,0 +1,183 @@
+package appexec
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/status"
+)
+
+// SpecFd is the descriptor on which the child reads its Spec.
+const SpecFd = 3
+
+// maxSpecSize bounds the Spec a child accepts.
+const maxSpecSize = 32 << 20
+
+// Child is the whole life of the child process: it reads its Spec from
+// SpecFd and becomes the app. It returns only on failure, with the exit
+// code the app's status must record: 127 when the executable does not
+// exist, 126 when it cannot be executed, 254 when the pod could not set up
+// the app (the message on stderr says which).
+func Child() int {
+	// Credentials, capabilities and the final execve are per-thread
+	// operations: everything happens on the main thread.
+	runtime.LockOSThread()
+	spec, err := readSpec()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "stage1: app: %v\n", err)
+		return status.CodeStage1Failure
+	}
+	code, err := become(spec)
+	fmt.Fprintf(os.Stderr, "stage1: app %q: %v\n", spec.App, err)
+	return code
+}
+
+func readSpec() (*Spec, error) {
+	f := os.NewFile(SpecFd, "spec")
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSpecSize))
+	if err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	var s Spec
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("decode spec: %w", err)
+	}
+	return &s, nil
+}
+
+// become sets the app up and execs it; it returns only on failure.
+func become(s *Spec) (int, error) {
+	const setupFailed = status.CodeStage1Failure
+	// A process in the pod that could ptrace us now would see the fds
+	// we still hold (CVE-2016-9962); the kernel resets this at execve.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return setupFailed, fmt.Errorf("prctl dumpable: %w", err)
+	}
+	unix.Umask(0)
+	if err := setupRoot(s); err != nil {
+		return setupFailed, err
+	}
+	unix.Umask(0o022)
+	// A session of its own: the app has no controlling terminal it could
+	// push input into (TIOCSTI, CVE-2017-5226), and the pod can signal
+	// the app's whole process group.
+	if _, err := unix.Setsid(); err != nil {
+		return setupFailed, fmt.Errorf("setsid: %w", err)
+	}
+	if err := chdirChecked(s.WorkingDir); err != nil {
+		return setupFailed, err
+	}
+	argv0, err := lookPath(s.Exec[0], s.Env)
+	if err != nil {
+		return execCode(err), fmt.Errorf("exec %s: %w", s.Exec[0], err)
+	}
+	if err := setCredentials(s); err != nil {
+		return setupFailed, err
+	}
+	// Every fd but 0, 1 and 2 closes at execve, whatever opened it (the
+	// Go runtime's own included): no host fd reaches the app
+	// (CVE-2024-21626, threats T1).
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return setupFailed, fmt.Errorf("close_range: %w", err)
+	}
+	resetSignals()
+	err = unix.Exec(argv0, s.Exec, s.Env)
+	if errors.Is(err, unix.ENOENT) {
+		err = fmt.Errorf("%w (or its interpreter)", err)
+	}
+	return execCode(err), fmt.Errorf("exec %s: %w", argv0, err)
+}
+
+func execCode(err error) int {
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+		return status.CodeExecNotFound
+	}
+	return status.CodeExecNotPermitted
+}
+
+// chdirChecked enters the working directory and verifies the kernel agrees
+// it is inside our root: a cwd outside the root reads as "(unreachable)"
+// or fails (runc's verifyCwd, CVE-2024-21626).
+func chdirChecked(wd string) error {
+	if err := unix.Chdir(wd); err != nil {
+		return fmt.Errorf("working directory %s: %w", wd, err)
+	}
+	cwd, err := unix.Getwd()
+	if err != nil || !strings.HasPrefix(cwd, "/") {
+		return fmt.Errorf("working directory %s is outside the app's root", wd)
+	}
+	return nil
+}
+
+// lookPath finds a command without a slash in the app's PATH; the root is
+// already the app's, so every lookup stays inside it.
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	pathEnv := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			pathEnv = v
+		}
+	}
+	var firstErr error
+	for _, dir := range strings.Split(pathEnv, ":") {
+		if dir == "" {
+			dir = "."
+		}
+		p := dir + "/" + name
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			continue
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFREG {
+			if err := unix.Access(p, unix.X_OK); err == nil {
+				return p, nil
+			} else if firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	if firstErr != nil {
+		return "", firstErr
+	}
+	return "", fmt.Errorf("not found in PATH %q: %w", pathEnv, unix.ENOENT)
+}
+
+func setCredentials(s *Spec) error {
+	if err := unix.Setgroups(s.Groups); err != nil {
+		return fmt.Errorf("setgroups %v: %w", s.Groups, err)
+	}
+	if err := unix.Setresgid(s.GID, s.GID, s.GID); err != nil {
+		return fmt.Errorf("setresgid %d: %w", s.GID, err)
+	}
+	if err := unix.Setresuid(s.UID, s.UID, s.UID); err != nil {
+		return fmt.Errorf("setresuid %d: %w", s.UID, err)
+	}
+	return nil
+}
+
+// resetSignals gives the app an empty signal mask and default dispositions:
+// execve keeps the mask and ignored signals, and an init's leak into its
+// apps is a classic bug (tini's sigconf test, threats P6).
+func resetSignals() {
+	var empty unix.Sigset_t
+	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &empty, nil)
+	for sig := 1; sig <= 64; sig++ {
+		if sig == int(unix.SIGKILL) || sig == int(unix.SIGSTOP) {
+			continue
+		}
+		// struct kernel_sigaction: handler, flags, restorer, mask.
+		var act [4]uint64 // handler 0 == SIG_DFL
+		_, _, _ = unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptrOf(&act), 0, 8, 0, 0)
+	}
+}

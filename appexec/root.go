@@ -1,0 +1,226 @@
+package appexec
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strconv"
+
+	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
+	"golang.org/x/sys/unix"
+)
+
+// setupRoot makes the app's mounts inside its root and pivots into it. The
+// calling process is alone in a fresh mount namespace.
+func setupRoot(s *Spec) error {
+	// Nothing we mount may propagate back to the pod or the host, and
+	// pivot_root refuses shared mounts.
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("make / private: %w", err)
+	}
+	// pivot_root needs the new root to be a mount point.
+	if err := unix.Mount(s.RootFS, s.RootFS, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return fmt.Errorf("bind rootfs %s: %w", s.RootFS, err)
+	}
+	root, err := os.OpenFile(s.RootFS, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open rootfs: %w", err)
+	}
+	defer root.Close()
+	for _, m := range s.Mounts {
+		if err := mountOne(root, &m); err != nil {
+			if m.Optional && errors.Is(err, errSymlinkTarget) {
+				continue
+			}
+			return fmt.Errorf("mount %s on %s: %w", m.Kind, m.Target, err)
+		}
+	}
+	return pivot(s.RootFS)
+}
+
+var errSymlinkTarget = errors.New("target is a symlink in the image")
+
+// fdPath names an open fd for mount(2): mounting onto the fd's magic link
+// mounts on exactly the inode we resolved and checked, never on a path an
+// attacker could swap in between (CVE-2021-30465, threats T5).
+func fdPath(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())) }
+
+func mountOne(root *os.File, m *Mount) error {
+	switch m.Kind {
+	case KindProc:
+		return mountPseudo(root, m.Target, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+	case KindSys:
+		return mountPseudo(root, m.Target, "sysfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|unix.MS_RDONLY, "")
+	case KindDev:
+		if err := mountPseudo(root, m.Target, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC|unix.MS_STRICTATIME, "mode=755,size=65536k"); err != nil {
+			return err
+		}
+		return populateDev(root, m.Target)
+	case KindBind:
+		return mountBind(root, m)
+	}
+	return fmt.Errorf("unknown mount kind %q", m.Kind)
+}
+
+// pseudoDir opens (creating if missing) a top-level directory of the root
+// that must be a real directory: never a symlink (threats T6, T8).
+func pseudoDir(root *os.File, name string) (*os.File, error) {
+	name = path.Base(name)
+	err := unix.Mkdirat(int(root.Fd()), name, 0o755)
+	if err != nil && !errors.Is(err, unix.EEXIST) {
+		return nil, err
+	}
+	fd, err := unix.Openat(int(root.Fd()), name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("/%s must be a directory: %w", name, err)
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+func mountPseudo(root *os.File, target, fstype string, flags uintptr, data string) error {
+	d, err := pseudoDir(root, target)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return unix.Mount(fstype, fdPath(d), fstype, flags, data)
+}
+
+type devNode struct {
+	name         string
+	major, minor uint32
+}
+
+var devNodes = []devNode{
+	{"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7},
+	{"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0},
+}
+
+var devLinks = [][2]string{
+	{"fd", "/proc/self/fd"}, {"stdin", "/proc/self/fd/0"},
+	{"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"},
+	{"ptmx", "pts/ptmx"},
+}
+
+// populateDev fills the fresh /dev tmpfs; every node is made relative to
+// the tmpfs we just mounted, so nothing in the image can redirect it.
+func populateDev(root *os.File, target string) error {
+	d, err := pseudoDir(root, target) // now the tmpfs root
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	dfd := int(d.Fd())
+	for _, n := range devNodes {
+		if err := unix.Mknodat(dfd, n.name, unix.S_IFCHR|0o666, int(unix.Mkdev(n.major, n.minor))); err != nil {
+			return fmt.Errorf("mknod /dev/%s: %w", n.name, err)
+		}
+	}
+	for _, l := range devLinks {
+		if err := unix.Symlinkat(l[1], dfd, l[0]); err != nil {
+			return fmt.Errorf("symlink /dev/%s: %w", l[0], err)
+		}
+	}
+	subs := []struct {
+		name, fstype, data string
+		mode               uint32
+		flags              uintptr
+	}{
+		{"pts", "devpts", "newinstance,ptmxmode=0666,mode=0620,gid=5", 0o755, unix.MS_NOSUID | unix.MS_NOEXEC},
+		{"shm", "tmpfs", "mode=1777,size=65536k", 0o1777, unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC},
+		{"mqueue", "mqueue", "", 0o755, unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC},
+	}
+	for _, s := range subs {
+		if err := unix.Mkdirat(dfd, s.name, s.mode); err != nil {
+			return fmt.Errorf("mkdir /dev/%s: %w", s.name, err)
+		}
+		fd, err := unix.Openat(dfd, s.name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		f := os.NewFile(uintptr(fd), s.name)
+		err = unix.Mount(s.fstype, fdPath(f), s.fstype, s.flags, s.data)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("mount /dev/%s: %w", s.name, err)
+		}
+	}
+	return nil
+}
+
+// mountBind bind-mounts a volume or file; the target is created and
+// resolved inside the root, each component without escaping it
+// (CVE-2024-45310, threats T9).
+func mountBind(root *os.File, m *Mount) error {
+	t, err := bindTarget(root, m)
+	if err != nil {
+		return err
+	}
+	err = unix.Mount(m.Source, fdPath(t), "", unix.MS_BIND|unix.MS_REC, "")
+	t.Close()
+	if err != nil {
+		return err
+	}
+	if !m.ReadOnly {
+		return nil
+	}
+	// The read-only flag needs a remount of the new mount, reached anew
+	// through the root.
+	t, err = pathrs.OpenatInRoot(root, m.Target)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	return unix.Mount("", fdPath(t), "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
+}
+
+func bindTarget(root *os.File, m *Mount) (*os.File, error) {
+	if !m.File {
+		return pathrs.MkdirAllHandle(root, m.Target, 0o755)
+	}
+	parent, err := pathrs.MkdirAllHandle(root, path.Dir(m.Target), 0o755)
+	if err != nil {
+		return nil, err
+	}
+	defer parent.Close()
+	base := path.Base(m.Target)
+	pfd := int(parent.Fd())
+	var st unix.Stat_t
+	if err := unix.Fstatat(pfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFLNK:
+			return nil, errSymlinkTarget
+		case unix.S_IFDIR:
+			return nil, fmt.Errorf("%s is a directory in the image", m.Target)
+		}
+	} else if errors.Is(err, unix.ENOENT) {
+		fd, err := unix.Openat(pfd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		unix.Close(fd)
+	} else {
+		return nil, err
+	}
+	fd, err := unix.Openat(pfd, base, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), base), nil
+}
+
+// pivot makes rootfs the root and detaches the old one, so nothing of the
+// stage1, the other apps or the host stays reachable by path.
+func pivot(rootfs string) error {
+	if err := unix.Chdir(rootfs); err != nil {
+		return fmt.Errorf("chdir rootfs: %w", err)
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach old root: %w", err)
+	}
+	return unix.Chdir("/")
+}

@@ -1,0 +1,61 @@
+// Package appexec owns the making of an app process: the Spec that says
+// everything about it, and the child side that turns a freshly cloned
+// process (in a mount namespace of its own, inside the pod's other
+// namespaces) into the app: its mounts, its root, its credentials, its fds,
+// its signal state, and finally the execve of the app's binary.
+//
+// Every app process of a pod is made by this one code path, so that no
+// entry point can hand out less isolation than another (rkt's enter did:
+// CVE-2019-10144/10145/10147).
+package appexec
+
+// Spec is everything the child needs to become the app. It is built and
+// validated on the host side before the pod starts, so the child only
+// carries it out.
+type Spec struct {
+	// App is the app's name (an ACName), used in messages.
+	App string `json:"app"`
+	// RootFS is the absolute path of the app's root in the pod's mount
+	// namespace.
+	RootFS string `json:"rootfs"`
+	// Exec is the command; Exec[0] without a slash is looked up in the
+	// PATH of Env, inside the app's root.
+	Exec []string `json:"exec"`
+	// Env is the complete environment, KEY=VALUE.
+	Env []string `json:"env"`
+	// WorkingDir is a clean absolute path inside the app's root.
+	WorkingDir string `json:"workingDir"`
+	// UID, GID and Groups are the app's credentials.
+	UID    int   `json:"uid"`
+	GID    int   `json:"gid"`
+	Groups []int `json:"groups"`
+	// Mounts are made in order, each target resolved inside RootFS.
+	Mounts []Mount `json:"mounts"`
+}
+
+// Mount kinds.
+const (
+	// KindProc mounts a procfs of the pod's pid namespace.
+	KindProc = "proc"
+	// KindSys mounts a read-only sysfs.
+	KindSys = "sysfs"
+	// KindDev mounts a fresh tmpfs /dev with the standard device nodes,
+	// devpts, shm and mqueue.
+	KindDev = "dev"
+	// KindBind bind-mounts Source (a path in the pod's mount namespace).
+	KindBind = "bind"
+)
+
+// Mount is one mount in the app's root.
+type Mount struct {
+	Kind     string `json:"kind"`
+	Source   string `json:"source,omitempty"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"readOnly,omitempty"`
+	// File is set when Source is not a directory, so the target is
+	// created as an empty file.
+	File bool `json:"file,omitempty"`
+	// Optional mounts are skipped, with a warning, when the target's
+	// last component is a symlink in the image (/etc/hosts -> ...).
+	Optional bool `json:"optional,omitempty"`
+}

@@ -1,0 +1,298 @@
+package podspec
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/appc/spec/schema"
+	"github.com/appc/spec/schema/types"
+
+	"github.com/pod1/pod1/appexec"
+)
+
+// markerSuffixes are the names stage0 derives from an app name inside
+// rkt/status (contract §4): an app called "web-created" would share its
+// status file with the creation marker of an app called "web".
+var markerSuffixes = []string{"-created", "-started"}
+
+// Load reads and validates the pod in podDir (an absolute path) and
+// resolves it for the stage1. Nothing on disk is changed.
+func Load(podDir string, opts *Options) (*Pod, error) {
+	raw, err := readCapped(filepath.Join(podDir, ManifestFile))
+	if err != nil {
+		return nil, errorf("pod manifest", "%w", err)
+	}
+	if err := checkAppNames(raw); err != nil {
+		return nil, err
+	}
+	var pm schema.PodManifest
+	if err := pm.UnmarshalJSON(raw); err != nil {
+		return nil, errorf("pod manifest", "%s", oneLine(err))
+	}
+	if len(pm.Apps) == 0 && !opts.Mutable {
+		return nil, errorf("pod manifest: apps", "pod must contain at least one application")
+	}
+	vols, shared, err := loadVolumes(podDir, pm.Volumes)
+	if err != nil {
+		return nil, err
+	}
+	p := &Pod{
+		UUID:         opts.UUID,
+		Debug:        opts.Debug,
+		Hostname:     opts.Hostname,
+		NewNet:       !opts.NetHost(),
+		Mutable:      opts.Mutable,
+		GracePeriod:  DefaultGracePeriod,
+		EmptyVolumes: shared,
+	}
+	if p.Hostname == "" {
+		p.Hostname = "rkt-" + opts.UUID
+	}
+	for i := range pm.Apps {
+		spec, err := loadApp(podDir, opts, &pm.Apps[i], vols)
+		if err != nil {
+			return nil, err
+		}
+		p.Apps = append(p.Apps, *spec)
+	}
+	return p, nil
+}
+
+func readCapped(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", p)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxManifestSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxManifestSize {
+		return nil, fmt.Errorf("%s exceeds %d bytes", p, MaxManifestSize)
+	}
+	return b, nil
+}
+
+// oneLine folds the multi-line messages of appc's JSON errors.
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// checkAppNames validates the app names before appc's decoder does, so the
+// error can say which entry is wrong, and adds the checks appc lacks:
+// collisions with stage0's marker files (threats B5, T15).
+func checkAppNames(raw []byte) error {
+	var pre struct {
+		Apps []struct {
+			Name *string `json:"name"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(raw, &pre); err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return errorf("pod manifest", "invalid JSON at byte %d: %v", se.Offset, err)
+		}
+		return errorf("pod manifest", "%v", err)
+	}
+	seen := map[string]int{}
+	for i, a := range pre.Apps {
+		field := fmt.Sprintf("pod manifest: apps[%d].name", i)
+		if a.Name == nil {
+			return errorf(field, "missing")
+		}
+		name := *a.Name
+		if _, err := types.NewACName(name); err != nil {
+			return errorf(field, "invalid app name %q: %v", name, err)
+		}
+		if j, dup := seen[name]; dup {
+			return errorf(field, "duplicate app name %q (also apps[%d])", name, j)
+		}
+		seen[name] = i
+	}
+	for name := range seen {
+		for _, suf := range markerSuffixes {
+			if base, ok := strings.CutSuffix(name, suf); ok {
+				if _, clash := seen[base]; clash {
+					return errorf("pod manifest: apps", "app name %q collides with status marker of app %q", name, base)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types.ACName]volume) (*appexec.Spec, error) {
+	name := ra.Name.String()
+	field := func(f string) string { return fmt.Sprintf("app %q: %s", name, f) }
+	appDir := filepath.Join(podDir, Stage1RootFS, "opt/stage2", name)
+	app := ra.App
+	if app == nil {
+		// rkt's LoadPod falls back to the image's own app section.
+		raw, err := readCapped(filepath.Join(appDir, "manifest"))
+		if err != nil {
+			return nil, errorf(field("image manifest"), "%w", err)
+		}
+		var im schema.ImageManifest
+		if err := im.UnmarshalJSON(raw); err != nil {
+			return nil, errorf(field("image manifest"), "%s", oneLine(err))
+		}
+		if im.App == nil {
+			return nil, errorf(field("app"), "neither the pod manifest nor the image manifest has an app section")
+		}
+		app = im.App
+	}
+	if len(app.Exec) == 0 || app.Exec[0] == "" {
+		return nil, errorf(field("exec"), "must not be empty")
+	}
+	for i, a := range app.Exec {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, errorf(field(fmt.Sprintf("exec[%d]", i)), "contains a NUL byte")
+		}
+	}
+	rootfs := filepath.Join(appDir, "rootfs")
+	if err := checkRootFS(rootfs); err != nil {
+		return nil, errorf(field("rootfs"), "%w", err)
+	}
+	env, err := environ(name, app.Environment, opts)
+	if err != nil {
+		return nil, errorf(field("environment"), "%w", err)
+	}
+	wd, err := workingDir(rootfs, app.WorkingDirectory)
+	if err != nil {
+		return nil, errorf(field("workingDirectory"), "%w", err)
+	}
+	spec := &appexec.Spec{
+		App:        name,
+		RootFS:     rootfs,
+		Exec:       append([]string(nil), app.Exec...),
+		Env:        env,
+		WorkingDir: wd,
+		Groups:     append([]int{}, app.SupplementaryGIDs...),
+	}
+	if spec.UID, err = resolveUser(rootfs, app.User); err != nil {
+		return nil, errorf(field("user"), "%w", err)
+	}
+	if spec.GID, err = resolveGroup(rootfs, app.Group); err != nil {
+		return nil, errorf(field("group"), "%w", err)
+	}
+	mounts, err := appMounts(podDir, ra, app, vols, opts)
+	if err != nil {
+		return nil, errorf(field("mounts"), "%w", err)
+	}
+	spec.Mounts = mounts
+	return spec, nil
+}
+
+// checkRootFS refuses an app root whose /proc, /sys or /dev is anything but
+// a directory: mount(2) follows symlinks, and runc mounted procfs where the
+// image pointed it (CVE-2019-19921, CVE-2023-27561, threats T6, T8).
+func checkRootFS(rootfs string) error {
+	st, err := os.Lstat(rootfs)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("%s is not a directory", rootfs)
+	}
+	for _, d := range []string{"proc", "sys", "dev"} {
+		st, err := os.Lstat(filepath.Join(rootfs, d))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if !st.IsDir() {
+			return fmt.Errorf("/%s is a %s in the image; it must be a directory", d, kindOf(st.Mode()))
+		}
+	}
+	return nil
+}
+
+func kindOf(m os.FileMode) string {
+	switch {
+	case m&os.ModeSymlink != 0:
+		return "symlink"
+	case m&os.ModeNamedPipe != 0:
+		return "FIFO"
+	case m&os.ModeDevice != 0:
+		return "device"
+	case m.IsRegular():
+		return "regular file"
+	}
+	return "non-directory"
+}
+
+// defaultEnv is rkt's default environment (stage1/init/common/app.go),
+// applied for the names the app does not set.
+var defaultEnv = []string{
+	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	"SHELL=/bin/sh",
+	"USER=root",
+	"LOGNAME=root",
+	"HOME=/root",
+}
+
+func environ(app string, appEnv types.Environment, opts *Options) ([]string, error) {
+	var env []string
+	set := map[string]bool{}
+	for _, kv := range appEnv {
+		if kv.Name == "" || strings.ContainsAny(kv.Name, "=\x00") {
+			return nil, fmt.Errorf("invalid variable name %q", kv.Name)
+		}
+		if strings.IndexByte(kv.Value, 0) >= 0 {
+			return nil, fmt.Errorf("variable %q contains a NUL byte", kv.Name)
+		}
+		if kv.Name == "AC_APP_NAME" || set[kv.Name] {
+			continue
+		}
+		set[kv.Name] = true
+		env = append(env, kv.Name+"="+kv.Value)
+	}
+	for _, kv := range defaultEnv {
+		if k, _, _ := strings.Cut(kv, "="); !set[k] {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "AC_APP_NAME="+app), nil
+}
+
+// workingDir validates the working directory: a clean absolute path that
+// exists as a directory inside the app's root and is not under the
+// pseudo-filesystems the pod mounts. /proc/self/fd/N as a working
+// directory gave runc's container a cwd on the host (CVE-2024-21626).
+func workingDir(rootfs, wd string) (string, error) {
+	if wd == "" {
+		return "/", nil
+	}
+	if !path.IsAbs(wd) {
+		return "", fmt.Errorf("%q is not an absolute path", wd)
+	}
+	if path.Clean(wd) != wd && path.Clean(wd)+"/" != wd {
+		return "", fmt.Errorf("%q is not a clean path", wd)
+	}
+	wd = path.Clean(wd)
+	for _, pseudo := range []string{"/proc", "/sys", "/dev"} {
+		if wd == pseudo || strings.HasPrefix(wd, pseudo+"/") {
+			return "", fmt.Errorf("%q is inside %s", wd, pseudo)
+		}
+	}
+	if err := isDirInRoot(rootfs, wd); err != nil {
+		return "", err
+	}
+	return wd, nil
+}

@@ -1,0 +1,85 @@
+// Package podspec owns the validated description of a pod: it reads what
+// rkt's stage0 left in the pod directory (the pod manifest, each app's
+// image manifest and rootfs), checks all of it, and resolves it into the
+// Pod that the stage1 carries out. Every error it returns names the field
+// at fault, so the stage1 can refuse a bad pod with one line and exit 254
+// before anything starts.
+package podspec
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/pod1/pod1/appexec"
+)
+
+// Paths relative to the pod directory (contract §5).
+const (
+	ManifestFile = "pod"
+	Stage1RootFS = "stage1/rootfs"
+	StatusDir    = Stage1RootFS + "/rkt/status"
+	EnvDir       = Stage1RootFS + "/rkt/env"
+	SharedVols   = "sharedVolumes"
+	PidFile      = "pid"
+)
+
+// MaxManifestSize caps how much of a manifest is read: a stage1 that reads
+// an unbounded file can be made to exhaust memory, and PID 1 running out of
+// memory ends the pod without statuses (threats B2).
+const MaxManifestSize = 16 << 20
+
+// DefaultGracePeriod is how long apps get between SIGTERM and SIGKILL when
+// the pod stops.
+const DefaultGracePeriod = 10 * time.Second
+
+// Options are the stage1 flags that shape the pod (contract §2).
+type Options struct {
+	UUID        string
+	Debug       bool
+	Net         []string
+	Interactive bool
+	Hostname    string
+	// ResolvMode and HostsMode are the two halves of --dns-conf-mode.
+	ResolvMode string
+	HostsMode  string
+	IPC        string
+	Mutable    bool
+	MDSToken   string
+}
+
+// NetHost reports whether the pod stays in the host's network namespace.
+func (o *Options) NetHost() bool {
+	for _, n := range o.Net {
+		if n == "host" {
+			return true
+		}
+	}
+	return false
+}
+
+// Pod is what the pod's PID 1 carries out. It crosses from the run
+// entrypoint to PID 1 as JSON.
+type Pod struct {
+	UUID        string         `json:"uuid"`
+	Debug       bool           `json:"debug,omitempty"`
+	Hostname    string         `json:"hostname"`
+	NewNet      bool           `json:"newNet"`
+	Mutable     bool           `json:"mutable,omitempty"`
+	GracePeriod time.Duration  `json:"gracePeriod"`
+	Apps        []appexec.Spec `json:"apps"`
+	// EmptyVolumes are created on the host side before PID 1 starts.
+	EmptyVolumes []SharedVolume `json:"-"`
+}
+
+// fieldError is a validation failure of one field.
+type fieldError struct {
+	field string
+	err   error
+}
+
+func (e *fieldError) Error() string { return e.field + ": " + e.err.Error() }
+func (e *fieldError) Unwrap() error { return e.err }
+
+func errorf(field, format string, a ...any) error {
+	return &fieldError{field: field, err: fmt.Errorf(format, a...)}
+}

@@ -1,0 +1,167 @@
+package reaper
+
+import (
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The test binary re-executes itself as a child helper when this variable
+// is set, so no shell is needed.
+const helperEnv = "REAPER_TEST_HELPER"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(helperEnv) {
+	case "exit":
+		code, _ := strconv.Atoi(os.Args[1])
+		os.Exit(code)
+	case "orphans":
+		// Start n children that outlive us, then exit: they are
+		// re-parented to the nearest subreaper.
+		n, _ := strconv.Atoi(os.Args[1])
+		for i := 0; i < n; i++ {
+			p, err := os.StartProcess("/proc/self/exe", []string{"x", "0"}, &os.ProcAttr{
+				Env: []string{helperEnv + "=sleep"},
+			})
+			if err != nil {
+				os.Exit(2)
+			}
+			_ = p.Release()
+		}
+		os.Exit(0)
+	case "sleep":
+		time.Sleep(100 * time.Millisecond)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func startHelper(t *testing.T, r *Reaper, tag any, kind string, arg int) int {
+	t.Helper()
+	pid, err := r.Start(tag, func() (int, error) {
+		p, err := os.StartProcess("/proc/self/exe", []string{"x", strconv.Itoa(arg)}, &os.ProcAttr{
+			Env:   []string{helperEnv + "=" + kind},
+			Files: []*os.File{nil, os.Stderr, os.Stderr},
+		})
+		if err != nil {
+			return 0, err
+		}
+		pid := p.Pid
+		return pid, p.Release()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+func zombiesOf(t *testing.T, ppid int) int {
+	t.Helper()
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		if f[0] == "Z" && f[1] == strconv.Itoa(ppid) {
+			n++
+		}
+	}
+	return n
+}
+
+// Exit codes of registered children come back exactly, each once, even when
+// many exits coalesce into few SIGCHLDs.
+func TestReapCollectsEveryRegisteredExit(t *testing.T) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, unix.SIGCHLD)
+	defer signal.Stop(sig)
+	r := New()
+	want := map[int]int{}
+	for code := 0; code < 256; code += 5 {
+		pid := startHelper(t, r, code, "exit", code)
+		want[pid] = code
+	}
+	got := map[int]int{}
+	deadline := time.After(20 * time.Second)
+	for len(got) < len(want) {
+		select {
+		case <-sig:
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("collected %d of %d exits", len(got), len(want))
+		}
+		for _, e := range r.Reap() {
+			if _, dup := got[e.Pid]; dup {
+				t.Fatalf("exit of %d reported twice", e.Pid)
+			}
+			got[e.Pid] = e.Status.ExitStatus()
+			if e.Tag.(int) != got[e.Pid] {
+				t.Fatalf("pid %d tag %v, code %d", e.Pid, e.Tag, got[e.Pid])
+			}
+		}
+	}
+	for pid, code := range want {
+		if got[pid] != code {
+			t.Fatalf("pid %d: got %d want %d", pid, got[pid], code)
+		}
+	}
+	if r.Running() != 0 {
+		t.Fatalf("%d still registered", r.Running())
+	}
+}
+
+// Orphans re-parented to a subreaper are reaped; the negative control shows
+// they stay zombies of the subreaper when nobody reaps.
+func TestReapCollectsOrphans(t *testing.T) {
+	if err := SetSubreaper(); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+	self := os.Getpid()
+	r := New()
+	startHelper(t, r, "spawner", "orphans", 50)
+
+	// Negative control: without reaping, the orphans end as our zombies.
+	deadline := time.Now().Add(10 * time.Second)
+	for zombiesOf(t, self) < 51 {
+		if time.Now().After(deadline) {
+			t.Fatalf("control: expected 51 zombies, saw %d", zombiesOf(t, self))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	exits := r.Reap()
+	if len(exits) != 1 || exits[0].Tag != "spawner" {
+		t.Fatalf("registered exits: %+v", exits)
+	}
+	if n := zombiesOf(t, self); n != 0 {
+		t.Fatalf("%d zombies left after Reap", n)
+	}
+	if r.Orphans() != 50 {
+		t.Fatalf("reaped %d orphans, want 50", r.Orphans())
+	}
+}
+
+func TestWaitAllDrains(t *testing.T) {
+	r := New()
+	startHelper(t, r, "a", "exit", 3)
+	startHelper(t, r, "b", "sleep", 0)
+	exits := r.WaitAll()
+	if len(exits) != 2 {
+		t.Fatalf("exits %+v", exits)
+	}
+	if _, err := unix.Wait4(-1, nil, unix.WNOHANG, nil); err != unix.ECHILD {
+		t.Fatalf("children left: %v", err)
+	}
+}

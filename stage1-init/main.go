@@ -1,0 +1,47 @@
+// Command stage1-init is pod1's stage1 for rkt: one static binary whose
+// role is chosen by the name it is run under. rkt's stage0 runs it as the
+// entry points named in the stage1 image manifest ("run", "stop", "gc");
+// "run" re-executes it as the pod's PID 1 ("pod1-init"), and PID 1
+// re-executes it as each app's first process ("pod1-app"), which becomes
+// the app.
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/pod1/pod1/appexec"
+	"github.com/pod1/pod1/status"
+)
+
+// Role names: argv[0]'s base name.
+const (
+	roleRun  = "run"
+	roleInit = "pod1-init"
+	roleApp  = "pod1-app"
+	roleStop = "stop"
+	roleGC   = "gc"
+)
+
+func main() {
+	os.Exit(dispatch())
+}
+
+func dispatch() int {
+	switch role := filepath.Base(os.Args[0]); role {
+	case roleRun, "stage1-init":
+		return runMain(os.Args[1:])
+	case roleInit:
+		return initMain()
+	case roleApp:
+		return appexec.Child()
+	case roleStop:
+		return stopMain(os.Args[1:])
+	case roleGC:
+		return gcMain(os.Args[1:])
+	default:
+		fmt.Fprintf(os.Stderr, "stage1: unknown role %q (run me as run, stop or gc)\n", role)
+		return status.CodeStage1Failure
+	}
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/podenv"
+	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/status"
+)
+
+// podConfigFd is where PID 1 reads the pod from the run entry point.
+const podConfigFd = 3
+
+// initMain is the pod's PID 1. Before the first app starts, any error ends
+// the pod with 254; after that PID 1 never dies on an error: it logs, stops
+// the apps in order and exits with the pod's code (catatonit's rule).
+func initMain() int {
+	// SIGCHLD first, before anything can fork: no exit may be missed
+	// (dumb-init #104). The buffer is large because signals coalesce
+	// anyway; it only has to cover bursts of distinct signals.
+	sigs := make(chan os.Signal, 2048)
+	signal.Notify(sigs, unix.SIGCHLD, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGUSR1)
+
+	// Nothing in the pod may ptrace PID 1 or read its /proc/1/root,
+	// /proc/1/fd, /proc/1/environ (CVE-2016-9962, threats T2, T4).
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fail(fmt.Errorf("pod init: prctl dumpable: %w", err))
+	}
+	pod, err := readPodConfig()
+	if err != nil {
+		return fail(fmt.Errorf("pod init: %w", err))
+	}
+	if err := podenv.Setup(pod.Hostname, pod.NewNet); err != nil {
+		return fail(fmt.Errorf("pod init: %w", err))
+	}
+	dir, err := status.OpenDir(podspec.StatusDir)
+	if err != nil {
+		return fail(fmt.Errorf("pod init: status directory: %w", err))
+	}
+	s := newSupervisor(pod, dir)
+	defer s.recoverPanic()
+	s.startAll()
+	if err := markReady(); err != nil {
+		s.logf("supervisor-status: %v", err)
+	}
+	return s.loop(sigs)
+}
+
+func readPodConfig() (*podspec.Pod, error) {
+	f := os.NewFile(podConfigFd, "pod-config")
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 4*podspec.MaxManifestSize))
+	if err != nil {
+		return nil, fmt.Errorf("read pod configuration: %w", err)
+	}
+	var p podspec.Pod
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, fmt.Errorf("decode pod configuration: %w", err)
+	}
+	return &p, nil
+}
+
+// markReady writes rkt/supervisor-status -> "ready" (contract §4) as a
+// symlink made under a temporary name and renamed into place.
+func markReady() error {
+	const dir = podspec.Stage1RootFS + "/rkt"
+	tmp := dir + "/.supervisor-status.tmp"
+	_ = os.Remove(tmp)
+	if err := os.Symlink("ready", tmp); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dir+"/supervisor-status")
+}
+
+// recoverPanic turns a panic in the supervisor into the same orderly end as
+// any other failure after the apps started: every pod process killed and
+// reaped, the statuses that are known written, exit 254 (threats FI-14).
+func (s *supervisor) recoverPanic() {
+	r := recover()
+	if r == nil {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "stage1: pod init panic: %v\n%s", r, debug.Stack())
+	_ = unix.Kill(-1, unix.SIGKILL)
+	s.record(s.reaper.WaitAll())
+	os.Exit(status.CodeStage1Failure)
+}
+
+func (s *supervisor) logf(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "stage1: "+format+"\n", a...)
+}
+
+func (s *supervisor) debugf(format string, a ...any) {
+	if s.pod.Debug {
+		s.logf(format, a...)
+	}
+}
+
+// loop runs until the pod is over: every app finished (and, for a mutable
+// pod, a stop requested). Then nothing may remain: leftovers are killed
+// and reaped before PID 1 exits and the lock can be released.
+func (s *supervisor) loop(sigs chan os.Signal) int {
+	// A periodic sweep as well as SIGCHLD: cheap insurance against a lost
+	// wake-up (containerd #12678).
+	sweep := time.NewTicker(time.Second)
+	defer sweep.Stop()
+	for !s.finished() {
+		select {
+		case sig := <-sigs:
+			switch sig {
+			case unix.SIGCHLD:
+				s.record(s.reaper.Reap())
+			case unix.SIGUSR1:
+				s.stop("forced stop requested", true)
+			default:
+				s.stop(fmt.Sprintf("%v received", sig), false)
+			}
+		case <-s.graceC:
+			s.logf("grace period of %v over, killing what is left", s.pod.GracePeriod)
+			s.killAll()
+		case <-sweep.C:
+			s.record(s.reaper.Reap())
+		}
+	}
+	_ = unix.Kill(-1, unix.SIGKILL)
+	s.record(s.reaper.WaitAll())
+	return s.podCode
+}
+
+// killAll sends SIGKILL to every process of the pod but PID 1.
+func (s *supervisor) killAll() {
+	s.graceC = nil
+	_ = unix.Kill(-1, unix.SIGKILL)
+}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/status"
+)
+
+// fail prints the one line a setup failure gets and returns rkt's stage1
+// failure code.
+func fail(err error) int {
+	fmt.Fprintf(os.Stderr, "stage1: %v\n", err)
+	return status.CodeStage1Failure
+}
+
+// runMain is the run entry point (contract §2-§4). It validates everything
+// before it changes anything, then clones the pod's PID 1 into new
+// namespaces and stays outside them, holding the lock, until PID 1 has
+// been reaped: by then the kernel has killed and reaped every other process
+// of the pod's pid namespace and PID 1 has written every status, so the
+// lock is released only when the pod is really over.
+func runMain(args []string) int {
+	// Registered first: a stop request that arrives while we set up
+	// must not kill us before PID 1 exists.
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
+
+	f, err := parseRunFlags(args)
+	if err != nil {
+		return fail(err)
+	}
+	podDir, err := os.Getwd()
+	if err != nil {
+		return fail(fmt.Errorf("pod directory: %w", err))
+	}
+	lock, err := takeLockFD(os.Getenv("RKT_LOCK_FD"), podDir)
+	if err != nil {
+		return fail(err)
+	}
+	defer runtime.KeepAlive(lock)
+	if err := closeOnExecFrom3(); err != nil {
+		return fail(fmt.Errorf("close_range: %w", err))
+	}
+	pod, err := podspec.Load(podDir, &f.opts)
+	if err != nil {
+		return fail(err)
+	}
+	statusDir, err := status.OpenDir(filepath.Join(podDir, podspec.StatusDir))
+	if err != nil {
+		return fail(fmt.Errorf("status directory: %w", err))
+	}
+	defer statusDir.Close()
+	for _, n := range f.opts.Net {
+		if n != "host" && n != "none" {
+			fmt.Fprintf(os.Stderr, "stage1: warning: --net=%s: CNI networks are not supported yet, the pod gets loopback only\n", f.net)
+			break
+		}
+	}
+	if f.opts.MDSToken != "" {
+		fmt.Fprintln(os.Stderr, "stage1: warning: --mds-token: the metadata service is not supported, AC_METADATA_URL is not set")
+	}
+	if err := prepareHost(podDir, pod); err != nil {
+		return fail(err)
+	}
+	return superviseInit(pod, f, podDir, sigs)
+}
+
+// prepareHost creates what the apps' mounts need in the pod directory.
+func prepareHost(podDir string, pod *podspec.Pod) error {
+	d, err := status.OpenDir(filepath.Join(podDir, podspec.Stage1RootFS, "rkt"))
+	if err != nil {
+		return fmt.Errorf("stage1 rkt directory: %w", err)
+	}
+	defer d.Close()
+	if err := d.WriteFile(filepath.Base(podspec.HostsFile), podspec.HostsContent(pod.Hostname)); err != nil {
+		return fmt.Errorf("write hosts file: %w", err)
+	}
+	for _, v := range pod.EmptyVolumes {
+		if err := v.Create(podDir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func cloneFlags(f *runFlags) uintptr {
+	fl := uintptr(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWUTS)
+	if f.opts.IPC != "parent" {
+		fl |= unix.CLONE_NEWIPC
+	}
+	if !f.opts.NetHost() {
+		fl |= unix.CLONE_NEWNET
+	}
+	return fl
+}
+
+func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, sigs chan os.Signal) int {
+	cfg, err := json.Marshal(pod)
+	if err != nil {
+		return fail(fmt.Errorf("encode pod: %w", err))
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	// PR_SET_PDEATHSIG fires when the thread that cloned PID 1 exits, not
+	// the process: this goroutine keeps its thread until we return.
+	runtime.LockOSThread()
+	p, err := os.StartProcess("/proc/self/exe", []string{roleInit}, &os.ProcAttr{
+		Dir:   podDir,
+		Env:   os.Environ(),
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, pr},
+		Sys: &syscall.SysProcAttr{
+			Cloneflags: cloneFlags(f),
+			// If we are killed, PID 1 dies with us and the kernel
+			// kills the rest of the pod: no pod process outlives
+			// the lock by more than that.
+			Pdeathsig: unix.SIGKILL,
+		},
+	})
+	pr.Close()
+	if err != nil {
+		pw.Close()
+		return fail(fmt.Errorf("start pod init: %w", err))
+	}
+	pid := p.Pid
+	_ = p.Release()
+	if err := writePid(podDir, pid); err != nil {
+		_ = unix.Kill(pid, unix.SIGKILL)
+		waitPid(pid)
+		pw.Close()
+		return fail(err)
+	}
+	_, werr := pw.Write(cfg)
+	pw.Close()
+	if werr != nil {
+		// PID 1 died before reading its configuration; its exit
+		// status says why.
+		fmt.Fprintf(os.Stderr, "stage1: send pod configuration: %v\n", werr)
+	}
+	go forwardStop(sigs, pid)
+	ws := waitPid(pid)
+	switch {
+	case ws.Exited():
+		return ws.ExitStatus()
+	case ws.Signaled():
+		fmt.Fprintf(os.Stderr, "stage1: pod init killed by signal %v\n", ws.Signal())
+		return status.CodeStage1Failure
+	}
+	return status.CodeStage1Failure
+}
+
+// forwardStop turns a stop request to the run process (rkt run being
+// interrupted, or a signal sent to the pid stage0 exec'd) into a graceful
+// stop of the pod.
+func forwardStop(sigs chan os.Signal, pid int) {
+	for range sigs {
+		_ = unix.Kill(pid, unix.SIGTERM)
+	}
+}
+
+// waitPid waits for our only child. The run process starts no other
+// child, so this is not a second reaper competing with one.
+func waitPid(pid int) unix.WaitStatus {
+	var ws unix.WaitStatus
+	for {
+		_, err := unix.Wait4(pid, &ws, 0, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return ws
+		}
+	}
+}
+
+// writePid names PID 1 for rkt enter and the host tools (contract §4),
+// atomically, unlike rkt's own stage1.
+func writePid(podDir string, pid int) error {
+	d, err := status.OpenDir(podDir)
+	if err != nil {
+		return fmt.Errorf("write pid: %w", err)
+	}
+	defer d.Close()
+	if err := d.WriteFile(podspec.PidFile, []byte(strconv.Itoa(pid)+"\n")); err != nil {
+		return fmt.Errorf("write pid: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/appc/spec/schema/types"
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/podspec"
+)
+
+// stopMain is the stop entry point ([--force] UUID, cwd = pod dir): it asks
+// the pod's PID 1 to stop the pod, gracefully (SIGTERM) or at once
+// (SIGUSR1: every app SIGKILLed now, statuses still written).
+func stopMain(args []string) int {
+	fs := flag.NewFlagSet("stop", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	force := fs.Bool("force", false, "kill the apps now")
+	if err := fs.Parse(args); err != nil {
+		return fail(fmt.Errorf("flags: %w", err))
+	}
+	if fs.NArg() != 1 {
+		return fail(errors.New("UUID: want exactly one argument"))
+	}
+	if _, err := types.NewUUID(fs.Arg(0)); err != nil {
+		return fail(fmt.Errorf("UUID %q is malformed: %w", fs.Arg(0), err))
+	}
+	b, err := os.ReadFile(podspec.PidFile)
+	if err != nil {
+		return fail(fmt.Errorf("read pid: %w", err))
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return fail(fmt.Errorf("pid file holds %q", b))
+	}
+	sig := unix.SIGTERM
+	if *force {
+		sig = unix.SIGUSR1
+	}
+	if err := unix.Kill(pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fail(fmt.Errorf("signal pod init %d: %w", pid, err))
+	}
+	return 0
+}
+
+// gcMain is the gc entry point ([--debug] [--local-config DIR] UUID, cwd =
+// pod dir, no lock fd). This stage1 leaves nothing on the host that
+// outlives the pod's processes (its namespaces and the mounts in them die
+// with them), so there is nothing to clean; it stays idempotent and
+// tolerant of a pod that never started.
+func gcMain(args []string) int {
+	fs := flag.NewFlagSet("gc", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Bool("debug", false, "log to stderr")
+	fs.String("local-config", "/etc/rkt", "local configuration directory")
+	if err := fs.Parse(args); err != nil {
+		return fail(fmt.Errorf("flags: %w", err))
+	}
+	if fs.NArg() != 1 {
+		return fail(errors.New("UUID: want exactly one argument"))
+	}
+	if _, err := types.NewUUID(fs.Arg(0)); err != nil {
+		return fail(fmt.Errorf("UUID %q is malformed: %w", fs.Arg(0), err))
+	}
+	return 0
+}

@@ -1,0 +1,205 @@
+// Package status owns the per-app exit status files that rkt and the host
+// tools read: the format ("<decimal>\n", rkt's reaper.sh format read with
+// fmt.Sscanf("%d")), the atomic, symlink-proof write, the strict read, and
+// the table that turns a wait status into the integer rkt expects.
+package status
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// Exit codes with a fixed meaning, defined once (tini, rkt).
+const (
+	// CodeExecNotPermitted is recorded when the app's executable exists
+	// but cannot be executed (EACCES and similar), as a shell does.
+	CodeExecNotPermitted = 126
+	// CodeExecNotFound is recorded when the app's executable (or its
+	// interpreter) does not exist.
+	CodeExecNotFound = 127
+	// CodeSignalBase is added to the signal number of an app killed by a
+	// signal.
+	CodeSignalBase = 128
+	// CodeStage1Failure is the exit code of a stage1 that failed to set up
+	// the pod (rkt's convention, stage1_fly and stage0 use it too).
+	CodeStage1Failure = 254
+)
+
+// maxFileSize bounds what Read accepts; a valid status is at most a few
+// bytes, anything longer is garbage.
+const maxFileSize = 64
+
+// ErrMalformed is returned by Read when a status file exists but does not
+// hold a single decimal integer followed by a newline.
+var ErrMalformed = errors.New("malformed status file")
+
+// FromWaitStatus maps a raw wait status to the integer written to the
+// status file: the exit code, or 128+signal for a signal death.
+func FromWaitStatus(ws unix.WaitStatus) int {
+	switch {
+	case ws.Exited():
+		return ws.ExitStatus()
+	case ws.Signaled():
+		return CodeSignalBase + int(ws.Signal())
+	default:
+		// Stopped/continued are never reported because the reaper does not
+		// ask for them; treat anything else as a failure, never as 0.
+		return CodeSignalBase
+	}
+}
+
+// Format returns the bytes of a status file holding code.
+func Format(code int) []byte {
+	return []byte(strconv.Itoa(code) + "\n")
+}
+
+// Parse is the strict reader of status file content: one decimal integer
+// (optionally negative) and a trailing newline, nothing else.
+func Parse(b []byte) (int, error) {
+	s, ok := bytes.CutSuffix(b, []byte("\n"))
+	if !ok || len(s) == 0 || len(s) > 11 {
+		return 0, fmt.Errorf("%w: %q", ErrMalformed, b)
+	}
+	n, err := strconv.Atoi(string(s))
+	if err != nil {
+		return 0, fmt.Errorf("%w: %q", ErrMalformed, b)
+	}
+	return n, nil
+}
+
+// Dir is an open status directory (stage1/rootfs/rkt/status). Every write
+// goes through the directory fd, never through a path string, so nothing an
+// app plants later in the path (a symlink for a directory component) can
+// redirect a write made as root (threats T4, T14).
+type Dir struct {
+	f *os.File
+}
+
+// OpenDir opens the status directory without following a symlink at its
+// last component.
+func OpenDir(path string) (*Dir, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return &Dir{f: os.NewFile(uintptr(fd), path)}, nil
+}
+
+// NewDir wraps an already opened directory.
+func NewDir(f *os.File) *Dir { return &Dir{f: f} }
+
+// Close closes the directory.
+func (d *Dir) Close() error { return d.f.Close() }
+
+// Fd returns the directory's file descriptor.
+func (d *Dir) Fd() int { return int(d.f.Fd()) }
+
+// Write records code for app: a temp file ".<app>.tmp" is created with
+// O_EXCL|O_NOFOLLOW, written, fsynced and renamed over "<app>", then the
+// directory is fsynced. A reader sees either no file or the complete
+// integer, never an empty or partial one (rkt issue #3472). Leading-dot
+// names cannot collide with an app name (an ACName has no dot).
+func (d *Dir) Write(app string, code int) error {
+	return d.WriteFile(app, Format(code))
+}
+
+// WriteFile atomically replaces name in the directory with data, as Write
+// does for status files.
+func (d *Dir) WriteFile(name string, data []byte) (retErr error) {
+	tmp := "." + name + ".tmp"
+	dirfd := d.Fd()
+	// A temp file left by a crash (or planted) is removed first: O_EXCL
+	// below then guarantees we write a fresh regular file of our own.
+	if err := unix.Unlinkat(dirfd, tmp, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("remove stale %s: %w", tmp, err)
+	}
+	fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", tmp, err)
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	defer func() {
+		if retErr != nil {
+			_ = f.Close()
+			_ = unix.Unlinkat(dirfd, tmp, 0)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", tmp, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", tmp, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", tmp, err)
+	}
+	// renameat replaces a planted symlink named <name> itself; it never
+	// follows it.
+	if err := unix.Renameat(dirfd, tmp, dirfd, name); err != nil {
+		return fmt.Errorf("rename %s: %w", name, err)
+	}
+	if err := unix.Fsync(dirfd); err != nil {
+		return fmt.Errorf("fsync status dir: %w", err)
+	}
+	return nil
+}
+
+// Remove deletes app's status file if present.
+func (d *Dir) Remove(app string) error {
+	if err := unix.Unlinkat(d.Fd(), app, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("remove status of %s: %w", app, err)
+	}
+	return nil
+}
+
+// Read returns app's recorded exit code. A missing file is reported as an
+// error satisfying errors.Is(err, os.ErrNotExist); a file that is not a
+// regular file or does not hold a valid integer is ErrMalformed, never a
+// default value.
+func (d *Dir) Read(app string) (int, error) {
+	return readAt(d.Fd(), app)
+}
+
+// Read returns the exit code recorded in the status directory at dir for
+// app, with the same strictness as (*Dir).Read.
+func Read(dir, app string) (int, error) {
+	d, err := OpenDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	defer d.Close()
+	return d.Read(app)
+}
+
+func readAt(dirfd int, name string) (int, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return 0, fmt.Errorf("%w: %s is a symlink", ErrMalformed, name)
+		}
+		return 0, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if !st.Mode().IsRegular() {
+		return 0, fmt.Errorf("%w: %s is not a regular file", ErrMalformed, name)
+	}
+	buf := make([]byte, maxFileSize+1)
+	n, err := f.Read(buf)
+	if err != nil && n == 0 {
+		return 0, fmt.Errorf("%w: %s is empty", ErrMalformed, name)
+	}
+	if n > maxFileSize {
+		return 0, fmt.Errorf("%w: %s is too long", ErrMalformed, name)
+	}
+	return Parse(buf[:n])
+}

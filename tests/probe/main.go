@@ -1,0 +1,265 @@
+// Command probe is the static test app dropped into every test image. Its
+// subcommands exercise and report what an app sees; several can be chained
+// with "+" (probe fds + exit 3). Every report line starts with the
+// subcommand's name, so tests can pick lines out of the pod's output.
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func main() {
+	args := os.Args[1:]
+	for len(args) > 0 {
+		i := indexOf(args, "+")
+		cmd := args
+		if i >= 0 {
+			cmd, args = args[:i], args[i+1:]
+		} else {
+			args = nil
+		}
+		if len(cmd) == 0 {
+			continue
+		}
+		if err := run(cmd[0], cmd[1:]); err != nil {
+			fmt.Fprintf(os.Stderr, "probe %s: %v\n", cmd[0], err)
+			os.Exit(99)
+		}
+	}
+}
+
+func indexOf(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+func arg(a []string, i int) string {
+	if i < len(a) {
+		return a[i]
+	}
+	return ""
+}
+
+func run(cmd string, a []string) error {
+	switch cmd {
+	case "exit":
+		code, err := strconv.Atoi(arg(a, 0))
+		if err != nil {
+			return err
+		}
+		os.Exit(code)
+	case "kill-self":
+		n, err := strconv.Atoi(arg(a, 0))
+		if err != nil {
+			return err
+		}
+		signal.Reset(unix.Signal(n))
+		_ = unix.Kill(os.Getpid(), unix.Signal(n))
+		time.Sleep(10 * time.Second)
+		return fmt.Errorf("still alive after signal %d", n)
+	case "sleep":
+		d, err := time.ParseDuration(arg(a, 0))
+		if err != nil {
+			return err
+		}
+		time.Sleep(d)
+	case "ignore-term":
+		signal.Ignore(unix.SIGTERM)
+		fmt.Println("ignore-term ready")
+	case "wait-file":
+		for {
+			if _, err := os.Stat(arg(a, 0)); err == nil {
+				return nil
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	case "touch":
+		return os.WriteFile(arg(a, 0), nil, 0o644)
+	case "write":
+		return os.WriteFile(arg(a, 0), []byte(arg(a, 1)), 0o644)
+	case "cat":
+		b, err := os.ReadFile(arg(a, 0))
+		if err != nil {
+			return err
+		}
+		fmt.Printf("cat %s\n", strings.ReplaceAll(strings.TrimRight(string(b), "\n"), "\n", "\ncat "))
+	case "orphans":
+		return orphans(a)
+	case "spawn":
+		return spawn(a)
+	default:
+		return report(cmd, a)
+	}
+	return nil
+}
+
+// orphans starts one child that starts N grandchildren and exits at once,
+// so the N grandchildren are orphaned onto the pod's PID 1.
+func orphans(a []string) error {
+	n, err := strconv.Atoi(arg(a, 0))
+	if err != nil {
+		return err
+	}
+	p, err := os.StartProcess("/proc/self/exe", []string{"probe", "spawn", strconv.Itoa(n), arg(a, 1)}, &os.ProcAttr{
+		Files: []*os.File{nil, os.Stdout, os.Stderr},
+	})
+	if err != nil {
+		return err
+	}
+	st, err := p.Wait()
+	if err != nil {
+		return err
+	}
+	if !st.Success() {
+		return fmt.Errorf("spawner: %v", st)
+	}
+	fmt.Printf("orphans %d\n", n)
+	return nil
+}
+
+func spawn(a []string) error {
+	n, err := strconv.Atoi(arg(a, 0))
+	if err != nil {
+		return err
+	}
+	life := arg(a, 1)
+	if life == "" {
+		life = "0s"
+	}
+	for i := 0; i < n; i++ {
+		p, err := os.StartProcess("/proc/self/exe", []string{"probe", "sleep", life}, &os.ProcAttr{})
+		if err != nil {
+			return err
+		}
+		_ = p.Release()
+	}
+	return nil
+}
+
+func report(cmd string, a []string) error {
+	switch cmd {
+	case "fds":
+		fds, err := openFds()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("fds %s\n", strings.Trim(fmt.Sprint(fds), "[]"))
+	case "env":
+		env := os.Environ()
+		sort.Strings(env)
+		for _, kv := range env {
+			fmt.Printf("env %q\n", kv)
+		}
+	case "ids":
+		groups, _ := unix.Getgroups()
+		sort.Ints(groups)
+		fmt.Printf("ids uid=%d gid=%d groups=%v\n", os.Getuid(), os.Getgid(), groups)
+	case "cwd":
+		wd, err := os.Getwd()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("cwd %s\n", wd)
+	case "hostname":
+		h, err := os.Hostname()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("hostname %s\n", h)
+	case "pid":
+		fmt.Printf("pid %d ppid %d\n", os.Getpid(), os.Getppid())
+	case "status":
+		b, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			return err
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			for _, k := range []string{"Cap", "NoNewPrivs", "Seccomp:", "Sig"} {
+				if strings.HasPrefix(l, k) {
+					fmt.Printf("status %s\n", strings.Join(strings.Fields(l), " "))
+				}
+			}
+		}
+	case "stat":
+		var st unix.Stat_t
+		if err := unix.Lstat(arg(a, 0), &st); err != nil {
+			fmt.Printf("stat %s error %v\n", arg(a, 0), err)
+			return nil
+		}
+		fmt.Printf("stat %s mode=%o rdev=%d:%d\n", arg(a, 0), st.Mode, unix.Major(st.Rdev), unix.Minor(st.Rdev))
+	case "ls":
+		ents, err := os.ReadDir(arg(a, 0))
+		if err != nil {
+			fmt.Printf("ls %s error %v\n", arg(a, 0), err)
+			return nil
+		}
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		fmt.Printf("ls %s %s\n", arg(a, 0), strings.Join(names, " "))
+	case "mounts":
+		b, err := os.ReadFile("/proc/self/mountinfo")
+		if err != nil {
+			return err
+		}
+		for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			f := strings.Fields(l)
+			i := indexOf(f, "-")
+			fmt.Printf("mounts %s %s %s %s\n", f[4], f[i+1], f[5], f[i+3])
+		}
+	case "netdevs":
+		ents, _ := os.ReadDir("/sys/class/net")
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		fmt.Printf("netdevs %s\n", strings.Join(names, " "))
+	default:
+		return fmt.Errorf("unknown subcommand %q", cmd)
+	}
+	return nil
+}
+
+// openFds lists the open fds with raw syscalls, so that nothing the Go
+// runtime might open for an *os.File (an epoll instance) shows up, and
+// leaves out the directory fd used for the listing.
+func openFds() ([]int, error) {
+	dfd, err := unix.Open("/proc/self/fd", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(dfd)
+	var names []string
+	buf := make([]byte, 8192)
+	for {
+		n, err := unix.ReadDirent(dfd, buf)
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			break
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
+	var fds []int
+	for _, name := range names {
+		if n, err := strconv.Atoi(name); err == nil && n != dfd {
+			fds = append(fds, n)
+		}
+	}
+	sort.Ints(fds)
+	return fds, nil
+}
