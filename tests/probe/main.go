@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -65,8 +66,11 @@ func run(cmd string, a []string) error {
 		if err != nil {
 			return err
 		}
-		signal.Reset(unix.Signal(n))
-		_ = unix.Kill(os.Getpid(), unix.Signal(n))
+		// Go catches and ignores some signals (SIGUSR1): restore the
+		// default action in the kernel itself.
+		var act [4]uint64
+		_, _, _ = unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(n), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0)
+		_ = unix.Tgkill(os.Getpid(), unix.Gettid(), unix.Signal(n))
 		time.Sleep(10 * time.Second)
 		return fmt.Errorf("still alive after signal %d", n)
 	case "sleep":
@@ -219,6 +223,14 @@ func report(cmd string, a []string) error {
 			f := strings.Fields(l)
 			i := indexOf(f, "-")
 			fmt.Printf("mounts %s %s %s %s\n", f[4], f[i+1], f[5], f[i+3])
+		}
+	case "ns":
+		for _, n := range []string{"ipc", "mnt", "net", "pid", "uts"} {
+			l, err := os.Readlink("/proc/self/ns/" + n)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("ns %s %s\n", n, l)
 		}
 	case "netdevs":
 		ents, _ := os.ReadDir("/sys/class/net")

@@ -1,0 +1,112 @@
+// Command pod1 runs pods with the pod1 stage1 without needing rkt: `pod1
+// run` prepares a pod directory exactly as rkt v1.30.0's stage0 does and
+// execs the stage1, so pods started by pod1 and by rkt are interchangeable
+// for every tool that reads the pod directory.
+//
+// Subcommands live in their own files and are listed in the commands table
+// below; each parses its own flags with Go's flag package.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/pod1/pod1/hostside/launch"
+)
+
+// exitError is rkt's exit code for its own failures (usage included), which
+// callers cannot confuse with an app's code.
+const exitError = 254
+
+// command is one subcommand. run gets the arguments after the command
+// name and returns the process exit code.
+type command struct {
+	name    string
+	summary string
+	run     func(g *globalFlags, args []string, stdout, stderr io.Writer) int
+}
+
+// commands is the dispatch table. status, list, gc, stop and enter will be
+// added here, each implemented in its own file.
+var commands = []command{
+	{"run", "prepare a pod from ACI images and exec the stage1 (exit code is the pod's)", cmdRun},
+}
+
+// globalFlags are rkt's global flags. They may be given before the command
+// (`pod1 --dir=X run`) as with rkt, or among the command's flags.
+type globalFlags struct {
+	dir             string
+	debug           bool
+	insecureOptions string
+}
+
+// register adds the global flags to fs, with their current values as
+// defaults so a value given before the command survives the command's parse.
+func (g *globalFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.dir, "dir", g.dir, "rkt data directory")
+	fs.BoolVar(&g.debug, "debug", g.debug, "print debug output and pass --debug to the stage1")
+	fs.StringVar(&g.insecureOptions, "insecure-options", g.insecureOptions, "accepted for rkt compatibility and ignored (pod1 does not verify signatures)")
+}
+
+func main() {
+	os.Exit(pod1Main(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// pod1Main is main without the exit, so tests can drive it in-process.
+func pod1Main(args []string, stdout, stderr io.Writer) int {
+	g := &globalFlags{dir: launch.DefaultDir}
+	fs := newFlagSet("pod1")
+	g.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			usage(stdout, fs)
+			return 0
+		}
+		fail(stderr, "pod1", err)
+		return exitError
+	}
+	rest := fs.Args()
+	if len(rest) == 0 {
+		fail(stderr, "pod1", errors.New("no command given (try pod1 --help)"))
+		return exitError
+	}
+	for _, c := range commands {
+		if c.name == rest[0] {
+			return c.run(g, rest[1:], stdout, stderr)
+		}
+	}
+	fail(stderr, "pod1", fmt.Errorf("unknown command %q (try pod1 --help)", rest[0]))
+	return exitError
+}
+
+// newFlagSet returns a flag set that reports errors to us instead of
+// printing usage, so every failure is one line.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	return fs
+}
+
+// fail prints `<prefix>: <error>` as a single line: appc's JSON errors
+// embed newlines, and scripts read the first line.
+func fail(w io.Writer, prefix string, err error) {
+	msg := strings.NewReplacer("\r", " ", "\n", " ").Replace(err.Error())
+	fmt.Fprintf(w, "%s: %s\n", prefix, strings.TrimSpace(msg))
+}
+
+func usage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintln(w, "usage: pod1 [global flags] <command> [flags] [args]")
+	fmt.Fprintln(w, "\ncommands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nglobal flags:")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/appc/spec/schema/types"
+
+	"github.com/pod1/pod1/hostside/launch"
+)
+
+const runUsage = `usage: pod1 run [flags] IMAGE [app flags] [-- ARGS...] [--- IMAGE [app flags] [-- ARGS...]]...
+
+IMAGE is an ACI file (tar, optionally gzip/bzip2-compressed) or an ACI directory.
+App flags follow their image: --name=N --exec=PATH --user=U --group=G
+--working-dir=D --set-env=K=V (repeatable) --mount volume=NAME,target=PATH
+(repeatable). "--" starts the app's arguments, which run until "---".
+
+flags:`
+
+// cmdRun implements `pod1 run`. On success it does not return: the process
+// becomes the stage1, and the pod's exit code is ours.
+func cmdRun(g *globalFlags, args []string, stdout, stderr io.Writer) int {
+	opts, err := parseRunArgs(g, args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(stdout, runUsage)
+		fs := newRunFlagSet(g, &runFlags{})
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return 0
+	}
+	if err != nil {
+		fail(stderr, "pod1 run", err)
+		return exitError
+	}
+	p, err := launch.Prepare(opts)
+	if err != nil {
+		fail(stderr, "pod1 run", err)
+		return exitError
+	}
+	err = p.Exec()
+	// Exec only returns on failure: the pod never ran, so undo it.
+	if aerr := launch.Abort(p); aerr != nil {
+		err = fmt.Errorf("%w (undo: %w)", err, aerr)
+	}
+	fail(stderr, "pod1 run", err)
+	return exitError
+}
+
+// runFlags are the pod-level flags of `pod1 run`.
+type runFlags struct {
+	stage1      string
+	nets        listFlag
+	hostname    string
+	uuidFile    string
+	noOverlay   bool
+	interactive bool
+	volumes     volumeFlag
+	env         envFlag
+}
+
+func newRunFlagSet(g *globalFlags, rf *runFlags) *flag.FlagSet {
+	fs := newFlagSet("run")
+	g.register(fs)
+	fs.StringVar(&rf.stage1, "stage1-path", defaultStage1Path(), "stage1 image: ACI file or ACI directory")
+	fs.Var(&rf.nets, "net", `networks for the pod, comma-separated, repeatable (default "default")`)
+	fs.StringVar(&rf.hostname, "hostname", "", "pod hostname (default rkt-<uuid>, chosen by the stage1)")
+	fs.StringVar(&rf.uuidFile, "uuid-file-save", "", "write the pod UUID to this file")
+	fs.BoolVar(&rf.noOverlay, "no-overlay", false, "copy image trees instead of mounting overlays")
+	fs.BoolVar(&rf.interactive, "interactive", false, "give the (single) app the terminal")
+	fs.Var(&rf.volumes, "volume", "NAME,kind=host|empty[,source=PATH][,readOnly=BOOL][,mode=M,uid=U,gid=G] (repeatable)")
+	fs.Var(&rf.env, "set-env", "K=V set for every app, before each app's own --set-env (repeatable)")
+	return fs
+}
+
+// parseRunArgs turns `pod1 run` arguments into launch options without
+// touching the file system.
+func parseRunArgs(g *globalFlags, args []string, stderr io.Writer) (launch.Options, error) {
+	var rf runFlags
+	fs := newRunFlagSet(g, &rf)
+	if err := fs.Parse(args); err != nil {
+		return launch.Options{}, err
+	}
+	apps, err := parseApps(fs.Args())
+	if err != nil {
+		return launch.Options{}, err
+	}
+	// rkt's --set-env applies to every app; an app's own value wins.
+	for i := range apps {
+		apps[i].Env = append(append([]types.EnvironmentVariable(nil), rf.env...), apps[i].Env...)
+	}
+	if rf.stage1 == "" {
+		return launch.Options{}, errors.New("--stage1-path: not set and no default (cannot locate the pod1 executable)")
+	}
+	return launch.Options{
+		Dir:          g.dir,
+		Stage1:       rf.stage1,
+		Net:          rf.nets.String(),
+		Hostname:     rf.hostname,
+		Debug:        g.debug,
+		Interactive:  rf.interactive,
+		NoOverlay:    rf.noOverlay,
+		UUIDFileSave: rf.uuidFile,
+		Volumes:      rf.volumes,
+		Apps:         apps,
+		Stderr:       stderr,
+	}, nil
+}
+
+// defaultStage1Path is <dir of the pod1 executable>/../build/stage1.aci: the
+// layout of a build tree (bin/pod1 beside build/stage1.aci).
+func defaultStage1Path() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(filepath.Dir(exe), "..", "build", "stage1.aci")
+}
+
+// listFlag is a repeatable flag whose values are joined with commas, like
+// rkt's --net=a --net=b (== --net=a,b).
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(s string) error {
+	if s == "" {
+		return errors.New("empty value")
+	}
+	*l = append(*l, s)
+	return nil
+}
+
+// volumeFlag collects --volume values, parsed by appc so the syntax and
+// defaults (mode 0755, uid/gid 0 for empty volumes) are rkt's.
+type volumeFlag []types.Volume
+
+func (v *volumeFlag) String() string {
+	parts := make([]string, len(*v))
+	for i, vol := range *v {
+		parts[i] = vol.String()
+	}
+	return strings.Join(parts, " ")
+}
+
+func (v *volumeFlag) Set(s string) error {
+	vol, err := types.VolumeFromString(s)
+	if err != nil {
+		return err
+	}
+	for _, o := range *v {
+		if o.Name == vol.Name {
+			return fmt.Errorf("duplicate volume name %q", vol.Name)
+		}
+	}
+	*v = append(*v, *vol)
+	return nil
+}

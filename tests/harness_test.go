@@ -1,0 +1,399 @@
+// Package tests holds the integration tests: they start real pods, as root,
+// exactly as rkt's stage0 starts a stage1 (a pod directory, a pod manifest,
+// an flock'd RKT_LOCK_FD, rkt's argv), and check what the host and the apps
+// see. `make test` builds the binaries they use first.
+package tests
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+var repoRoot = func() string {
+	wd, _ := os.Getwd()
+	return filepath.Dir(wd)
+}()
+
+func bin(name string) string { return filepath.Join(repoRoot, "bin", name) }
+
+func TestMain(m *testing.M) {
+	if os.Getuid() != 0 {
+		fmt.Fprintln(os.Stderr, "tests: the integration tests start real pods and need root (sudo make test)")
+		os.Exit(1)
+	}
+	for _, b := range []string{"stage1-init", "probe"} {
+		if _, err := os.Stat(bin(b)); err != nil {
+			fmt.Fprintf(os.Stderr, "tests: %s missing: run make first (%v)\n", bin(b), err)
+			os.Exit(1)
+		}
+	}
+	os.Exit(m.Run())
+}
+
+// App is one app of a test pod.
+type App struct {
+	Name    string
+	Exec    []string
+	User    string
+	Group   string
+	WD      string
+	Env     map[string]string
+	Groups  []int
+	Mounts  []map[string]any
+	MPoints []map[string]any
+	// Rootfs, if set, customises the app's rootfs after the probe is in.
+	Rootfs func(t *testing.T, root string)
+}
+
+// Pod is a prepared pod directory.
+type Pod struct {
+	Dir  string
+	UUID string
+}
+
+func (p *Pod) statusDir() string { return filepath.Join(p.Dir, "stage1/rootfs/rkt/status") }
+
+// Status returns the app's recorded exit code, or -1 when no file exists.
+func (p *Pod) Status(t *testing.T, app string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(p.statusDir(), app))
+	if errors.Is(err, os.ErrNotExist) {
+		return -1
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := strings.CutSuffix(string(b), "\n")
+	n, err := strconv.Atoi(s)
+	if !ok || err != nil {
+		t.Fatalf("status of %s is malformed: %q", app, b)
+	}
+	return n
+}
+
+func newUUID(t *testing.T) string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/uuid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// manifest renders the pod manifest for apps.
+func manifest(apps []App, volumes []map[string]any) []byte {
+	var as []map[string]any
+	for _, a := range apps {
+		env := []map[string]string{}
+		for k, v := range a.Env {
+			env = append(env, map[string]string{"name": k, "value": v})
+		}
+		user, group := a.User, a.Group
+		if user == "" {
+			user = "0"
+		}
+		if group == "" {
+			group = "0"
+		}
+		app := map[string]any{
+			"exec": a.Exec, "user": user, "group": group,
+			"environment": env, "workingDirectory": a.WD,
+		}
+		if a.Groups != nil {
+			app["supplementaryGIDs"] = a.Groups
+		}
+		if a.MPoints != nil {
+			app["mountPoints"] = a.MPoints
+		}
+		ra := map[string]any{
+			"name":  a.Name,
+			"image": map[string]any{"name": "pod1.dev/probe", "id": "sha512-" + strings.Repeat("0", 64)},
+			"app":   app,
+		}
+		if a.Mounts != nil {
+			ra["mounts"] = a.Mounts
+		}
+		as = append(as, ra)
+	}
+	if volumes == nil {
+		volumes = []map[string]any{}
+	}
+	b, _ := json.Marshal(map[string]any{
+		"acVersion": "1.30.0", "acKind": "PodManifest", "apps": as,
+		"volumes": volumes, "isolators": nil,
+		"annotations": []map[string]string{{"name": "coreos.com/rkt/stage1/mutable", "value": "false"}},
+		"ports":       []any{},
+	})
+	return b
+}
+
+// newPod lays out a pod directory as stage0 does (contract §5): the pod
+// manifest, a stage1 rootfs whose run entry point is our binary, and one
+// rootfs per app holding the probe.
+func newPod(t *testing.T, apps []App, volumes []map[string]any) *Pod {
+	t.Helper()
+	return newPodRaw(t, manifest(apps, volumes), apps)
+}
+
+func newPodRaw(t *testing.T, podManifest []byte, apps []App) *Pod {
+	t.Helper()
+	p := &Pod{Dir: filepath.Join(t.TempDir(), "pod"), UUID: newUUID(t)}
+	s1 := filepath.Join(p.Dir, "stage1/rootfs")
+	for _, d := range []string{"rkt/status", "rkt/env", "opt/stage2"} {
+		must(t, os.MkdirAll(filepath.Join(s1, d), 0o755))
+	}
+	for _, ep := range []string{"run", "stop", "gc"} {
+		must(t, os.Symlink(bin("stage1-init"), filepath.Join(s1, ep)))
+	}
+	must(t, os.WriteFile(filepath.Join(p.Dir, "pod"), podManifest, 0o640))
+	must(t, os.WriteFile(filepath.Join(p.Dir, "pod-created"), nil, 0o644))
+	for _, a := range apps {
+		root := filepath.Join(s1, "opt/stage2", a.Name, "rootfs")
+		for _, d := range []string{"bin", "etc", "tmp"} {
+			must(t, os.MkdirAll(filepath.Join(root, d), 0o755))
+		}
+		must(t, os.Link(bin("probe"), filepath.Join(root, "bin/probe")))
+		must(t, os.WriteFile(filepath.Join(root, "etc/passwd"), []byte("root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000::/home/user:/bin/sh\n"), 0o644))
+		must(t, os.WriteFile(filepath.Join(root, "etc/group"), []byte("root:x:0:\nstaff:x:50:\nuser:x:1000:\n"), 0o644))
+		if a.Rootfs != nil {
+			a.Rootfs(t, root)
+		}
+	}
+	return p
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Run is a started stage1.
+type Run struct {
+	Cmd    *exec.Cmd
+	Stdout *bytes.Buffer
+	Stderr *bytes.Buffer
+	cancel context.CancelFunc
+	done   chan struct{}
+	Code   int
+}
+
+// RunOpts shape a stage1 start.
+type RunOpts struct {
+	Args      []string   // flags before the UUID; default --net=none
+	Env       []string   // extra environment
+	ExtraFds  []*os.File // passed after the lock fd, inheritable
+	NoLock    bool       // do not set RKT_LOCK_FD
+	LockFdEnv string     // RKT_LOCK_FD value override
+	Timeout   time.Duration
+}
+
+// start execs the pod's run entry point like stage0: cwd = pod dir, the
+// pod directory flock'd exclusively on an inherited fd named by
+// RKT_LOCK_FD.
+func start(t *testing.T, p *Pod, o RunOpts) *Run {
+	t.Helper()
+	if o.Timeout == 0 {
+		o.Timeout = 30 * time.Second
+	}
+	if o.Args == nil {
+		o.Args = []string{"--net=none"}
+	}
+	lock, err := os.Open(p.Dir)
+	must(t, err)
+	must(t, unix.Flock(int(lock.Fd()), unix.LOCK_EX))
+	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
+	cmd := exec.CommandContext(ctx, filepath.Join(p.Dir, "stage1/rootfs/run"), append(o.Args, p.UUID)...)
+	cmd.Dir = p.Dir
+	cmd.Env = append(os.Environ(), o.Env...)
+	if !o.NoLock {
+		v := "3"
+		if o.LockFdEnv != "" {
+			v = o.LockFdEnv
+		}
+		cmd.Env = append(cmd.Env, "RKT_LOCK_FD="+v)
+	}
+	cmd.ExtraFiles = append([]*os.File{lock}, o.ExtraFds...)
+	r := &Run{Cmd: cmd, Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, cancel: cancel, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = r.Stdout, r.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = time.Second
+	must(t, cmd.Start())
+	// Like stage0, which execs the stage1 and so keeps no copy: only the
+	// stage1's inherited fd holds the lock from here on.
+	lock.Close()
+	go func() {
+		_ = cmd.Wait()
+		r.Code = cmd.ProcessState.ExitCode()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			r.Code = 128 + int(ws.Signal())
+		}
+		close(r.done)
+	}()
+	t.Cleanup(func() {
+		r.cancel()
+		<-r.done
+	})
+	return r
+}
+
+// Wait waits for the stage1 to exit and returns its exit code.
+func (r *Run) Wait(t *testing.T) int {
+	t.Helper()
+	<-r.done
+	if r.Cmd.ProcessState == nil {
+		t.Fatal("stage1 did not run")
+	}
+	return r.Code
+}
+
+// runPod runs a pod to its end.
+func runPod(t *testing.T, p *Pod, o RunOpts) *Run {
+	t.Helper()
+	r := start(t, p, o)
+	r.Wait(t)
+	return r
+}
+
+// Lines returns the stdout lines starting with prefix.
+func (r *Run) Lines(prefix string) []string {
+	var out []string
+	for _, l := range strings.Split(r.Stdout.String(), "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// Line returns the one stdout line starting with prefix.
+func (r *Run) Line(t *testing.T, prefix string) string {
+	t.Helper()
+	ls := r.Lines(prefix)
+	if len(ls) != 1 {
+		t.Fatalf("want one %q line, got %q\nstdout:\n%s\nstderr:\n%s", prefix, ls, r.Stdout, r.Stderr)
+	}
+	return ls[0]
+}
+
+// locked reports whether someone holds the pod's exclusive lock, tested
+// the way rkt does: a shared, non-blocking flock on a new open of the dir.
+func locked(t *testing.T, dir string) bool {
+	t.Helper()
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	must(t, err)
+	defer unix.Close(fd)
+	err = unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB)
+	if err == nil {
+		return false
+	}
+	if !errors.Is(err, unix.EWOULDBLOCK) {
+		t.Fatal(err)
+	}
+	return true
+}
+
+// podPid reads the pid file the stage1 wrote, waiting for it.
+func podPid(t *testing.T, p *Pod) int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(filepath.Join(p.Dir, "pid"))
+		if err == nil {
+			n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+			must(t, err)
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("pid file never appeared")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// pidNS returns the pid namespace of a process.
+func pidNS(pid int) string {
+	l, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	return l
+}
+
+// procState returns the state letter of a process ("" if gone).
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 0 {
+		return f[0]
+	}
+	return ""
+}
+
+// nsPids lists the host pids of the processes in pid namespace ns,
+// zombies included.
+func nsPids(ns string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if pidNS(pid) == ns {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// nsMembers lists the live (non-zombie) processes in pid namespace ns. A
+// dead PID 1 whose parent was killed stays a zombie until the host's init
+// reaps it, which it does lazily; it runs nothing.
+func nsMembers(ns string) []int {
+	var out []int
+	for _, pid := range nsPids(ns) {
+		if st := procState(pid); st != "" && st != "Z" {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// zombiesIn counts zombie processes in pid namespace ns.
+func zombiesIn(ns string) int {
+	n := 0
+	for _, pid := range nsPids(ns) {
+		if procState(pid) == "Z" {
+			n++
+		}
+	}
+	return n
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func probe(args ...string) []string { return append([]string{"/bin/probe"}, args...) }

@@ -1,0 +1,325 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Every exit code 0..255 lands exactly in the status file and in the exit
+// code of run (hence of rkt run).
+func TestExitCodesRecordedExactly(t *testing.T) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for code := 0; code < 256; code++ {
+		wg.Add(1)
+		go func(code int) {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			t.Run(fmt.Sprint(code), func(t *testing.T) {
+				p := newPod(t, []App{{Name: "app", Exec: probe("exit", fmt.Sprint(code))}}, nil)
+				r := runPod(t, p, RunOpts{})
+				if r.Code != code {
+					t.Errorf("run exited %d, want %d; stderr %s", r.Code, code, r.Stderr)
+				}
+				if got := p.Status(t, "app"); got != code {
+					t.Errorf("status %d, want %d", got, code)
+				}
+			})
+		}(code)
+	}
+	wg.Wait()
+}
+
+func TestSignalDeathsRecordedAs128PlusSignal(t *testing.T) {
+	for _, sig := range []unix.Signal{unix.SIGKILL, unix.SIGTERM, unix.SIGHUP, unix.SIGUSR1, unix.SIGINT} {
+		t.Run(unix.SignalName(sig), func(t *testing.T) {
+			p := newPod(t, []App{{Name: "app", Exec: probe("kill-self", fmt.Sprint(int(sig)))}}, nil)
+			r := runPod(t, p, RunOpts{})
+			want := 128 + int(sig)
+			if got := p.Status(t, "app"); got != want {
+				t.Fatalf("status %d, want %d; stderr %s", got, want, r.Stderr)
+			}
+			if r.Code != want {
+				t.Fatalf("pod exit %d, want %d", r.Code, want)
+			}
+		})
+	}
+}
+
+// rkt's rule: the first app to fail stops the others, its code is the pod's.
+func TestFirstFailureStopsOthersAndIsThePodCode(t *testing.T) {
+	p := newPod(t, []App{
+		{Name: "ok", Exec: probe("exit", "0")},
+		{Name: "failing", Exec: probe("sleep", "200ms", "+", "exit", "3")},
+		{Name: "long", Exec: probe("sleep", "60s")},
+		{Name: "later", Exec: probe("sleep", "400ms", "+", "exit", "5")},
+	}, nil)
+	t0 := time.Now()
+	r := runPod(t, p, RunOpts{})
+	if r.Code != 3 {
+		t.Fatalf("pod exit %d, want 3; stderr %s", r.Code, r.Stderr)
+	}
+	if d := time.Since(t0); d > 5*time.Second {
+		t.Fatalf("pod took %v: the long app was not stopped", d)
+	}
+	want := map[string]int{"ok": 0, "failing": 3, "long": 143, "later": 143}
+	for app, code := range want {
+		if got := p.Status(t, app); got != code {
+			t.Errorf("app %s: status %d, want %d", app, got, code)
+		}
+	}
+}
+
+func TestPodWithAllAppsSucceedingExitsZero(t *testing.T) {
+	p := newPod(t, []App{
+		{Name: "a", Exec: probe("exit", "0")},
+		{Name: "b", Exec: probe("sleep", "100ms")},
+	}, nil)
+	if r := runPod(t, p, RunOpts{}); r.Code != 0 {
+		t.Fatalf("pod exit %d; stderr %s", r.Code, r.Stderr)
+	}
+	if p.Status(t, "a") != 0 || p.Status(t, "b") != 0 {
+		t.Fatal("statuses not 0")
+	}
+}
+
+// SIGTERM to the run process (what rkt stop's fallback and an interrupted
+// rkt run do) stops the pod gracefully: apps get SIGTERM, statuses are
+// written, run exits with the first failure before the stop (none: 0).
+func TestSIGTERMToRunStopsThePod(t *testing.T) {
+	for _, sig := range []unix.Signal{unix.SIGTERM, unix.SIGINT} {
+		t.Run(unix.SignalName(sig), func(t *testing.T) {
+			p := newPod(t, []App{
+				{Name: "a", Exec: probe("sleep", "60s")},
+				{Name: "b", Exec: probe("sleep", "60s")},
+			}, nil)
+			r := start(t, p, RunOpts{})
+			podPid(t, p)
+			waitFor(t, 5*time.Second, "supervisor ready", func() bool {
+				_, err := os.Lstat(filepath.Join(p.Dir, "stage1/rootfs/rkt/supervisor-status"))
+				return err == nil
+			})
+			must(t, r.Cmd.Process.Signal(sig))
+			if code := r.Wait(t); code != 0 {
+				t.Fatalf("pod exit %d; stderr %s", code, r.Stderr)
+			}
+			for _, a := range []string{"a", "b"} {
+				if got := p.Status(t, a); got != 143 {
+					t.Errorf("app %s: status %d, want 143", a, got)
+				}
+			}
+		})
+	}
+}
+
+// T-FD-1/2: apps see exactly fds 0, 1, 2 even when stage0 leaves 50 extra
+// inheritable fds open (among them the lock and a directory on /).
+func TestAppsSeeOnlyStdio(t *testing.T) {
+	var extra []*os.File
+	root, err := os.Open("/")
+	must(t, err)
+	extra = append(extra, root)
+	for i := 0; i < 49; i++ {
+		f, err := os.Open("/dev/null")
+		must(t, err)
+		extra = append(extra, f)
+	}
+	defer func() {
+		for _, f := range extra {
+			f.Close()
+		}
+	}()
+	p := newPod(t, []App{
+		{Name: "a", Exec: probe("fds")},
+		// fds runs first: the probe's own Go runtime opens an epoll fd
+		// once it sleeps.
+		{Name: "b", Exec: probe("fds", "+", "sleep", "50ms")},
+	}, nil)
+	r := runPod(t, p, RunOpts{ExtraFds: extra})
+	if r.Code != 0 {
+		t.Fatalf("pod exit %d; stderr %s", r.Code, r.Stderr)
+	}
+	ls := r.Lines("fds ")
+	if len(ls) != 2 {
+		t.Fatalf("fds lines %q; stderr %s", ls, r.Stderr)
+	}
+	for _, l := range ls {
+		if l != "fds 0 1 2" {
+			t.Errorf("app saw %q", l)
+		}
+	}
+}
+
+// The lock is held while the pod runs and free after; at the moment it is
+// free, no process of the pod exists (daemons the app left included) and
+// every status file is complete.
+func TestLockFreeMeansPodGoneAndStatusesFinal(t *testing.T) {
+	for round := 0; round < 3; round++ {
+		p := newPod(t, []App{
+			// Orphaned daemons that would outlive the app.
+			{Name: "daemons", Exec: probe("orphans", "20", "60s", "+", "sleep", "200ms", "+", "exit", "4")},
+			{Name: "quick", Exec: probe("exit", "0")},
+		}, nil)
+		r := start(t, p, RunOpts{})
+		ns := pidNS(podPid(t, p))
+		if ns == "" {
+			t.Fatal("no pid namespace seen")
+		}
+		for locked(t, p.Dir) {
+			time.Sleep(200 * time.Microsecond)
+		}
+		// The instant the lock is free:
+		if m := nsMembers(ns); len(m) != 0 {
+			t.Fatalf("lock free while pod processes %v exist", m)
+		}
+		if p.Status(t, "daemons") != 4 || p.Status(t, "quick") != 0 {
+			t.Fatalf("statuses not final when the lock was free: %d %d", p.Status(t, "daemons"), p.Status(t, "quick"))
+		}
+		if code := r.Wait(t); code != 4 {
+			t.Fatalf("pod exit %d; stderr %s", code, r.Stderr)
+		}
+	}
+}
+
+func TestLockHeldWhileRunning(t *testing.T) {
+	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "500ms")}}, nil)
+	r := start(t, p, RunOpts{})
+	podPid(t, p)
+	if !locked(t, p.Dir) {
+		t.Fatal("pod not locked while running")
+	}
+	r.Wait(t)
+	if locked(t, p.Dir) {
+		t.Fatal("pod still locked after the stage1 exited")
+	}
+}
+
+// 1000 orphans re-parented to the pod's PID 1 are reaped: no zombie stays.
+func TestThousandOrphansLeaveNoZombie(t *testing.T) {
+	vol := t.TempDir()
+	p := newPod(t, []App{{
+		Name:    "spawner",
+		Exec:    probe("orphans", "1000", "0s", "+", "touch", "/vol/spawned", "+", "sleep", "60s"),
+		MPoints: []map[string]any{{"name": "vol", "path": "/vol"}},
+	}}, []map[string]any{{"name": "vol", "kind": "host", "source": vol}})
+	r := start(t, p, RunOpts{Timeout: 90 * time.Second})
+	ns := pidNS(podPid(t, p))
+	waitFor(t, 60*time.Second, "orphans spawned", func() bool {
+		_, err := os.Stat(filepath.Join(vol, "spawned"))
+		return err == nil
+	})
+	// The last orphans are still starting up; once they are done, only
+	// PID 1 and the app remain, and nothing is left a zombie.
+	waitFor(t, 10*time.Second, "orphans gone", func() bool { return len(nsPids(ns)) == 2 })
+	if z := zombiesIn(ns); z != 0 {
+		t.Fatalf("%d zombies", z)
+	}
+	must(t, r.Cmd.Process.Signal(unix.SIGTERM))
+	r.Wait(t)
+}
+
+// If any stage1 process is SIGKILLed, no pod process survives it by more
+// than a second, the lock is free, an app that had exited keeps its
+// status, and the killed apps have none (unknown, never a false 0).
+func TestSIGKILLOfAStage1Process(t *testing.T) {
+	for _, victim := range []string{"run", "init"} {
+		t.Run(victim, func(t *testing.T) {
+			p := newPod(t, []App{
+				{Name: "early", Exec: probe("exit", "0")},
+				{Name: "b", Exec: probe("orphans", "5", "60s", "+", "sleep", "60s")},
+				{Name: "c", Exec: probe("sleep", "60s")},
+			}, nil)
+			r := start(t, p, RunOpts{})
+			initPid := podPid(t, p)
+			ns := pidNS(initPid)
+			waitFor(t, 10*time.Second, "early app's status", func() bool { return p.Status(t, "early") == 0 })
+			waitFor(t, 10*time.Second, "daemons", func() bool { return len(nsMembers(ns)) >= 8 })
+			pid := r.Cmd.Process.Pid
+			if victim == "init" {
+				pid = initPid
+			}
+			must(t, unix.Kill(pid, unix.SIGKILL))
+			t0 := time.Now()
+			waitFor(t, time.Second, "every pod process gone", func() bool { return len(nsMembers(ns)) == 0 })
+			t.Logf("pod gone %v after SIGKILL of %s", time.Since(t0), victim)
+			r.Wait(t)
+			if locked(t, p.Dir) {
+				t.Fatal("lock still held")
+			}
+			if got := p.Status(t, "early"); got != 0 {
+				t.Errorf("early: status %d, want 0", got)
+			}
+			for _, a := range []string{"b", "c"} {
+				if got := p.Status(t, a); got != -1 {
+					t.Errorf("killed app %s has status %d, want none", a, got)
+				}
+			}
+		})
+	}
+}
+
+// The pod's PID 1 is in new mount, pid, uts, ipc and net namespaces; the
+// app sees its hostname, loopback only, and is not PID 1.
+func TestNamespaces(t *testing.T) {
+	host := map[string]string{}
+	for _, n := range []string{"ipc", "mnt", "net", "pid", "uts"} {
+		host[n], _ = os.Readlink("/proc/self/ns/" + n)
+	}
+	cases := []struct {
+		name       string
+		args       []string
+		sameAsHost []string
+		hostname   string
+	}{
+		{"default", []string{"--net=none"}, nil, ""},
+		{"net-host-ipc-parent", []string{"--net=host", "--ipc=parent", "--hostname=web1"}, []string{"net", "ipc"}, "web1"},
+		{"net-default", []string{"--net=default", "--ipc=private"}, nil, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPod(t, []App{{Name: "a", Exec: probe("ns", "+", "hostname", "+", "netdevs", "+", "pid")}}, nil)
+			r := runPod(t, p, RunOpts{Args: c.args})
+			if r.Code != 0 {
+				t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+			}
+			for _, n := range []string{"ipc", "mnt", "net", "pid", "uts"} {
+				l := r.Line(t, "ns "+n+" ")
+				same := strings.HasSuffix(l, host[n])
+				want := false
+				for _, s := range c.sameAsHost {
+					want = want || s == n
+				}
+				if same != want {
+					t.Errorf("%s namespace shared with host: %v, want %v", n, same, want)
+				}
+			}
+			wantHost := c.hostname
+			if wantHost == "" {
+				wantHost = "rkt-" + p.UUID
+			}
+			if got := r.Line(t, "hostname "); got != "hostname "+wantHost {
+				t.Errorf("got %q, want hostname %s", got, wantHost)
+			}
+			if c.name != "net-host-ipc-parent" && r.Line(t, "netdevs ") != "netdevs lo" {
+				t.Errorf("network devices: %q", r.Line(t, "netdevs "))
+			}
+			if !strings.HasPrefix(r.Line(t, "pid "), "pid ") || strings.HasPrefix(r.Line(t, "pid "), "pid 1 ") {
+				t.Errorf("app is PID 1: %q", r.Line(t, "pid "))
+			}
+			if strings.Contains(r.Line(t, "pid "), "ppid 1") == false {
+				t.Errorf("app's parent is not the pod's PID 1: %q", r.Line(t, "pid "))
+			}
+			if c.name == "net-default" && !strings.Contains(r.Stderr.String(), "warning: --net=default") {
+				t.Errorf("no warning for --net=default: %q", r.Stderr)
+			}
+		})
+	}
+}
