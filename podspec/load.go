@@ -139,17 +139,19 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 	name := ra.Name.String()
 	field := func(f string) string { return fmt.Sprintf("app %q: %s", name, f) }
 	appDir := filepath.Join(podDir, Stage1RootFS, "opt/stage2", name)
+	// stage0 always renders the image manifest beside the app's rootfs;
+	// a pod without it was not prepared completely.
+	raw, err := readCapped(filepath.Join(appDir, "manifest"))
+	if err != nil {
+		return nil, errorf(field("image manifest"), "%w", err)
+	}
+	var im schema.ImageManifest
+	if err := im.UnmarshalJSON(raw); err != nil {
+		return nil, errorf(field("image manifest"), "%s", oneLine(err))
+	}
 	app := ra.App
 	if app == nil {
 		// rkt's LoadPod falls back to the image's own app section.
-		raw, err := readCapped(filepath.Join(appDir, "manifest"))
-		if err != nil {
-			return nil, errorf(field("image manifest"), "%w", err)
-		}
-		var im schema.ImageManifest
-		if err := im.UnmarshalJSON(raw); err != nil {
-			return nil, errorf(field("image manifest"), "%s", oneLine(err))
-		}
 		if im.App == nil {
 			return nil, errorf(field("app"), "neither the pod manifest nor the image manifest has an app section")
 		}

@@ -139,6 +139,15 @@ func manifest(apps []App, volumes []map[string]any) []byte {
 	return b
 }
 
+func imageManifest(name string) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"acKind": "ImageManifest", "acVersion": "0.8.11", "name": "pod1.dev/" + name,
+		"labels": []map[string]string{{"name": "os", "value": "linux"}, {"name": "arch", "value": "amd64"}},
+		"app":    map[string]any{"exec": []string{"/bin/probe"}, "user": "0", "group": "0"},
+	})
+	return b
+}
+
 // newPod lays out a pod directory as stage0 does (contract §5): the pod
 // manifest, a stage1 rootfs whose run entry point is our binary, and one
 // rootfs per app holding the probe.
@@ -165,6 +174,7 @@ func newPodRaw(t *testing.T, podManifest []byte, apps []App) *Pod {
 			must(t, os.MkdirAll(filepath.Join(root, d), 0o755))
 		}
 		must(t, os.Link(bin("probe"), filepath.Join(root, "bin/probe")))
+		must(t, os.WriteFile(filepath.Join(filepath.Dir(root), "manifest"), imageManifest(a.Name), 0o644))
 		must(t, os.WriteFile(filepath.Join(root, "etc/passwd"), []byte("root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000::/home/user:/bin/sh\n"), 0o644))
 		must(t, os.WriteFile(filepath.Join(root, "etc/group"), []byte("root:x:0:\nstaff:x:50:\nuser:x:1000:\n"), 0o644))
 		if a.Rootfs != nil {
@@ -197,6 +207,8 @@ type RunOpts struct {
 	Env       []string   // extra environment
 	ExtraFds  []*os.File // passed after the lock fd, inheritable
 	NoLock    bool       // do not set RKT_LOCK_FD
+	NoFlock   bool       // pass the pod dir fd without locking it
+	LockFile  *os.File   // pass this as fd 3 instead of the pod dir
 	LockFdEnv string     // RKT_LOCK_FD value override
 	Timeout   time.Duration
 }
@@ -212,9 +224,15 @@ func start(t *testing.T, p *Pod, o RunOpts) *Run {
 	if o.Args == nil {
 		o.Args = []string{"--net=none"}
 	}
-	lock, err := os.Open(p.Dir)
-	must(t, err)
-	must(t, unix.Flock(int(lock.Fd()), unix.LOCK_EX))
+	lock := o.LockFile
+	if lock == nil {
+		var err error
+		lock, err = os.Open(p.Dir)
+		must(t, err)
+		if !o.NoFlock {
+			must(t, unix.Flock(int(lock.Fd()), unix.LOCK_EX))
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	cmd := exec.CommandContext(ctx, filepath.Join(p.Dir, "stage1/rootfs/run"), append(o.Args, p.UUID)...)
 	cmd.Dir = p.Dir

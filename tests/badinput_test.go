@@ -1,0 +1,170 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// assertRefused checks the rule for bad input: exit 254 before anything
+// starts, one stderr line naming the field, nothing changed on the host.
+func assertRefused(t *testing.T, p *Pod, r *Run, want string) {
+	t.Helper()
+	if r.Code != 254 {
+		t.Fatalf("exit %d, want 254; stderr %q", r.Code, r.Stderr)
+	}
+	msg := strings.TrimSuffix(r.Stderr.String(), "\n")
+	if strings.Contains(msg, "\n") || !strings.HasPrefix(msg, "stage1: ") {
+		t.Errorf("want one stderr line, got %q", r.Stderr)
+	}
+	if !strings.Contains(msg, want) {
+		t.Errorf("message %q does not name %q", msg, want)
+	}
+	if r.Stdout.Len() != 0 {
+		t.Errorf("an app ran: %q", r.Stdout)
+	}
+	for _, f := range []string{"pid", "stage1/rootfs/rkt/supervisor-status", "stage1/rootfs/rkt/hosts", "sharedVolumes"} {
+		if _, err := os.Lstat(filepath.Join(p.Dir, f)); err == nil {
+			t.Errorf("%s was created", f)
+		}
+	}
+	ents, _ := os.ReadDir(p.statusDir())
+	if len(ents) != 0 {
+		t.Errorf("status files written: %v", ents)
+	}
+}
+
+func okApp(name string) App { return App{Name: name, Exec: probe("exit", "0")} }
+
+func TestBadManifestsAreRefused(t *testing.T) {
+	big := make([]byte, 17<<20)
+	for i := range big {
+		big[i] = ' '
+	}
+	copy(big, `{"acKind":"PodManifest","acVersion":"1.30.0","apps":[]}`)
+	cases := []struct {
+		name     string
+		manifest []byte
+		apps     []App
+		want     string
+	}{
+		{"not-json", []byte(`{"acKind": "PodManifest", apps`), nil, "pod manifest: invalid JSON at byte"},
+		{"truncated", manifest([]App{okApp("a")}, nil)[:40], nil, "pod manifest: invalid JSON"},
+		{"wrong-kind", []byte(`{"acKind":"ImageManifest","acVersion":"1.30.0","apps":[]}`), nil, "pod manifest"},
+		{"too-large", big, nil, "exceeds 16777216 bytes"},
+		{"zero-apps", manifest(nil, nil), nil, "pod must contain at least one application"},
+		{"duplicate", manifest([]App{okApp("a"), okApp("a")}, nil), []App{okApp("a")}, `apps[1].name: duplicate app name "a"`},
+		{"marker-collision", manifest([]App{okApp("web"), okApp("web-created")}, nil), []App{okApp("web"), okApp("web-created")}, `"web-created" collides with status marker of app "web"`},
+		{"env-nul", manifest([]App{{Name: "a", Exec: probe("exit", "0"), Env: map[string]string{"K": "a\x00b"}}}, nil), []App{okApp("a")}, `app "a": environment: variable "K" contains a NUL byte`},
+		{"relative-wd", manifest([]App{{Name: "a", Exec: probe("exit", "0"), WD: "tmp"}}, nil), []App{okApp("a")}, "workingDirectory must be an absolute path"},
+		{"wd-proc-fd", manifest([]App{{Name: "a", Exec: probe("exit", "0"), WD: "/proc/self/fd/3"}}, nil), []App{okApp("a")}, `app "a": workingDirectory: "/proc/self/fd/3" is inside /proc`},
+		{"missing-wd", manifest([]App{{Name: "a", Exec: probe("exit", "0"), WD: "/nope"}}, nil), []App{okApp("a")}, `app "a": workingDirectory: /nope`},
+		{"unknown-user", manifest([]App{{Name: "a", Exec: probe("exit", "0"), User: "nobody"}}, nil), []App{okApp("a")}, `app "a": user: "nobody" not found in the image's /etc/passwd`},
+		{"volume-on-proc", manifest([]App{{Name: "a", Exec: probe("exit", "0"), MPoints: []map[string]any{{"name": "v", "path": "/proc/sys"}}}}, []map[string]any{{"name": "v", "kind": "empty"}}), []App{okApp("a")}, `target "/proc/sys" is on /proc`},
+		{"undefined-volume", manifest([]App{{Name: "a", Exec: probe("exit", "0"), Mounts: []map[string]any{{"volume": "nope", "path": "/x"}}}}, nil), []App{okApp("a")}, `volume "nope" is not defined`},
+	}
+	for _, bad := range []string{"../x", "a/b", ".", "..", "A", "a_b", ""} {
+		cases = append(cases, struct {
+			name     string
+			manifest []byte
+			apps     []App
+			want     string
+		}{"name-" + bad, manifest([]App{okApp(bad)}, nil), nil, "apps[0].name: invalid app name"})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPodRaw(t, c.manifest, c.apps)
+			r := runPod(t, p, RunOpts{})
+			assertRefused(t, p, r, c.want)
+		})
+	}
+}
+
+// An app root whose /proc, /sys or /dev is not a directory is refused
+// before anything is mounted (CVE-2019-19921, CVE-2023-27561).
+func TestHostileRootfsPseudoDirsAreRefused(t *testing.T) {
+	for _, d := range []string{"proc", "sys", "dev"} {
+		for _, kind := range []string{"symlink", "file"} {
+			t.Run(d+"-"+kind, func(t *testing.T) {
+				target := t.TempDir()
+				app := App{Name: "a", Exec: probe("exit", "0"), Rootfs: func(t *testing.T, root string) {
+					if kind == "symlink" {
+						must(t, os.Symlink(target, filepath.Join(root, d)))
+					} else {
+						must(t, os.WriteFile(filepath.Join(root, d), nil, 0o644))
+					}
+				}}
+				p := newPod(t, []App{app}, nil)
+				r := runPod(t, p, RunOpts{})
+				assertRefused(t, p, r, `app "a": rootfs: /`+d+` is a `)
+				if ents, _ := os.ReadDir(target); len(ents) != 0 {
+					t.Errorf("something was created in the symlink's target: %v", ents)
+				}
+			})
+		}
+	}
+}
+
+func TestBadFlagsAreRefused(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown-flag", []string{"--bogus"}, "flags: flag provided but not defined: -bogus"},
+		{"bad-ipc", []string{"--ipc=weird"}, `--ipc="weird"`},
+		{"bad-dns", []string{"--dns-conf-mode=resolv=foo"}, "--dns-conf-mode"},
+		{"host-and-more", []string{"--net=host,default"}, "--net="},
+		{"private-users", []string{"--private-users=100000:65536"}, "--private-users"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPod(t, []App{okApp("a")}, nil)
+			r := runPod(t, p, RunOpts{Args: c.args})
+			assertRefused(t, p, r, c.want)
+		})
+	}
+	t.Run("malformed-uuid", func(t *testing.T) {
+		p := newPod(t, []App{okApp("a")}, nil)
+		p.UUID = "not-a-uuid"
+		r := runPod(t, p, RunOpts{})
+		assertRefused(t, p, r, `UUID "not-a-uuid" is malformed`)
+	})
+	t.Run("no-uuid", func(t *testing.T) {
+		p := newPod(t, []App{okApp("a")}, nil)
+		p.UUID = "--net=none"
+		r := runPod(t, p, RunOpts{})
+		assertRefused(t, p, r, "UUID: want exactly one argument")
+	})
+}
+
+// RKT_LOCK_FD must be an open directory fd on the pod directory holding
+// the exclusive lock: running without it would let gc delete a live pod.
+func TestBadLockFdsAreRefused(t *testing.T) {
+	file, err := os.CreateTemp(t.TempDir(), "notdir")
+	must(t, err)
+	defer file.Close()
+	other, err := os.Open(t.TempDir())
+	must(t, err)
+	defer other.Close()
+	cases := []struct {
+		name string
+		o    RunOpts
+		want string
+	}{
+		{"missing", RunOpts{NoLock: true}, "RKT_LOCK_FD: not set"},
+		{"not-a-number", RunOpts{LockFdEnv: "abc"}, `RKT_LOCK_FD="abc": not a file descriptor number`},
+		{"closed", RunOpts{LockFdEnv: "77"}, "RKT_LOCK_FD: fd 77 is not open"},
+		{"not-a-directory", RunOpts{LockFile: file}, "RKT_LOCK_FD: fd 3 is not a directory"},
+		{"other-directory", RunOpts{LockFile: other}, "RKT_LOCK_FD: fd 3 is not the pod directory"},
+		{"not-locked", RunOpts{NoFlock: true}, "RKT_LOCK_FD: fd 3 is not locked"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPod(t, []App{okApp("a")}, nil)
+			r := runPod(t, p, c.o)
+			assertRefused(t, p, r, c.want)
+		})
+	}
+}
