@@ -25,15 +25,15 @@ bin/demo-hello: $(SRCS)
 
 image: build/stage1.aci build/demo-hello.aci
 
-build/stage1.aci: bin/stage1-init rootfs/manifest.json
+build/stage1.aci: bin/stage1-init rootfs/manifest.json Makefile
 	rm -rf build/stage1 && mkdir -p build/stage1/rootfs/rkt/status build/stage1/rootfs/rkt/env build/stage1/rootfs/opt/stage2
 	cp rootfs/manifest.json build/stage1/manifest
 	cp bin/stage1-init build/stage1/rootfs/stage1-init
 	for ep in run stop gc; do ln -s stage1-init build/stage1/rootfs/$$ep; done
 	tar --owner=0 --group=0 --numeric-owner -C build/stage1 -cf $@.tmp manifest rootfs && mv $@.tmp $@
 
-build/demo-hello.aci: bin/demo-hello demo/manifest.json
-	rm -rf build/demo-hello && mkdir -p build/demo-hello/rootfs/bin build/demo-hello/rootfs/etc
+build/demo-hello.aci: bin/demo-hello demo/manifest.json demo/passwd demo/group Makefile
+	rm -rf build/demo-hello && mkdir -p build/demo-hello/rootfs/bin build/demo-hello/rootfs/etc build/demo-hello/rootfs/tmp
 	cp demo/manifest.json build/demo-hello/manifest
 	cp bin/demo-hello build/demo-hello/rootfs/bin/hello
 	cp demo/passwd build/demo-hello/rootfs/etc/passwd

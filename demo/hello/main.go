@@ -1,0 +1,36 @@
+// Command hello is the demo app that `make demo` packs into an ACI and
+// runs in a pod: it says where it runs, from inside the pod.
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+func main() {
+	name := os.Getenv("AC_APP_NAME")
+	host, _ := os.Hostname()
+	wd, _ := os.Getwd()
+	ents, _ := os.ReadDir("/")
+	var root []string
+	for _, e := range ents {
+		root = append(root, e.Name())
+	}
+	fmt.Printf("[%s] hello from pid %d (uid %d) on host %q, cwd %s\n", name, os.Getpid(), os.Getuid(), host, wd)
+	fmt.Printf("[%s] my root holds: %s\n", name, strings.Join(root, " "))
+	if len(os.Args) > 1 {
+		d, err := time.ParseDuration(os.Args[1])
+		if err == nil {
+			time.Sleep(d)
+		}
+	}
+	if len(os.Args) > 2 {
+		var code int
+		fmt.Sscanf(os.Args[2], "%d", &code)
+		fmt.Printf("[%s] exiting with %d\n", name, code)
+		os.Exit(code)
+	}
+	fmt.Printf("[%s] done\n", name)
+}
