@@ -20,6 +20,10 @@ const (
 	StatusDir    = Stage1RootFS + "/rkt/status"
 	EnvDir       = Stage1RootFS + "/rkt/env"
 	SharedVols   = "sharedVolumes"
+	// SpecDir holds each app's resolved appexec.Spec as "<app>.json",
+	// written before PID 1 starts, for the entry points that build a
+	// process like the app's (enter).
+	SpecDir = Stage1RootFS + "/rkt/pod1"
 	PidFile      = "pid"
 )
 

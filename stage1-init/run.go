@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/appexec"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/status"
 )
@@ -89,6 +90,30 @@ func prepareHost(podDir string, pod *podspec.Pod) error {
 	for _, v := range pod.EmptyVolumes {
 		if err := v.Create(podDir); err != nil {
 			return err
+		}
+	}
+	return writeSpecs(podDir, pod.Apps)
+}
+
+// writeSpecs saves each app's resolved spec, so that enter builds its
+// process from exactly what the app got.
+func writeSpecs(podDir string, apps []appexec.Spec) error {
+	dir := filepath.Join(podDir, podspec.SpecDir)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create %s: %w", podspec.SpecDir, err)
+	}
+	d, err := status.OpenDir(dir)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", podspec.SpecDir, err)
+	}
+	defer d.Close()
+	for i := range apps {
+		b, err := json.Marshal(&apps[i])
+		if err != nil {
+			return err
+		}
+		if err := d.WriteFile(apps[i].App+".json", b); err != nil {
+			return fmt.Errorf("app %q: save spec: %w", apps[i].App, err)
 		}
 	}
 	return nil

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -21,6 +23,7 @@ type app struct {
 	pid     int
 	running bool
 	done    bool
+	rec     status.Record
 }
 
 // supervisor runs the apps of one pod with rkt's semantics: the pod ends
@@ -88,7 +91,11 @@ func (s *supervisor) start(a *app) error {
 		return err
 	}
 	a.pid, a.running = pid, true
-	s.debugf("app %q: started as pid %d", a.spec.App, pid)
+	now := time.Now()
+	a.rec.State, a.rec.PodPid, a.rec.Pid = status.StateRunning, pid, hostPid(pid)
+	a.rec.StartedAt, a.rec.FinishedAt = &now, nil
+	s.writeRecord(a)
+	s.debugf("app %q: started as pid %d (host pid %d)", a.spec.App, pid, a.rec.Pid)
 	// A child that dies before reading gives EPIPE here; its exit is
 	// reaped and recorded like any other.
 	if _, err := pw.Write(spec); err != nil {
@@ -103,7 +110,17 @@ func (s *supervisor) record(exits []reaper.Exit) {
 		a := e.Tag.(*app)
 		a.running = false
 		s.debugf("app %q: pid %d ended: %#x", a.spec.App, e.Pid, uint32(e.Status))
-		s.finish(a, status.FromWaitStatus(e.Status))
+		code := status.FromWaitStatus(e.Status)
+		t := e.Time
+		a.rec.ExitCode, a.rec.FinishedAt, a.rec.Signal = &code, &t, ""
+		a.rec.Pid, a.rec.PodPid = 0, 0
+		if e.Status.Signaled() {
+			a.rec.Signal = unix.SignalName(e.Status.Signal())
+		}
+		if r := failureReason(e.Status, code); r != "" {
+			a.rec.LastFailure = r
+		}
+		s.finish(a, code)
 	}
 }
 
@@ -114,6 +131,11 @@ func (s *supervisor) finish(a *app, code int) {
 	if err := s.dir.Write(a.spec.App, code); err != nil {
 		s.logf("app %q: write status %d: %v", a.spec.App, code, err)
 	}
+	if a.rec.ExitCode == nil {
+		a.rec.ExitCode = &code
+	}
+	a.rec.State = status.StateExited
+	s.writeRecord(a)
 	if code != 0 && !s.stopping {
 		s.podCode = code
 		s.stop(fmt.Sprintf("app %q exited with %d", a.spec.App, code), false)
@@ -153,4 +175,48 @@ func (s *supervisor) finished() bool {
 		}
 	}
 	return !s.pod.Mutable || s.stopping
+}
+
+func (s *supervisor) writeRecord(a *app) {
+	a.rec.App = a.spec.App
+	if err := s.dir.WriteRecord(&a.rec); err != nil {
+		s.logf("app %q: write record: %v", a.spec.App, err)
+	}
+}
+
+// failureReason classifies the end of a run that failed.
+func failureReason(ws unix.WaitStatus, code int) string {
+	switch {
+	case ws.Signaled():
+		return status.ReasonSignal
+	case code == status.CodeExecNotFound || code == status.CodeExecNotPermitted:
+		return status.ReasonExec
+	case code == status.CodeStage1Failure:
+		return status.ReasonSetup
+	case code != 0:
+		return status.ReasonExit
+	}
+	return ""
+}
+
+// hostPid maps a pid of the pod's namespace to the host's: the fdinfo of a
+// pidfd shows the pid as seen by the procfs it is read through, and PID 1's
+// /proc is still the host's.
+func hostPid(pid int) int {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return 0
+	}
+	defer unix.Close(fd)
+	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(fd))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Pid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
 }

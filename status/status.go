@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 
@@ -177,29 +178,45 @@ func Read(dir, app string) (int, error) {
 }
 
 func readAt(dirfd int, name string) (int, error) {
+	b, err := readFileAt(dirfd, name, maxFileSize)
+	if err != nil {
+		return 0, err
+	}
+	return Parse(b)
+}
+
+func (d *Dir) readFile(name string, max int) ([]byte, error) {
+	return readFileAt(d.Fd(), name, max)
+}
+
+// readFileAt reads a regular file of at most max bytes from the directory,
+// never following a symlink and never blocking on a FIFO.
+func readFileAt(dirfd int, name string, max int) ([]byte, error) {
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) {
-			return 0, fmt.Errorf("%w: %s is a symlink", ErrMalformed, name)
+			return nil, fmt.Errorf("%w: %s is a symlink", ErrMalformed, name)
 		}
-		return 0, &os.PathError{Op: "open", Path: name, Err: err}
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
 	}
 	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if !st.Mode().IsRegular() {
-		return 0, fmt.Errorf("%w: %s is not a regular file", ErrMalformed, name)
+		return nil, fmt.Errorf("%w: %s is not a regular file", ErrMalformed, name)
 	}
-	buf := make([]byte, maxFileSize+1)
-	n, err := f.Read(buf)
-	if err != nil && n == 0 {
-		return 0, fmt.Errorf("%w: %s is empty", ErrMalformed, name)
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, err
 	}
-	if n > maxFileSize {
-		return 0, fmt.Errorf("%w: %s is too long", ErrMalformed, name)
+	if len(b) == 0 {
+		return nil, fmt.Errorf("%w: %s is empty", ErrMalformed, name)
 	}
-	return Parse(buf[:n])
+	if len(b) > max {
+		return nil, fmt.Errorf("%w: %s: %w", ErrMalformed, name, errTooLong)
+	}
+	return b, nil
 }

@@ -24,7 +24,7 @@ func assertRefused(t *testing.T, p *Pod, r *Run, want string) {
 	if r.Stdout.Len() != 0 {
 		t.Errorf("an app ran: %q", r.Stdout)
 	}
-	for _, f := range []string{"pid", "stage1/rootfs/rkt/supervisor-status", "stage1/rootfs/rkt/hosts", "sharedVolumes"} {
+	for _, f := range []string{"pid", "stage1/rootfs/rkt/supervisor-status", "stage1/rootfs/rkt/hosts", "stage1/rootfs/rkt/pod1", "sharedVolumes"} {
 		if _, err := os.Lstat(filepath.Join(p.Dir, f)); err == nil {
 			t.Errorf("%s was created", f)
 		}
