@@ -24,7 +24,7 @@ const (
 	// written before PID 1 starts, for the entry points that build a
 	// process like the app's (enter).
 	SpecDir = Stage1RootFS + "/rkt/pod1"
-	PidFile      = "pid"
+	PidFile = "pid"
 )
 
 // MaxManifestSize caps how much of a manifest is read: a stage1 that reads
