@@ -54,12 +54,17 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 	if p.Hostname == "" {
 		p.Hostname = "rkt-" + opts.UUID
 	}
+	names := map[string]bool{}
 	for i := range pm.Apps {
-		spec, err := loadApp(podDir, opts, &pm.Apps[i], vols)
+		app, err := loadApp(podDir, opts, &pm.Apps[i], vols)
 		if err != nil {
 			return nil, err
 		}
-		p.Apps = append(p.Apps, *spec)
+		p.Apps = append(p.Apps, *app)
+		names[app.Spec.App] = true
+	}
+	if p.ExitPolicy, p.MainApp, err = exitPolicy(pm.Annotations, names); err != nil {
+		return nil, errorf("pod manifest: annotations", "%w", err)
 	}
 	return p, nil
 }
@@ -135,7 +140,7 @@ func checkAppNames(raw []byte) error {
 	return nil
 }
 
-func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types.ACName]volume) (*appexec.Spec, error) {
+func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types.ACName]volume) (*App, error) {
 	name := ra.Name.String()
 	field := func(f string) string { return fmt.Sprintf("app %q: %s", name, f) }
 	appDir := filepath.Join(podDir, Stage1RootFS, "opt/stage2", name)
@@ -196,7 +201,11 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 		return nil, errorf(field("mounts"), "%w", err)
 	}
 	spec.Mounts = mounts
-	return spec, nil
+	sup, err := supervision(annotations{ra.Annotations, im.Annotations})
+	if err != nil {
+		return nil, errorf(field("annotations"), "%w", err)
+	}
+	return &App{Spec: *spec, Supervision: sup}, nil
 }
 
 // checkRootFS refuses an app root whose /proc, /sys or /dev is anything but

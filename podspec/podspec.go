@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pod1/pod1/appexec"
+	"github.com/pod1/pod1/cgroups"
 )
 
 // Paths relative to the pod directory (contract §5).
@@ -70,9 +71,22 @@ type Pod struct {
 	NewNet      bool           `json:"newNet"`
 	Mutable     bool           `json:"mutable,omitempty"`
 	GracePeriod time.Duration  `json:"gracePeriod"`
-	Apps        []appexec.Spec `json:"apps"`
+	Apps        []App          `json:"apps"`
+	// ExitPolicy and MainApp decide when the pod ends.
+	ExitPolicy string `json:"exitPolicy"`
+	MainApp    string `json:"mainApp,omitempty"`
+	// Cgroup is the pod's cgroup, made by the run entry point; nil when
+	// the host has no usable cgroup hierarchy.
+	Cgroup *cgroups.Group `json:"cgroup,omitempty"`
 	// EmptyVolumes are created on the host side before PID 1 starts.
 	EmptyVolumes []SharedVolume `json:"-"`
+}
+
+// App is one app: the spec its process is made from and how PID 1
+// supervises it.
+type App struct {
+	Spec        appexec.Spec `json:"spec"`
+	Supervision Supervision  `json:"supervision"`
 }
 
 // fieldError is a validation failure of one field.

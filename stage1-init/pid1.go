@@ -13,6 +13,7 @@ import (
 
 	"github.com/pod1/pod1/podenv"
 	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/reaper"
 	"github.com/pod1/pod1/status"
 )
 
@@ -90,7 +91,12 @@ func (s *supervisor) recoverPanic() {
 	}
 	fmt.Fprintf(os.Stderr, "stage1: pod init panic: %v\n%s", r, debug.Stack())
 	_ = unix.Kill(-1, unix.SIGKILL)
-	s.record(s.reaper.WaitAll())
+	for _, e := range s.reaper.WaitAll() {
+		a := e.Tag.(*app)
+		if a.state != stateDone {
+			_ = s.dir.Write(a.name, status.FromWaitStatus(e.Status))
+		}
+	}
 	os.Exit(status.CodeStage1Failure)
 }
 
@@ -106,37 +112,56 @@ func (s *supervisor) debugf(format string, a ...any) {
 
 // loop runs until the pod is over: every app finished (and, for a mutable
 // pod, a stop requested). Then nothing may remain: leftovers are killed
-// and reaped before PID 1 exits and the lock can be released.
+// and reaped, and the cgroups removed, before PID 1 exits and the lock can
+// be released.
 func (s *supervisor) loop(sigs chan os.Signal) int {
 	// A periodic sweep as well as SIGCHLD: cheap insurance against a lost
 	// wake-up (containerd #12678).
 	sweep := time.NewTicker(time.Second)
 	defer sweep.Stop()
-	for !s.finished() {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		s.handle(s.pending)
+		s.pending = nil
+		next := s.tick(time.Now())
+		if s.finished() {
+			break
+		}
+		if len(s.pending) > 0 {
+			continue
+		}
+		timer.Reset(time.Until(next))
+		if next.IsZero() {
+			timer.Stop()
+		}
 		select {
 		case sig := <-sigs:
 			switch sig {
 			case unix.SIGCHLD:
-				s.record(s.reaper.Reap())
+				s.pending = s.reaper.Reap()
 			case unix.SIGUSR1:
 				s.stop("forced stop requested", true)
 			default:
 				s.stop(fmt.Sprintf("%v received", sig), false)
 			}
-		case <-s.graceC:
-			s.logf("grace period of %v over, killing what is left", s.pod.GracePeriod)
-			s.killAll()
+		case <-timer.C:
 		case <-sweep.C:
-			s.record(s.reaper.Reap())
+			s.pending = s.reaper.Reap()
 		}
 	}
 	_ = unix.Kill(-1, unix.SIGKILL)
-	s.record(s.reaper.WaitAll())
+	s.handle(s.reaper.WaitAll())
+	for _, a := range s.apps {
+		if a.cg != nil {
+			_ = a.cg.Remove()
+		}
+	}
 	return s.podCode
 }
 
-// killAll sends SIGKILL to every process of the pod but PID 1.
-func (s *supervisor) killAll() {
-	s.graceC = nil
-	_ = unix.Kill(-1, unix.SIGKILL)
+func (s *supervisor) handle(exits []reaper.Exit) {
+	for _, e := range exits {
+		s.onExit(e)
+	}
 }

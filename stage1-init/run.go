@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/pod1/pod1/appexec"
+	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/status"
 )
@@ -97,7 +97,7 @@ func prepareHost(podDir string, pod *podspec.Pod) error {
 
 // writeSpecs saves each app's resolved spec, so that enter builds its
 // process from exactly what the app got.
-func writeSpecs(podDir string, apps []appexec.Spec) error {
+func writeSpecs(podDir string, apps []podspec.App) error {
 	dir := filepath.Join(podDir, podspec.SpecDir)
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("create %s: %w", podspec.SpecDir, err)
@@ -108,15 +108,48 @@ func writeSpecs(podDir string, apps []appexec.Spec) error {
 	}
 	defer d.Close()
 	for i := range apps {
-		b, err := json.Marshal(&apps[i])
+		b, err := json.Marshal(&apps[i].Spec)
 		if err != nil {
 			return err
 		}
-		if err := d.WriteFile(apps[i].App+".json", b); err != nil {
-			return fmt.Errorf("app %q: save spec: %w", apps[i].App, err)
+		if err := d.WriteFile(apps[i].Spec.App+".json", b); err != nil {
+			return fmt.Errorf("app %q: save spec: %w", apps[i].Spec.App, err)
 		}
 	}
 	return nil
+}
+
+// CgroupsFile saves the pod's cgroup (cgroups.Group as JSON) for the gc
+// entry point, which must remove it if the stage1 was killed.
+const CgroupsFile = podspec.SpecDir + "/cgroups.json"
+
+// makeCgroups creates the pod's cgroup below ours, and in it the one PID 1
+// lives in (apps get their own, siblings of it). subcgroup is written
+// before pid, as the contract asks. Without a usable hierarchy the pod runs
+// without cgroups, with a warning.
+func makeCgroups(podDir string, pod *podspec.Pod) (*cgroups.Group, error) {
+	self, err := cgroups.Current()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "stage1: warning: %v; apps get no cgroups\n", err)
+		return nil, nil
+	}
+	pg, err := self.Child("pod1-" + pod.UUID)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "stage1: warning: %v; apps get no cgroups\n", err)
+		return nil, nil
+	}
+	pod.Cgroup = pg
+	b, err := json.Marshal(pg)
+	if err != nil {
+		return nil, err
+	}
+	if err := status.WriteFileIn(filepath.Join(podDir, podspec.SpecDir), "cgroups.json", b); err != nil {
+		return nil, fmt.Errorf("save cgroups: %w", err)
+	}
+	if err := status.WriteFileIn(podDir, "subcgroup", []byte(pg.Path()+"\n")); err != nil {
+		return nil, fmt.Errorf("write subcgroup: %w", err)
+	}
+	return pg.Child("stage1")
 }
 
 func cloneFlags(f *runFlags) uintptr {
@@ -131,6 +164,17 @@ func cloneFlags(f *runFlags) uintptr {
 }
 
 func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, sigs chan os.Signal) int {
+	initCg, err := makeCgroups(podDir, pod)
+	if err != nil {
+		return fail(err)
+	}
+	if pod.Cgroup != nil {
+		defer func() {
+			if err := pod.Cgroup.RemoveTree(); err != nil {
+				fmt.Fprintf(os.Stderr, "stage1: remove cgroups: %v\n", err)
+			}
+		}()
+	}
 	cfg, err := json.Marshal(pod)
 	if err != nil {
 		return fail(fmt.Errorf("encode pod: %w", err))
@@ -161,6 +205,13 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, sigs chan os.Si
 	}
 	pid := p.Pid
 	_ = p.Release()
+	if initCg != nil {
+		// PID 1 waits for its configuration, so it is in its cgroup
+		// before it starts anything.
+		if err := initCg.Add(pid); err != nil {
+			fmt.Fprintf(os.Stderr, "stage1: warning: %v\n", err)
+		}
+	}
 	if err := writePid(podDir, pid); err != nil {
 		_ = unix.Kill(pid, unix.SIGKILL)
 		waitPid(pid)
@@ -210,12 +261,7 @@ func waitPid(pid int) unix.WaitStatus {
 // writePid names PID 1 for rkt enter and the host tools (contract §4),
 // atomically, unlike rkt's own stage1.
 func writePid(podDir string, pid int) error {
-	d, err := status.OpenDir(podDir)
-	if err != nil {
-		return fmt.Errorf("write pid: %w", err)
-	}
-	defer d.Close()
-	if err := d.WriteFile(podspec.PidFile, []byte(strconv.Itoa(pid)+"\n")); err != nil {
+	if err := status.WriteFileIn(podDir, podspec.PidFile, []byte(strconv.Itoa(pid)+"\n")); err != nil {
 		return fmt.Errorf("write pid: %w", err)
 	}
 	return nil

@@ -50,10 +50,10 @@ func stopMain(args []string) int {
 }
 
 // gcMain is the gc entry point ([--debug] [--local-config DIR] UUID, cwd =
-// pod dir, no lock fd). This stage1 leaves nothing on the host that
-// outlives the pod's processes (its namespaces and the mounts in them die
-// with them), so there is nothing to clean; it stays idempotent and
-// tolerant of a pod that never started.
+// pod dir, no lock fd). The namespaces and the mounts in them die with the
+// pod's processes; what can outlive a killed stage1 is the pod's cgroups,
+// which it removes. It is idempotent and tolerant of a pod that never
+// started.
 func gcMain(args []string) int {
 	fs := flag.NewFlagSet("gc", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -67,6 +67,9 @@ func gcMain(args []string) int {
 	}
 	if _, err := types.NewUUID(fs.Arg(0)); err != nil {
 		return fail(fmt.Errorf("UUID %q is malformed: %w", fs.Arg(0), err))
+	}
+	if err := gcCgroups(); err != nil {
+		return fail(fmt.Errorf("gc: %w", err))
 	}
 	return 0
 }

@@ -1,34 +1,48 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/pod1/pod1/appexec"
+	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/reaper"
 	"github.com/pod1/pod1/status"
 )
 
+// appState is where an app is in its life.
+type appState int
+
+const (
+	stateNew        appState = iota
+	stateRunning             // its process exists
+	stateRestarting          // waiting out its backoff
+	stateDone                // finished for good: status written
+)
+
 // app is the supervisor's record of one app.
 type app struct {
-	spec    *appexec.Spec
-	pid     int
-	running bool
-	done    bool
+	cfg   *podspec.App
+	name  string
+	cg    *cgroups.Group
+	state appState
+	pid   int
+	// starts are the recent start times, for the start limit.
+	starts    []time.Time
+	backoff   time.Duration
+	nextStart time.Time
+	// killAt is when a stopping app gets SIGKILL (zero: not stopping).
+	killAt  time.Time
+	oomSeen int
 	rec     status.Record
 }
 
-// supervisor runs the apps of one pod with rkt's semantics: the pod ends
-// when every app has exited; the first app to fail stops the others and
-// its code becomes the pod's.
+// supervisor runs the apps of one pod. By default it has rkt's semantics:
+// the pod ends when every app has finished; the first app to finish with a
+// failure stops the others and its code becomes the pod's. Restart
+// policies and the pod's exit policy refine that (docs/supervision.md).
 type supervisor struct {
 	pod      *podspec.Pod
 	dir      *status.Dir
@@ -36,13 +50,17 @@ type supervisor struct {
 	apps     []*app
 	stopping bool
 	podCode  int
-	graceC   <-chan time.Time
+	// pending holds exits collected while waiting for a cgroup to empty,
+	// handled by the next turn of the loop.
+	pending []reaper.Exit
 }
 
 func newSupervisor(pod *podspec.Pod, dir *status.Dir) *supervisor {
 	s := &supervisor{pod: pod, dir: dir, reaper: reaper.New()}
 	for i := range pod.Apps {
-		s.apps = append(s.apps, &app{spec: &pod.Apps[i]})
+		a := &app{cfg: &pod.Apps[i], name: pod.Apps[i].Spec.App}
+		a.backoff = a.cfg.Supervision.Backoff
+		s.apps = append(s.apps, a)
 	}
 	return s
 }
@@ -50,173 +68,206 @@ func newSupervisor(pod *podspec.Pod, dir *status.Dir) *supervisor {
 func (s *supervisor) startAll() {
 	for _, a := range s.apps {
 		if s.stopping {
-			a.done = true
+			s.finish(a, status.CodeStage1Failure)
 			continue
 		}
-		if err := s.start(a); err != nil {
-			// The app never ran: it gets the stage1 failure code,
-			// and the pod stops like on any app failure.
-			s.logf("app %q: start: %v", a.spec.App, err)
-			s.finish(a, status.CodeStage1Failure)
-		}
+		s.startOrFail(a)
 	}
 }
 
-// start clones the app's first process into a mount namespace of its own
-// and hands it its spec; the child (appexec.Child) does the rest.
-func (s *supervisor) start(a *app) error {
-	spec, err := json.Marshal(a.spec)
-	if err != nil {
-		return err
+func (s *supervisor) startOrFail(a *app) {
+	if err := s.start(a); err != nil {
+		// The app never ran: it gets the stage1 failure code, and the
+		// pod policy applies as for any other end.
+		s.logf("app %q: start: %v", a.name, err)
+		a.rec.LastFailure = status.ReasonSetup
+		s.finish(a, status.CodeStage1Failure)
 	}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return err
+}
+
+// onExit handles the end of an app's process: what it left behind is
+// killed first, then the app restarts or is finished for good.
+func (s *supervisor) onExit(e reaper.Exit) {
+	a := e.Tag.(*app)
+	code := status.FromWaitStatus(e.Status)
+	s.debugf("app %q: pid %d ended: status %#x, code %d", a.name, e.Pid, uint32(e.Status), code)
+	a.pid, a.killAt = 0, time.Time{}
+	t := e.Time
+	a.rec.ExitCode, a.rec.FinishedAt, a.rec.Signal, a.rec.Pid, a.rec.PodPid = &code, &t, "", 0, 0
+	if e.Status.Signaled() {
+		a.rec.Signal = unix.SignalName(e.Status.Signal())
 	}
-	defer pw.Close()
-	pid, err := s.reaper.Start(a, func() (int, error) {
-		p, err := os.StartProcess("/proc/self/exe", []string{roleApp}, &os.ProcAttr{
-			Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, pr},
-			Sys:   &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS},
-		})
-		if err != nil {
-			return 0, err
+	s.cleanCgroup(a)
+	if r := failureReason(e.Status, code); r != "" {
+		a.rec.LastFailure = r
+	}
+	if n := s.oomKills(a); n > a.oomSeen {
+		a.oomSeen = n
+		a.rec.LastFailure = status.ReasonOOM
+	}
+	if s.restart(a, code, e.Time) {
+		return
+	}
+	s.finish(a, code)
+}
+
+// restart decides whether the app runs again and, if so, schedules it.
+func (s *supervisor) restart(a *app, code int, ended time.Time) bool {
+	sup := &a.cfg.Supervision
+	if s.stopping || sup.Restart == podspec.RestartNever || sup.Restart == podspec.RestartOnFailure && code == 0 {
+		return false
+	}
+	// A run that lasted as long as the longest backoff resets it: the
+	// app is not crash-looping.
+	if len(a.starts) > 0 && ended.Sub(a.starts[len(a.starts)-1]) >= sup.BackoffMax {
+		a.backoff = sup.Backoff
+	}
+	next := ended.Add(a.backoff)
+	recent := 0
+	for _, t := range a.starts {
+		if next.Sub(t) < sup.Interval {
+			recent++
 		}
-		// Read before Release, which resets Pid to -1.
-		pid := p.Pid
-		return pid, p.Release()
-	})
-	pr.Close()
-	if err != nil {
-		return err
 	}
-	a.pid, a.running = pid, true
-	now := time.Now()
-	a.rec.State, a.rec.PodPid, a.rec.Pid = status.StateRunning, pid, hostPid(pid)
-	a.rec.StartedAt, a.rec.FinishedAt = &now, nil
+	if recent >= sup.Burst {
+		s.logf("app %q: start limit hit (%d starts within %v), failed for good", a.name, sup.Burst, sup.Interval)
+		return false
+	}
+	a.state, a.nextStart = stateRestarting, next
+	a.backoff = min(a.backoff*2, sup.BackoffMax)
+	a.rec.State = status.StateRestarting
 	s.writeRecord(a)
-	s.debugf("app %q: started as pid %d (host pid %d)", a.spec.App, pid, a.rec.Pid)
-	// A child that dies before reading gives EPIPE here; its exit is
-	// reaped and recorded like any other.
-	if _, err := pw.Write(spec); err != nil {
-		s.debugf("app %q: send spec: %v", a.spec.App, err)
-	}
-	return nil
+	s.debugf("app %q: restarting in %v", a.name, next.Sub(ended))
+	return true
 }
 
-// record handles reaped exits of apps.
-func (s *supervisor) record(exits []reaper.Exit) {
-	for _, e := range exits {
-		a := e.Tag.(*app)
-		a.running = false
-		s.debugf("app %q: pid %d ended: %#x", a.spec.App, e.Pid, uint32(e.Status))
-		code := status.FromWaitStatus(e.Status)
-		t := e.Time
-		a.rec.ExitCode, a.rec.FinishedAt, a.rec.Signal = &code, &t, ""
-		a.rec.Pid, a.rec.PodPid = 0, 0
-		if e.Status.Signaled() {
-			a.rec.Signal = unix.SignalName(e.Status.Signal())
-		}
-		if r := failureReason(e.Status, code); r != "" {
-			a.rec.LastFailure = r
-		}
-		s.finish(a, code)
-	}
-}
-
-// finish writes the app's status before anything else happens, then applies
-// the pod policy.
+// finish marks the app finished for good: the plain status file (the one
+// rkt reads) is written now and only now, then the pod's exit policy
+// applies.
 func (s *supervisor) finish(a *app, code int) {
-	a.done = true
-	if err := s.dir.Write(a.spec.App, code); err != nil {
-		s.logf("app %q: write status %d: %v", a.spec.App, code, err)
+	a.state = stateDone
+	if err := s.dir.Write(a.name, code); err != nil {
+		s.logf("app %q: write status %d: %v", a.name, code, err)
 	}
 	if a.rec.ExitCode == nil {
 		a.rec.ExitCode = &code
 	}
 	a.rec.State = status.StateExited
 	s.writeRecord(a)
-	if code != 0 && !s.stopping {
-		s.podCode = code
-		s.stop(fmt.Sprintf("app %q exited with %d", a.spec.App, code), false)
-	}
-}
-
-// stop asks every running app to end, in reverse start order: SIGTERM to
-// its process group, SIGKILL when the grace period is over (or at once
-// when forced).
-func (s *supervisor) stop(why string, force bool) {
-	if force {
-		s.debugf("stopping the pod now: %s", why)
-		s.stopping = true
-		s.killAll()
-		return
+	if a.cg != nil {
+		if err := a.cg.Remove(); err != nil {
+			s.debugf("app %q: %v", a.name, err)
+		}
 	}
 	if s.stopping {
 		return
 	}
-	s.stopping = true
-	s.debugf("stopping the pod: %s", why)
-	for i := len(s.apps) - 1; i >= 0; i-- {
-		if a := s.apps[i]; a.running {
-			// The group covers what the app started; the pid covers
-			// an app still setting up, before its setsid.
-			_ = unix.Kill(-a.pid, unix.SIGTERM)
-			_ = unix.Kill(a.pid, unix.SIGTERM)
+	switch s.pod.ExitPolicy {
+	case podspec.ExitAnyApp:
+		s.podCode = code
+		s.stop(fmt.Sprintf("app %q finished with %d", a.name, code), false)
+	case podspec.ExitMainApp:
+		if a.name == s.pod.MainApp {
+			s.podCode = code
+			s.stop(fmt.Sprintf("main app %q finished with %d", a.name, code), false)
+		}
+	default:
+		if code != 0 {
+			s.podCode = code
+			s.stop(fmt.Sprintf("app %q failed with %d", a.name, code), false)
 		}
 	}
-	s.graceC = time.After(s.pod.GracePeriod)
+}
+
+// stop asks every running app to end: SIGTERM to everything in its cgroup,
+// in reverse start order, and SIGKILL when its grace period is over (at
+// once when forced). Apps waiting to restart are finished with their last
+// code.
+func (s *supervisor) stop(why string, force bool) {
+	if !s.stopping {
+		s.debugf("stopping the pod: %s", why)
+	}
+	s.stopping = true
+	now := time.Now()
+	for i := len(s.apps) - 1; i >= 0; i-- {
+		a := s.apps[i]
+		switch a.state {
+		case stateRestarting:
+			s.finish(a, *a.rec.ExitCode)
+		case stateRunning:
+			if force {
+				s.killApp(a)
+				continue
+			}
+			if !a.killAt.IsZero() {
+				continue
+			}
+			a.killAt = now.Add(a.cfg.Supervision.Grace)
+			s.signalApp(a, unix.SIGTERM)
+		}
+	}
+}
+
+func (s *supervisor) signalApp(a *app, sig unix.Signal) {
+	// The pid covers an app still setting up, before it is anything
+	// but a member of its cgroup.
+	_ = unix.Kill(a.pid, sig)
+	if a.cg != nil {
+		a.cg.Signal(sig)
+	} else {
+		_ = unix.Kill(-a.pid, sig)
+	}
+}
+
+func (s *supervisor) killApp(a *app) {
+	a.killAt = time.Time{}
+	if a.cg != nil {
+		if err := a.cg.Kill(); err == nil {
+			return
+		}
+	}
+	_ = unix.Kill(-a.pid, unix.SIGKILL)
+	_ = unix.Kill(a.pid, unix.SIGKILL)
+}
+
+// tick carries out what is due: restarts whose backoff is over, SIGKILLs
+// whose grace period is. It returns when it next has something to do.
+func (s *supervisor) tick(now time.Time) time.Time {
+	var next time.Time
+	due := func(t time.Time) bool {
+		if t.IsZero() {
+			return false
+		}
+		if !t.After(now) {
+			return true
+		}
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+		return false
+	}
+	for _, a := range s.apps {
+		switch a.state {
+		case stateRestarting:
+			if due(a.nextStart) {
+				a.rec.RestartCount++
+				s.startOrFail(a)
+			}
+		case stateRunning:
+			if due(a.killAt) {
+				s.logf("app %q: grace period of %v over, killing it", a.name, a.cfg.Supervision.Grace)
+				s.killApp(a)
+			}
+		}
+	}
+	return next
 }
 
 func (s *supervisor) finished() bool {
 	for _, a := range s.apps {
-		if !a.done {
+		if a.state != stateDone {
 			return false
 		}
 	}
 	return !s.pod.Mutable || s.stopping
-}
-
-func (s *supervisor) writeRecord(a *app) {
-	a.rec.App = a.spec.App
-	if err := s.dir.WriteRecord(&a.rec); err != nil {
-		s.logf("app %q: write record: %v", a.spec.App, err)
-	}
-}
-
-// failureReason classifies the end of a run that failed.
-func failureReason(ws unix.WaitStatus, code int) string {
-	switch {
-	case ws.Signaled():
-		return status.ReasonSignal
-	case code == status.CodeExecNotFound || code == status.CodeExecNotPermitted:
-		return status.ReasonExec
-	case code == status.CodeStage1Failure:
-		return status.ReasonSetup
-	case code != 0:
-		return status.ReasonExit
-	}
-	return ""
-}
-
-// hostPid maps a pid of the pod's namespace to the host's: the fdinfo of a
-// pidfd shows the pid as seen by the procfs it is read through, and PID 1's
-// /proc is still the host's.
-func hostPid(pid int) int {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return 0
-	}
-	defer unix.Close(fd)
-	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(fd))
-	if err != nil {
-		return 0
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "Pid:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
-	}
-	return 0
 }

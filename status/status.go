@@ -150,6 +150,16 @@ func (d *Dir) WriteFile(name string, data []byte) (retErr error) {
 	return nil
 }
 
+// WriteFileIn atomically replaces name in the directory dir with data.
+func WriteFileIn(dir, name string, data []byte) error {
+	d, err := OpenDir(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.WriteFile(name, data)
+}
+
 // Remove deletes app's status file if present.
 func (d *Dir) Remove(app string) error {
 	if err := unix.Unlinkat(d.Fd(), app, 0); err != nil && !errors.Is(err, unix.ENOENT) {

@@ -415,3 +415,13 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 }
 
 func probe(args ...string) []string { return append([]string{"/bin/probe"}, args...) }
+
+// cgroupDirs lists the pod's cgroup directories that exist, in any
+// hierarchy.
+func cgroupDirs(p *Pod) []string {
+	m, _ := filepath.Glob("/sys/fs/cgroup/*/pod1-" + p.UUID)
+	m2, _ := filepath.Glob("/sys/fs/cgroup/*/*/pod1-" + p.UUID)
+	m3, _ := filepath.Glob("/sys/fs/cgroup/*/*/*/pod1-" + p.UUID)
+	m4, _ := filepath.Glob("/sys/fs/cgroup/pod1-" + p.UUID)
+	return append(append(append(m, m2...), m3...), m4...)
+}

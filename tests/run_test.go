@@ -3,6 +3,7 @@ package tests
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -253,6 +254,20 @@ func TestSIGKILLOfAStage1Process(t *testing.T) {
 			r.Wait(t)
 			if locked(t, p.Dir) {
 				t.Fatal("lock still held")
+			}
+			// What a killed stage1 leaves (its cgroups) is the gc
+			// entry point's to remove.
+			cg := cgroupDirs(p)
+			if victim == "run" && len(cg) == 0 {
+				t.Error("expected the killed run to leave its cgroups for gc")
+			}
+			gc := exec.Command(filepath.Join(p.Dir, "stage1/rootfs/gc"), p.UUID)
+			gc.Dir = p.Dir
+			if out, err := gc.CombinedOutput(); err != nil {
+				t.Fatalf("gc: %v %s", err, out)
+			}
+			if left := cgroupDirs(p); len(left) != 0 {
+				t.Errorf("cgroups left after gc: %v", left)
 			}
 			if got := p.Status(t, "early"); got != 0 {
 				t.Errorf("early: status %d, want 0", got)

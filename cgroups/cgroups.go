@@ -1,0 +1,207 @@
+// Package cgroups owns the pod's control groups: one for the stage1's PID 1
+// and one per app, so that everything an app started (the daemons it
+// forked included) can be found and killed, and limits applied, without
+// ever touching the stage1 itself. It uses the cgroup v2 hierarchy where
+// one is mounted (alone, or as the "unified" tree of a hybrid layout) to
+// track and kill, and the v1 controllers of a hybrid or legacy layout for
+// limits.
+package cgroups
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// v1Controllers are the v1 hierarchies a group is created in: pids for
+// pids.max, memory and cpu for the resource isolators. The first one found
+// also tracks processes when there is no v2 hierarchy.
+var v1Controllers = []string{"pids", "memory", "cpu", "freezer"}
+
+// Group is one cgroup, present in every hierarchy this package uses. It is
+// plain data so it can cross from the run entry point to PID 1 as JSON and
+// be saved in the pod directory for gc.
+type Group struct {
+	// V2 is the absolute directory in the cgroup v2 hierarchy, "" if
+	// there is none.
+	V2 string `json:"v2,omitempty"`
+	// V1 maps a v1 controller to the group's absolute directory in it.
+	V1 map[string]string `json:"v1,omitempty"`
+	// Unified is set when V2 is the only hierarchy (controllers live in
+	// it).
+	Unified bool `json:"unified,omitempty"`
+}
+
+type mountPoint struct {
+	dir  string
+	opts string
+}
+
+// mounts lists cgroup and cgroup2 mounts from this process's mountinfo.
+func mounts() (v2 string, v1 map[string]string, err error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", nil, err
+	}
+	defer f.Close()
+	v1 = map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		i := indexOf(fields, "-")
+		if i < 0 || i+3 >= len(fields) {
+			continue
+		}
+		switch fields[i+1] {
+		case "cgroup2":
+			if v2 == "" {
+				v2 = fields[4]
+			}
+		case "cgroup":
+			for _, opt := range strings.Split(fields[i+3], ",") {
+				for _, c := range v1Controllers {
+					if opt == c {
+						if _, seen := v1[c]; !seen {
+							v1[c] = fields[4]
+						}
+					}
+				}
+			}
+		}
+	}
+	return v2, v1, sc.Err()
+}
+
+func indexOf(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+// selfPaths reads the calling process's cgroup in each hierarchy.
+func selfPaths() (v2 string, v1 map[string]string, err error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", nil, err
+	}
+	v1 = map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		parts := strings.SplitN(l, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[0] == "0" && parts[1] == "" {
+			v2 = parts[2]
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			v1[c] = parts[2]
+		}
+	}
+	return v2, v1, nil
+}
+
+// Current returns the calling process's own group, in the hierarchies this
+// package uses.
+func Current() (*Group, error) {
+	v2m, v1m, err := mounts()
+	if err != nil {
+		return nil, fmt.Errorf("cgroup mounts: %w", err)
+	}
+	v2p, v1p, err := selfPaths()
+	if err != nil {
+		return nil, fmt.Errorf("own cgroup: %w", err)
+	}
+	g := &Group{V1: map[string]string{}}
+	if v2m != "" {
+		g.V2 = filepath.Join(v2m, v2p)
+		g.Unified = len(v1m) == 0
+	}
+	for c, m := range v1m {
+		if p, ok := v1p[c]; ok {
+			g.V1[c] = filepath.Join(m, p)
+		}
+	}
+	if g.V2 == "" && len(g.V1) == 0 {
+		return nil, errors.New("no cgroup hierarchy is mounted")
+	}
+	return g, nil
+}
+
+func (g *Group) dirs() []string {
+	var ds []string
+	if g.V2 != "" {
+		ds = append(ds, g.V2)
+	}
+	for _, c := range v1Controllers {
+		if d, ok := g.V1[c]; ok {
+			ds = append(ds, d)
+		}
+	}
+	return ds
+}
+
+// Child creates (if needed) the group name below g in every hierarchy.
+func (g *Group) Child(name string) (*Group, error) {
+	c := &Group{V1: map[string]string{}, Unified: g.Unified}
+	if g.V2 != "" {
+		c.V2 = filepath.Join(g.V2, name)
+	}
+	for k, d := range g.V1 {
+		c.V1[k] = filepath.Join(d, name)
+	}
+	for _, d := range c.dirs() {
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("create cgroup: %w", err)
+		}
+	}
+	if c.Unified {
+		// Best effort: controllers can only be enabled for the children
+		// if the parent has them; without them there are no limits.
+		_ = os.WriteFile(filepath.Join(g.V2, "cgroup.subtree_control"), []byte("+pids +memory +cpu"), 0)
+	}
+	return c, nil
+}
+
+// Add moves pid into the group in every hierarchy.
+func (g *Group) Add(pid int) error {
+	return g.add(pid, g.dirs())
+}
+
+// AddV1 moves pid into the group's v1 hierarchies only: for a process
+// cloned straight into the v2 group (CLONE_INTO_CGROUP).
+func (g *Group) AddV1(pid int) error {
+	var ds []string
+	for _, c := range v1Controllers {
+		if d, ok := g.V1[c]; ok {
+			ds = append(ds, d)
+		}
+	}
+	return g.add(pid, ds)
+}
+
+func (g *Group) add(pid int, dirs []string) error {
+	b := []byte(strconv.Itoa(pid))
+	for _, d := range dirs {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), b, 0); err != nil {
+			return fmt.Errorf("move %d into %s: %w", pid, d, err)
+		}
+	}
+	return nil
+}
+
+// OpenV2 opens the group's v2 directory, for clone3's CLONE_INTO_CGROUP;
+// nil when there is no v2 hierarchy.
+func (g *Group) OpenV2() (*os.File, error) {
+	if g.V2 == "" {
+		return nil, nil
+	}
+	return os.Open(g.V2)
+}

@@ -1,0 +1,207 @@
+package cgroups
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// trackDir is the directory whose cgroup.procs lists the group's
+// processes: v2 when there is one, else the first v1 controller.
+func (g *Group) trackDir() string {
+	if g.V2 != "" {
+		return g.V2
+	}
+	for _, c := range v1Controllers {
+		if d, ok := g.V1[c]; ok {
+			return d
+		}
+	}
+	return ""
+}
+
+// Procs lists the processes in the group.
+func (g *Group) Procs() ([]int, error) {
+	d := g.trackDir()
+	if d == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, n)
+		}
+	}
+	return pids, nil
+}
+
+// Empty reports whether no process is left in the group.
+func (g *Group) Empty() bool {
+	pids, err := g.Procs()
+	return err == nil && len(pids) == 0
+}
+
+// Kill sends SIGKILL to every process in the group. With cgroup v2's
+// cgroup.kill the kernel does it atomically, forks in flight included (a
+// fork bomb cannot outrun it); otherwise every listed pid is killed, and
+// callers repeat until Empty.
+func (g *Group) Kill() error {
+	if g.V2 != "" {
+		err := os.WriteFile(filepath.Join(g.V2, "cgroup.kill"), []byte("1"), 0)
+		if err == nil || errors.Is(err, os.ErrNotExist) && !g.exists() {
+			return nil
+		}
+	}
+	pids, err := g.Procs()
+	if err != nil {
+		return err
+	}
+	for _, pid := range pids {
+		_ = unix.Kill(pid, unix.SIGKILL)
+	}
+	return nil
+}
+
+// Signal sends sig to every process in the group.
+func (g *Group) Signal(sig unix.Signal) {
+	pids, _ := g.Procs()
+	for _, pid := range pids {
+		_ = unix.Kill(pid, sig)
+	}
+}
+
+func (g *Group) exists() bool {
+	_, err := os.Stat(g.trackDir())
+	return err == nil
+}
+
+// Remove deletes the group from every hierarchy. It fails while processes
+// remain.
+func (g *Group) Remove() error {
+	var errs []error
+	for _, d := range g.dirs() {
+		// rmdir can fail with EBUSY for a moment after the last
+		// process left (its exit is still being accounted).
+		var err error
+		for i := 0; i < 100; i++ {
+			err = unix.Rmdir(d)
+			if err == nil || errors.Is(err, unix.ENOENT) {
+				err = nil
+				break
+			}
+			if !errors.Is(err, unix.EBUSY) {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// SetPidsMax limits how many tasks (processes and threads) the group may
+// hold; a fork bomb in one app then fails with EAGAIN instead of starving
+// the pod (threats P9).
+func (g *Group) SetPidsMax(n int) error {
+	d := g.V1["pids"]
+	if d == "" && g.Unified {
+		d = g.V2
+	}
+	if d == "" {
+		return errors.New("no pids controller")
+	}
+	return os.WriteFile(filepath.Join(d, "pids.max"), []byte(strconv.Itoa(n)), 0)
+}
+
+// OOMKills reports how many processes of the group the kernel's OOM killer
+// has killed.
+func (g *Group) OOMKills() int {
+	if d := g.V1["memory"]; d != "" {
+		return fieldOf(filepath.Join(d, "memory.oom_control"), "oom_kill")
+	}
+	if g.Unified && g.V2 != "" {
+		return fieldOf(filepath.Join(g.V2, "memory.events"), "oom_kill")
+	}
+	return 0
+}
+
+func fieldOf(file, key string) int {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, key+" "); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}
+
+// RemoveTree kills anything left in the group and its children and
+// removes them all, deepest first: the cleanup of a pod whose PID 1 could
+// not do it (killed), and the gc entry point's. It is idempotent.
+func (g *Group) RemoveTree() error {
+	var errs []error
+	for _, d := range g.dirs() {
+		var subs []string
+		_ = filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
+			if err == nil && e.IsDir() {
+				subs = append(subs, p)
+			}
+			return nil
+		})
+		for i := len(subs) - 1; i >= 0; i-- {
+			sub := &Group{V2: subs[i]}
+			if d != g.V2 {
+				sub = &Group{V1: map[string]string{"pids": subs[i]}}
+			}
+			for j := 0; j < 50 && !sub.Empty(); j++ {
+				_ = sub.Kill()
+				time.Sleep(2 * time.Millisecond)
+			}
+			if err := sub.Remove(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Path returns the group's path relative to its hierarchy's root, for the
+// pod's subcgroup file (contract §4).
+func (g *Group) Path() string {
+	v2, v1, err := mounts()
+	if err != nil {
+		return ""
+	}
+	if g.V2 != "" && v2 != "" {
+		if rel, err := filepath.Rel(v2, g.V2); err == nil {
+			return rel
+		}
+	}
+	for _, c := range v1Controllers {
+		if d, ok := g.V1[c]; ok && v1[c] != "" {
+			if rel, err := filepath.Rel(v1[c], d); err == nil {
+				return rel
+			}
+		}
+	}
+	return ""
+}

@@ -1,0 +1,156 @@
+package podspec
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/appc/spec/schema/types"
+)
+
+// Annotations of ours (app-level in the pod manifest's apps[].annotations,
+// or in the image manifest as the image's default; pod-level in the pod
+// manifest's annotations). Documented in docs/supervision.md.
+const (
+	AnnRestartPolicy      = "pod1/restart-policy"
+	AnnRestartBackoff     = "pod1/restart-backoff"
+	AnnRestartBackoffMax  = "pod1/restart-backoff-max"
+	AnnStartLimitBurst    = "pod1/start-limit-burst"
+	AnnStartLimitInterval = "pod1/start-limit-interval"
+	AnnStopGracePeriod    = "pod1/stop-grace-period"
+	AnnPidsMax            = "pod1/pids-max"
+	AnnExitPolicy         = "pod1/exit-policy"
+	AnnMainApp            = "pod1/main-app"
+)
+
+// Restart policies.
+const (
+	RestartNever     = "never"
+	RestartOnFailure = "on-failure"
+	RestartAlways    = "always"
+)
+
+// Pod exit policies.
+const (
+	ExitAllApps = "all-apps" // rkt's: the pod ends when every app has
+	ExitAnyApp  = "any-app"  // the first app to finish ends the pod
+	ExitMainApp = "main-app" // the main app's end ends the pod
+)
+
+// Defaults of the supervision settings.
+const (
+	DefaultBackoff            = 100 * time.Millisecond
+	DefaultBackoffMax         = 10 * time.Second
+	DefaultStartLimitBurst    = 5
+	DefaultStartLimitInterval = 10 * time.Second
+	DefaultPidsMax            = 8192
+)
+
+// Supervision is how PID 1 looks after one app.
+type Supervision struct {
+	Restart    string        `json:"restart"`
+	Backoff    time.Duration `json:"backoff"`
+	BackoffMax time.Duration `json:"backoffMax"`
+	// A start beyond Burst starts within Interval fails the app for good.
+	Burst    int           `json:"burst"`
+	Interval time.Duration `json:"interval"`
+	// Grace is the time between SIGTERM and SIGKILL when the app is
+	// stopped.
+	Grace   time.Duration `json:"grace"`
+	PidsMax int           `json:"pidsMax"`
+}
+
+// annotations looks a name up in the app's pod-manifest annotations first,
+// then in its image's.
+type annotations []types.Annotations
+
+func (as annotations) get(name string) (string, bool) {
+	for _, a := range as {
+		if v, ok := a.Get(name); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+func supervision(as annotations) (Supervision, error) {
+	s := Supervision{
+		Restart: RestartNever, Backoff: DefaultBackoff, BackoffMax: DefaultBackoffMax,
+		Burst: DefaultStartLimitBurst, Interval: DefaultStartLimitInterval,
+		Grace: DefaultGracePeriod, PidsMax: DefaultPidsMax,
+	}
+	if v, ok := as.get(AnnRestartPolicy); ok {
+		switch v {
+		case RestartNever, RestartOnFailure, RestartAlways:
+			s.Restart = v
+		default:
+			return s, fmt.Errorf("annotation %s: %q is not never, on-failure or always", AnnRestartPolicy, v)
+		}
+	}
+	durs := []struct {
+		name     string
+		dst      *time.Duration
+		min, max time.Duration
+	}{
+		{AnnRestartBackoff, &s.Backoff, 0, time.Hour},
+		{AnnRestartBackoffMax, &s.BackoffMax, 0, 24 * time.Hour},
+		{AnnStartLimitInterval, &s.Interval, 0, 24 * time.Hour},
+		{AnnStopGracePeriod, &s.Grace, 0, time.Hour},
+	}
+	for _, d := range durs {
+		v, ok := as.get(d.name)
+		if !ok {
+			continue
+		}
+		x, err := time.ParseDuration(v)
+		if err != nil || x < d.min || x > d.max {
+			return s, fmt.Errorf("annotation %s: %q must be a duration between %v and %v", d.name, v, d.min, d.max)
+		}
+		*d.dst = x
+	}
+	if s.BackoffMax < s.Backoff {
+		return s, fmt.Errorf("annotation %s: %v is less than %s %v", AnnRestartBackoffMax, s.BackoffMax, AnnRestartBackoff, s.Backoff)
+	}
+	ints := []struct {
+		name     string
+		dst      *int
+		min, max int
+	}{
+		{AnnStartLimitBurst, &s.Burst, 1, 1 << 20},
+		{AnnPidsMax, &s.PidsMax, 0, 1 << 22},
+	}
+	for _, n := range ints {
+		v, ok := as.get(n.name)
+		if !ok {
+			continue
+		}
+		x, err := strconv.Atoi(v)
+		if err != nil || x < n.min || x > n.max {
+			return s, fmt.Errorf("annotation %s: %q must be an integer between %d and %d", n.name, v, n.min, n.max)
+		}
+		*n.dst = x
+	}
+	return s, nil
+}
+
+func exitPolicy(pod types.Annotations, apps map[string]bool) (policy, main string, err error) {
+	policy = ExitAllApps
+	if v, ok := pod.Get(AnnExitPolicy); ok {
+		switch v {
+		case ExitAllApps, ExitAnyApp, ExitMainApp:
+			policy = v
+		default:
+			return "", "", fmt.Errorf("annotation %s: %q is not all-apps, any-app or main-app", AnnExitPolicy, v)
+		}
+	}
+	main, hasMain := pod.Get(AnnMainApp)
+	switch {
+	case policy == ExitMainApp && !hasMain:
+		return "", "", fmt.Errorf("annotation %s: main-app needs annotation %s naming the app", AnnExitPolicy, AnnMainApp)
+	case hasMain && policy != ExitMainApp:
+		return "", "", fmt.Errorf("annotation %s: only meaningful with %s main-app", AnnMainApp, AnnExitPolicy)
+	case hasMain && !apps[main]:
+		return "", "", fmt.Errorf("annotation %s: no app named %q", AnnMainApp, main)
+	}
+	return policy, main, nil
+}

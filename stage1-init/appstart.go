@@ -1,0 +1,169 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/status"
+)
+
+// start runs the app once: its cgroup is made, its first process cloned
+// straight into it (CLONE_INTO_CGROUP where cgroup v2 allows) in a mount
+// namespace of its own, placed in the v1 hierarchies, and only then handed
+// its spec; the child (appexec.Child) does the rest.
+func (s *supervisor) start(a *app) error {
+	spec, err := json.Marshal(&a.cfg.Spec)
+	if err != nil {
+		return err
+	}
+	if err := s.ensureCgroup(a); err != nil {
+		s.logf("app %q: cgroup: %v (running without one)", a.name, err)
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer pw.Close()
+	attr := &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS}
+	if a.cg != nil {
+		if f, err := a.cg.OpenV2(); err == nil && f != nil {
+			defer f.Close()
+			attr.UseCgroupFD, attr.CgroupFD = true, int(f.Fd())
+		}
+	}
+	pid, err := s.reaper.Start(a, func() (int, error) {
+		p, err := os.StartProcess("/proc/self/exe", []string{roleApp}, &os.ProcAttr{
+			Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, pr},
+			Sys:   attr,
+		})
+		if err != nil {
+			return 0, err
+		}
+		// Read before Release, which resets Pid to -1.
+		pid := p.Pid
+		return pid, p.Release()
+	})
+	pr.Close()
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	a.state, a.pid = stateRunning, pid
+	a.starts = append(a.starts, now)
+	if len(a.starts) > a.cfg.Supervision.Burst {
+		a.starts = a.starts[len(a.starts)-a.cfg.Supervision.Burst:]
+	}
+	if a.cg != nil {
+		// The child waits for its spec before it does anything, so
+		// it cannot fork outside the v1 groups.
+		if err := a.cg.AddV1(pid); err != nil {
+			s.logf("app %q: %v", a.name, err)
+		}
+	}
+	a.rec.State, a.rec.PodPid, a.rec.Pid = status.StateRunning, pid, hostPid(pid)
+	a.rec.StartedAt, a.rec.FinishedAt, a.rec.ExitCode, a.rec.Signal = &now, nil, nil, ""
+	s.writeRecord(a)
+	s.debugf("app %q: started as pid %d (host pid %d)", a.name, pid, a.rec.Pid)
+	// A child that dies before reading gives EPIPE here; its exit is
+	// reaped and recorded like any other.
+	if _, err := pw.Write(spec); err != nil {
+		s.debugf("app %q: send spec: %v", a.name, err)
+	}
+	return nil
+}
+
+func (s *supervisor) ensureCgroup(a *app) error {
+	if s.pod.Cgroup == nil || a.cg != nil {
+		return nil
+	}
+	cg, err := s.pod.Cgroup.Child("app-" + a.name)
+	if err != nil {
+		return err
+	}
+	a.cg = cg
+	if n := a.cfg.Supervision.PidsMax; n > 0 {
+		if err := cg.SetPidsMax(n); err != nil {
+			s.debugf("app %q: pids.max: %v", a.name, err)
+		}
+	}
+	return nil
+}
+
+// cleanCgroup kills whatever the app's last run left in its cgroup (the
+// daemons it forked) and waits, reaping, until the cgroup is empty, so a
+// restart starts clean and a finished app leaves nothing (threats P8).
+// Exits of other apps collected meanwhile are kept for the main loop.
+func (s *supervisor) cleanCgroup(a *app) {
+	if a.cg == nil || a.cg.Empty() {
+		return
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !a.cg.Empty() {
+		if err := a.cg.Kill(); err != nil {
+			s.debugf("app %q: kill cgroup: %v", a.name, err)
+		}
+		if time.Now().After(deadline) {
+			s.logf("app %q: processes left in its cgroup after 5s", a.name)
+			return
+		}
+		time.Sleep(200 * time.Microsecond)
+		s.pending = append(s.pending, s.reaper.Reap()...)
+	}
+}
+
+func (s *supervisor) oomKills(a *app) int {
+	if a.cg == nil {
+		return 0
+	}
+	return a.cg.OOMKills()
+}
+
+func (s *supervisor) writeRecord(a *app) {
+	a.rec.App = a.name
+	if err := s.dir.WriteRecord(&a.rec); err != nil {
+		s.logf("app %q: write record: %v", a.name, err)
+	}
+}
+
+// failureReason classifies the end of a run that failed.
+func failureReason(ws unix.WaitStatus, code int) string {
+	switch {
+	case ws.Signaled():
+		return status.ReasonSignal
+	case code == status.CodeExecNotFound || code == status.CodeExecNotPermitted:
+		return status.ReasonExec
+	case code == status.CodeStage1Failure:
+		return status.ReasonSetup
+	case code != 0:
+		return status.ReasonExit
+	}
+	return ""
+}
+
+// hostPid maps a pid of the pod's namespace to the host's: the fdinfo of a
+// pidfd shows the pid as seen by the procfs it is read through, and PID 1's
+// /proc is still the host's.
+func hostPid(pid int) int {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return 0
+	}
+	defer unix.Close(fd)
+	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(fd))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Pid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}

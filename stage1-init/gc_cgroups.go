@@ -1,0 +1,28 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/pod1/pod1/cgroups"
+)
+
+// gcCgroups removes the pod's cgroups when the run entry point could not
+// (it was killed): whatever is still in them is killed first. A pod that
+// never got as far as making them has nothing to remove.
+func gcCgroups() error {
+	b, err := os.ReadFile(CgroupsFile)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", CgroupsFile, err)
+	}
+	var g cgroups.Group
+	if err := json.Unmarshal(b, &g); err != nil {
+		return fmt.Errorf("decode %s: %w", CgroupsFile, err)
+	}
+	return g.RemoveTree()
+}
