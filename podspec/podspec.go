@@ -65,13 +65,13 @@ func (o *Options) NetHost() bool {
 // Pod is what the pod's PID 1 carries out. It crosses from the run
 // entrypoint to PID 1 as JSON.
 type Pod struct {
-	UUID        string         `json:"uuid"`
-	Debug       bool           `json:"debug,omitempty"`
-	Hostname    string         `json:"hostname"`
-	NewNet      bool           `json:"newNet"`
-	Mutable     bool           `json:"mutable,omitempty"`
-	GracePeriod time.Duration  `json:"gracePeriod"`
-	Apps        []App          `json:"apps"`
+	UUID        string        `json:"uuid"`
+	Debug       bool          `json:"debug,omitempty"`
+	Hostname    string        `json:"hostname"`
+	NewNet      bool          `json:"newNet"`
+	Mutable     bool          `json:"mutable,omitempty"`
+	GracePeriod time.Duration `json:"gracePeriod"`
+	Apps        []App         `json:"apps"`
 	// ExitPolicy and MainApp decide when the pod ends.
 	ExitPolicy string `json:"exitPolicy"`
 	MainApp    string `json:"mainApp,omitempty"`
