@@ -175,18 +175,6 @@ func (g *Group) Add(pid int) error {
 	return g.add(pid, g.dirs())
 }
 
-// AddV1 moves pid into the group's v1 hierarchies only: for a process
-// cloned straight into the v2 group (CLONE_INTO_CGROUP).
-func (g *Group) AddV1(pid int) error {
-	var ds []string
-	for _, c := range v1Controllers {
-		if d, ok := g.V1[c]; ok {
-			ds = append(ds, d)
-		}
-	}
-	return g.add(pid, ds)
-}
-
 func (g *Group) add(pid int, dirs []string) error {
 	b := []byte(strconv.Itoa(pid))
 	for _, d := range dirs {
@@ -195,13 +183,4 @@ func (g *Group) add(pid int, dirs []string) error {
 		}
 	}
 	return nil
-}
-
-// OpenV2 opens the group's v2 directory, for clone3's CLONE_INTO_CGROUP;
-// nil when there is no v2 hierarchy.
-func (g *Group) OpenV2() (*os.File, error) {
-	if g.V2 == "" {
-		return nil, nil
-	}
-	return os.Open(g.V2)
 }

@@ -13,10 +13,15 @@ import (
 	"github.com/pod1/pod1/status"
 )
 
-// start runs the app once: its cgroup is made, its first process cloned
-// straight into it (CLONE_INTO_CGROUP where cgroup v2 allows) in a mount
-// namespace of its own, placed in the v1 hierarchies, and only then handed
-// its spec; the child (appexec.Child) does the rest.
+// start runs the app once: a fresh cgroup is made for the run, the first
+// process is cloned in a mount namespace of its own, moved into the cgroup
+// and only then handed its spec (it does nothing before reading it, so it
+// cannot fork outside); the child (appexec.Child) does the rest.
+//
+// CLONE_INTO_CGROUP would save the move, but on 6.x kernels a process
+// cloned into a cgroup that was ever written "1" to cgroup.kill can be
+// killed at birth (the kill sequence is compared across cgroups), which
+// is every restart's case.
 func (s *supervisor) start(a *app) error {
 	spec, err := json.Marshal(&a.cfg.Spec)
 	if err != nil {
@@ -31,12 +36,6 @@ func (s *supervisor) start(a *app) error {
 	}
 	defer pw.Close()
 	attr := &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS}
-	if a.cg != nil {
-		if f, err := a.cg.OpenV2(); err == nil && f != nil {
-			defer f.Close()
-			attr.UseCgroupFD, attr.CgroupFD = true, int(f.Fd())
-		}
-	}
 	pid, err := s.reaper.Start(a, func() (int, error) {
 		p, err := os.StartProcess("/proc/self/exe", []string{roleApp}, &os.ProcAttr{
 			Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, pr},
@@ -60,9 +59,7 @@ func (s *supervisor) start(a *app) error {
 		a.starts = a.starts[len(a.starts)-a.cfg.Supervision.Burst:]
 	}
 	if a.cg != nil {
-		// The child waits for its spec before it does anything, so
-		// it cannot fork outside the v1 groups.
-		if err := a.cg.AddV1(pid); err != nil {
+		if err := a.cg.Add(pid); err != nil {
 			s.logf("app %q: %v", a.name, err)
 		}
 	}
@@ -100,7 +97,7 @@ func (s *supervisor) ensureCgroup(a *app) error {
 // restart starts clean and a finished app leaves nothing (threats P8).
 // Exits of other apps collected meanwhile are kept for the main loop.
 func (s *supervisor) cleanCgroup(a *app) {
-	if a.cg == nil || a.cg.Empty() {
+	if a.cg == nil {
 		return
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -115,13 +112,15 @@ func (s *supervisor) cleanCgroup(a *app) {
 		time.Sleep(200 * time.Microsecond)
 		s.pending = append(s.pending, s.reaper.Reap()...)
 	}
-}
-
-func (s *supervisor) oomKills(a *app) int {
-	if a.cg == nil {
-		return 0
+	// The OOM count dies with the cgroup: read it first.
+	if n := a.cg.OOMKills(); n > 0 {
+		a.rec.LastFailure = status.ReasonOOM
 	}
-	return a.cg.OOMKills()
+	if err := a.cg.Remove(); err != nil {
+		s.debugf("app %q: %v", a.name, err)
+		return
+	}
+	a.cg = nil
 }
 
 func (s *supervisor) writeRecord(a *app) {

@@ -34,9 +34,8 @@ type app struct {
 	backoff   time.Duration
 	nextStart time.Time
 	// killAt is when a stopping app gets SIGKILL (zero: not stopping).
-	killAt  time.Time
-	oomSeen int
-	rec     status.Record
+	killAt time.Time
+	rec    status.Record
 }
 
 // supervisor runs the apps of one pod. By default it has rkt's semantics:
@@ -97,14 +96,10 @@ func (s *supervisor) onExit(e reaper.Exit) {
 	if e.Status.Signaled() {
 		a.rec.Signal = unix.SignalName(e.Status.Signal())
 	}
-	s.cleanCgroup(a)
 	if r := failureReason(e.Status, code); r != "" {
 		a.rec.LastFailure = r
 	}
-	if n := s.oomKills(a); n > a.oomSeen {
-		a.oomSeen = n
-		a.rec.LastFailure = status.ReasonOOM
-	}
+	s.cleanCgroup(a)
 	if s.restart(a, code, e.Time) {
 		return
 	}
@@ -154,11 +149,6 @@ func (s *supervisor) finish(a *app, code int) {
 	}
 	a.rec.State = status.StateExited
 	s.writeRecord(a)
-	if a.cg != nil {
-		if err := a.cg.Remove(); err != nil {
-			s.debugf("app %q: %v", a.name, err)
-		}
-	}
 	if s.stopping {
 		return
 	}

@@ -54,6 +54,8 @@ type App struct {
 	Groups  []int
 	Mounts  []map[string]any
 	MPoints []map[string]any
+	// Annotations are the app's annotations in the pod manifest.
+	Annotations map[string]string
 	// Rootfs, if set, customises the app's rootfs after the probe is in.
 	Rootfs func(t *testing.T, root string)
 }
@@ -92,8 +94,21 @@ func newUUID(t *testing.T) string {
 	return strings.TrimSpace(string(b))
 }
 
+func annotationList(m map[string]string) []map[string]string {
+	out := []map[string]string{}
+	for k, v := range m {
+		out = append(out, map[string]string{"name": k, "value": v})
+	}
+	return out
+}
+
 // manifest renders the pod manifest for apps.
 func manifest(apps []App, volumes []map[string]any) []byte {
+	return manifestAnn(apps, volumes, nil)
+}
+
+// manifestAnn renders the pod manifest with pod annotations.
+func manifestAnn(apps []App, volumes []map[string]any, podAnns map[string]string) []byte {
 	var as []map[string]any
 	for _, a := range apps {
 		env := []map[string]string{}
@@ -125,6 +140,9 @@ func manifest(apps []App, volumes []map[string]any) []byte {
 		if a.Mounts != nil {
 			ra["mounts"] = a.Mounts
 		}
+		if a.Annotations != nil {
+			ra["annotations"] = annotationList(a.Annotations)
+		}
 		as = append(as, ra)
 	}
 	if volumes == nil {
@@ -133,7 +151,7 @@ func manifest(apps []App, volumes []map[string]any) []byte {
 	b, _ := json.Marshal(map[string]any{
 		"acVersion": "1.30.0", "acKind": "PodManifest", "apps": as,
 		"volumes": volumes, "isolators": nil,
-		"annotations": []map[string]string{{"name": "coreos.com/rkt/stage1/mutable", "value": "false"}},
+		"annotations": append(annotationList(podAnns), map[string]string{"name": "coreos.com/rkt/stage1/mutable", "value": "false"}),
 		"ports":       []any{},
 	})
 	return b
@@ -211,6 +229,7 @@ type RunOpts struct {
 	LockFile  *os.File   // pass this as fd 3 instead of the pod dir
 	LockFdEnv string     // RKT_LOCK_FD value override
 	Timeout   time.Duration
+	Wrapper   []string // a command the run entry point is started through
 }
 
 // start execs the pod's run entry point like stage0: cwd = pod dir, the
@@ -234,7 +253,8 @@ func start(t *testing.T, p *Pod, o RunOpts) *Run {
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
-	cmd := exec.CommandContext(ctx, filepath.Join(p.Dir, "stage1/rootfs/run"), append(o.Args, p.UUID)...)
+	argv := append(append(append([]string{}, o.Wrapper...), filepath.Join(p.Dir, "stage1/rootfs/run")), append(o.Args, p.UUID)...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = p.Dir
 	cmd.Env = append(os.Environ(), o.Env...)
 	if !o.NoLock {

@@ -79,6 +79,16 @@ func run(cmd string, a []string) error {
 			return err
 		}
 		time.Sleep(d)
+	case "term-exit":
+		// Handle SIGTERM by exiting with the given code.
+		code, err := strconv.Atoi(arg(a, 0))
+		if err != nil {
+			return err
+		}
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, unix.SIGTERM)
+		go func() { <-c; os.Exit(code) }()
+		fmt.Println("term-exit ready")
 	case "ignore-term":
 		signal.Ignore(unix.SIGTERM)
 		fmt.Println("ignore-term ready")
@@ -87,8 +97,16 @@ func run(cmd string, a []string) error {
 			if _, err := os.Stat(arg(a, 0)); err == nil {
 				return nil
 			}
-			time.Sleep(2 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond)
 		}
+	case "wait-fifo":
+		// Blocks until a writer opens the FIFO: a barrier that
+		// releases every waiter at once without polling.
+		f, err := os.OpenFile(arg(a, 0), os.O_RDONLY, 0)
+		if err != nil {
+			return err
+		}
+		f.Close()
 	case "touch":
 		return os.WriteFile(arg(a, 0), nil, 0o644)
 	case "write":
@@ -99,6 +117,25 @@ func run(cmd string, a []string) error {
 			return err
 		}
 		fmt.Printf("cat %s\n", strings.ReplaceAll(strings.TrimRight(string(b), "\n"), "\n", "\ncat "))
+	case "append":
+		// One line per call, with the time: tests count runs and
+		// measure the spacing of restarts.
+		f, err := os.OpenFile(arg(a, 0), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = fmt.Fprintf(f, "%d\n", time.Now().UnixNano())
+		return err
+	case "procs":
+		// Live processes this app can see in the pod.
+		n, err := liveProcs()
+		if err != nil {
+			return err
+		}
+		fmt.Printf("procs %d\n", n)
+	case "forkbomb":
+		return forkbomb()
 	case "orphans":
 		return orphans(a)
 	case "spawn":
@@ -274,4 +311,42 @@ func openFds() ([]int, error) {
 	}
 	sort.Ints(fds)
 	return fds, nil
+}
+
+func liveProcs() (int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		if f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]); len(f) > 0 && f[0] != "Z" {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// forkbomb starts sleeping children until the kernel refuses, then reports
+// how far it got and keeps them.
+func forkbomb() error {
+	n := 0
+	for ; n < 100000; n++ {
+		p, err := os.StartProcess("/proc/self/exe", []string{"probe", "sleep", "600s"}, &os.ProcAttr{})
+		if err != nil {
+			fmt.Printf("forkbomb stopped after %d: %v\n", n, err)
+			time.Sleep(600 * time.Second)
+			return nil
+		}
+		_ = p.Release()
+	}
+	return fmt.Errorf("forkbomb was never stopped")
 }

@@ -1,0 +1,351 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/status"
+)
+
+func record(t *testing.T, p *Pod, app string) *status.Record {
+	t.Helper()
+	r, err := status.ReadRecord(p.statusDir(), app)
+	if err != nil {
+		t.Fatalf("record of %s: %v", app, err)
+	}
+	return r
+}
+
+// runTimes reads the start times an app appended to file, one per run.
+func runTimes(t *testing.T, file string) []time.Time {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("runs: %v", err)
+	}
+	var out []time.Time
+	for _, l := range strings.Fields(string(b)) {
+		n, err := strconv.ParseInt(l, 10, 64)
+		must(t, err)
+		out = append(out, time.Unix(0, n))
+	}
+	return out
+}
+
+func volume(dir string) ([]map[string]any, []map[string]any) {
+	return []map[string]any{{"name": "vol", "path": "/vol"}},
+		[]map[string]any{{"name": "vol", "kind": "host", "source": dir}}
+}
+
+// A crash loop stops at exactly the start limit; the plain status appears
+// only then (never while a restart is still to come), with the restart
+// count in the JSON record.
+func TestCrashLoopStopsAtStartLimit(t *testing.T) {
+	vol := t.TempDir()
+	mp, vols := volume(vol)
+	p := newPod(t, []App{{Name: "loop", Exec: probe("append", "/vol/runs", "+", "exit", "1"), MPoints: mp,
+		Annotations: map[string]string{"pod1/restart-policy": "on-failure", "pod1/restart-backoff": "20ms", "pod1/start-limit-burst": "4"}}}, vols)
+	r := start(t, p, RunOpts{})
+	runsAtStatus := -1
+	waitFor(t, 20*time.Second, "plain status", func() bool {
+		if p.Status(t, "loop") == -1 {
+			return false
+		}
+		runsAtStatus = len(runTimes(t, filepath.Join(vol, "runs")))
+		return true
+	})
+	if code := r.Wait(t); code != 1 {
+		t.Fatalf("pod exit %d; stderr %s", code, r.Stderr)
+	}
+	runs := runTimes(t, filepath.Join(vol, "runs"))
+	if len(runs) != 4 || runsAtStatus != 4 {
+		t.Fatalf("ran %d times (%d when the status appeared), want exactly 4", len(runs), runsAtStatus)
+	}
+	rec := record(t, p, "loop")
+	if rec.State != status.StateExited || rec.RestartCount != 3 || rec.ExitCode == nil || *rec.ExitCode != 1 || rec.LastFailure != status.ReasonExit {
+		t.Fatalf("record %+v", rec)
+	}
+	if rec.StartedAt == nil || rec.FinishedAt == nil || rec.FinishedAt.Before(*rec.StartedAt) {
+		t.Fatalf("times %v %v", rec.StartedAt, rec.FinishedAt)
+	}
+	if !strings.Contains(r.Stderr.String(), `app "loop": start limit hit (4 starts within 10s)`) {
+		t.Errorf("no start limit message: %q", r.Stderr)
+	}
+}
+
+func TestRestartPolicies(t *testing.T) {
+	cases := []struct {
+		policy  string
+		code    string
+		runs    int
+		podCode int
+	}{
+		{"on-failure", "0", 1, 0},
+		{"never", "1", 1, 1},
+		{"always", "0", 3, 0},
+		{"always", "2", 3, 2},
+	}
+	for _, c := range cases {
+		t.Run(c.policy+"-exit-"+c.code, func(t *testing.T) {
+			vol := t.TempDir()
+			mp, vols := volume(vol)
+			p := newPod(t, []App{{Name: "a", Exec: probe("append", "/vol/runs", "+", "exit", c.code), MPoints: mp,
+				Annotations: map[string]string{"pod1/restart-policy": c.policy, "pod1/restart-backoff": "10ms", "pod1/start-limit-burst": "3"}}}, vols)
+			r := runPod(t, p, RunOpts{})
+			if r.Code != c.podCode {
+				t.Fatalf("pod exit %d, want %d; stderr %s", r.Code, c.podCode, r.Stderr)
+			}
+			if n := len(runTimes(t, filepath.Join(vol, "runs"))); n != c.runs {
+				t.Fatalf("ran %d times, want %d", n, c.runs)
+			}
+			if rec := record(t, p, "a"); rec.RestartCount != c.runs-1 {
+				t.Fatalf("restart count %d, want %d", rec.RestartCount, c.runs-1)
+			}
+		})
+	}
+}
+
+// Restarts are spaced by a doubling backoff: assert lower bounds only.
+func TestBackoffSpacing(t *testing.T) {
+	vol := t.TempDir()
+	mp, vols := volume(vol)
+	p := newPod(t, []App{{Name: "a", Exec: probe("append", "/vol/runs", "+", "exit", "1"), MPoints: mp,
+		Annotations: map[string]string{"pod1/restart-policy": "always", "pod1/restart-backoff": "50ms",
+			"pod1/restart-backoff-max": "300ms", "pod1/start-limit-burst": "6", "pod1/start-limit-interval": "1m"}}}, vols)
+	runPod(t, p, RunOpts{})
+	runs := runTimes(t, filepath.Join(vol, "runs"))
+	if len(runs) != 6 {
+		t.Fatalf("ran %d times", len(runs))
+	}
+	want := []time.Duration{50, 100, 200, 300, 300}
+	for i, w := range want {
+		if d := runs[i+1].Sub(runs[i]); d < w*time.Millisecond {
+			t.Errorf("gap %d is %v, want at least %v", i, d, w*time.Millisecond)
+		}
+	}
+}
+
+// What a run left behind (daemons it forked) is gone before the next run
+// starts, and when an app finishes while the pod goes on.
+func TestRestartStartsClean(t *testing.T) {
+	vol := t.TempDir()
+	mp, vols := volume(vol)
+	p := newPod(t, []App{{Name: "a", Exec: probe("procs", "+", "orphans", "3", "60s", "+", "append", "/vol/runs", "+", "exit", "1"), MPoints: mp,
+		Annotations: map[string]string{"pod1/restart-policy": "on-failure", "pod1/restart-backoff": "10ms", "pod1/start-limit-burst": "3"}}}, vols)
+	r := runPod(t, p, RunOpts{})
+	ls := r.Lines("procs ")
+	if len(ls) != 3 {
+		t.Fatalf("procs lines %q; stderr %s", ls, r.Stderr)
+	}
+	for i, l := range ls {
+		// PID 1 and the app itself: nothing of the previous run.
+		if l != "procs 2" {
+			t.Errorf("run %d saw %q", i, l)
+		}
+	}
+	p2 := newPod(t, []App{
+		{Name: "leaver", Exec: probe("orphans", "3", "60s", "+", "exit", "0")},
+		{Name: "watcher", Exec: probe("sleep", "500ms", "+", "procs")},
+	}, nil)
+	r2 := runPod(t, p2, RunOpts{})
+	if got := r2.Line(t, "procs "); got != "procs 2" {
+		t.Fatalf("a finished app's daemons survived it: %q", got)
+	}
+}
+
+// An app that ignores SIGTERM is killed when its grace period is over and
+// records 137; one that handles SIGTERM records its own code.
+func TestGracePeriod(t *testing.T) {
+	p := newPod(t, []App{
+		{Name: "stubborn", Exec: probe("ignore-term", "+", "sleep", "60s"), Annotations: map[string]string{"pod1/stop-grace-period": "300ms"}},
+		{Name: "polite", Exec: probe("term-exit", "42", "+", "sleep", "60s")},
+		{Name: "failing", Exec: probe("sleep", "300ms", "+", "exit", "2")},
+	}, nil)
+	t0 := time.Now()
+	r := runPod(t, p, RunOpts{})
+	d := time.Since(t0)
+	if r.Code != 2 {
+		t.Fatalf("pod exit %d; stderr %s", r.Code, r.Stderr)
+	}
+	if d < 600*time.Millisecond || d > 5*time.Second {
+		t.Errorf("pod took %v, want the 300ms grace period after the 300ms failure", d)
+	}
+	want := map[string]int{"stubborn": 137, "polite": 42, "failing": 2}
+	for a, c := range want {
+		if got := p.Status(t, a); got != c {
+			t.Errorf("%s: status %d, want %d", a, got, c)
+		}
+	}
+}
+
+// 200 apps exiting within the same millisecond all get their status.
+func TestSimultaneousExits(t *testing.T) {
+	vol := t.TempDir()
+	mp, vols := volume(vol)
+	must(t, unix.Mkfifo(filepath.Join(vol, "go"), 0o644))
+	must(t, unix.Mkfifo(filepath.Join(vol, "stop"), 0o644))
+	apps := []App{{Name: "main", Exec: probe("wait-fifo", "/vol/stop"), MPoints: mp}}
+	for i := 0; i < 200; i++ {
+		apps = append(apps, App{Name: "x" + strconv.Itoa(i), Exec: probe("wait-fifo", "/vol/go", "+", "exit", "7"), MPoints: mp})
+	}
+	p := newPodRaw(t, manifestAnn(apps, vols, map[string]string{"pod1/exit-policy": "main-app", "pod1/main-app": "main"}), apps)
+	r := start(t, p, RunOpts{Timeout: 120 * time.Second})
+	waitFor(t, 60*time.Second, "200 apps running", func() bool {
+		ents, _ := os.ReadDir(p.statusDir())
+		return len(ents) == 201
+	})
+	// Opening the FIFO for writing releases every app blocked in its
+	// open at once; repeated, in case some had not got there yet.
+	release := func(fifo string) {
+		if f, err := os.OpenFile(filepath.Join(vol, fifo), os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	waitFor(t, 10*time.Second, "200 statuses", func() bool {
+		release("go")
+		for i := 0; i < 200; i++ {
+			if p.Status(t, "x"+strconv.Itoa(i)) == -1 {
+				return false
+			}
+		}
+		return true
+	})
+	for i := 0; i < 200; i++ {
+		if got := p.Status(t, "x"+strconv.Itoa(i)); got != 7 {
+			t.Errorf("x%d: status %d", i, got)
+		}
+	}
+	go func() {
+		for {
+			select {
+			case <-r.done:
+				return
+			case <-time.After(10 * time.Millisecond):
+				release("stop")
+			}
+		}
+	}()
+	if code := r.Wait(t); code != 0 {
+		t.Fatalf("pod exit %d; stderr %s", code, r.Stderr)
+	}
+}
+
+// 1000 fast-exiting runs with code 19: every exit the reaper reports is 19,
+// never a false 0.
+func TestThousandFastExitsNeverZero(t *testing.T) {
+	p := newPod(t, []App{{Name: "a", Exec: probe("exit", "19"), Annotations: map[string]string{
+		"pod1/restart-policy": "always", "pod1/restart-backoff": "0s", "pod1/start-limit-burst": "1000", "pod1/start-limit-interval": "1h"}}}, nil)
+	r := runPod(t, p, RunOpts{Args: []string{"--debug", "--net=none"}, Timeout: 120 * time.Second})
+	if r.Code != 19 || p.Status(t, "a") != 19 {
+		t.Fatalf("pod exit %d status %d", r.Code, p.Status(t, "a"))
+	}
+	ends := strings.Count(r.Stderr.String(), `stage1: app "a": pid `)
+	n19 := strings.Count(r.Stderr.String(), ", code 19\n")
+	if ends != 1000 || n19 != 1000 {
+		t.Fatalf("%d exits seen, %d with code 19, want 1000 of 1000", ends, n19)
+	}
+	if rec := record(t, p, "a"); rec.RestartCount != 999 {
+		t.Fatalf("restart count %d", rec.RestartCount)
+	}
+}
+
+// A fork bomb in one app, held by its pids limit, takes down neither PID 1
+// nor the other apps, and every status is written at the end.
+func TestForkBombContained(t *testing.T) {
+	vol := t.TempDir()
+	mp, vols := volume(vol)
+	apps := []App{
+		{Name: "bomb", Exec: probe("forkbomb"), Annotations: map[string]string{"pod1/pids-max": "64"}},
+		{Name: "steady", Exec: probe("sleep", "1s", "+", "touch", "/vol/alive", "+", "sleep", "60s"), MPoints: mp},
+	}
+	p := newPodRaw(t, manifestAnn(apps, vols, map[string]string{"pod1/exit-policy": "main-app", "pod1/main-app": "steady"}), apps)
+	r := start(t, p, RunOpts{})
+	initPid := podPid(t, p)
+	waitFor(t, 30*time.Second, "the bomb to be held", func() bool {
+		rec, err := status.ReadRecord(p.statusDir(), "bomb")
+		return strings.Contains(r.Stdout.String(), "forkbomb stopped after") || err == nil && rec.State != status.StateRunning
+	})
+	waitFor(t, 10*time.Second, "the steady app to live on", func() bool {
+		_, err := os.Stat(filepath.Join(vol, "alive"))
+		return err == nil
+	})
+	if procState(initPid) == "" {
+		t.Fatal("PID 1 died")
+	}
+	must(t, r.Cmd.Process.Signal(unix.SIGTERM))
+	r.Wait(t)
+	for _, a := range []string{"bomb", "steady"} {
+		if p.Status(t, a) == -1 {
+			t.Errorf("%s has no status", a)
+		}
+	}
+	if p.Status(t, "steady") != 143 {
+		t.Errorf("steady: status %d", p.Status(t, "steady"))
+	}
+}
+
+func TestExitPolicies(t *testing.T) {
+	t.Run("any-app", func(t *testing.T) {
+		apps := []App{{Name: "a", Exec: probe("sleep", "100ms")}, {Name: "b", Exec: probe("sleep", "60s")}}
+		p := newPodRaw(t, manifestAnn(apps, nil, map[string]string{"pod1/exit-policy": "any-app"}), apps)
+		r := runPod(t, p, RunOpts{})
+		if r.Code != 0 || p.Status(t, "a") != 0 || p.Status(t, "b") != 143 {
+			t.Fatalf("exit %d, statuses %d %d; %s", r.Code, p.Status(t, "a"), p.Status(t, "b"), r.Stderr)
+		}
+	})
+	t.Run("main-app", func(t *testing.T) {
+		apps := []App{{Name: "side", Exec: probe("exit", "3")}, {Name: "web", Exec: probe("sleep", "300ms", "+", "exit", "4")}, {Name: "other", Exec: probe("sleep", "60s")}}
+		p := newPodRaw(t, manifestAnn(apps, nil, map[string]string{"pod1/exit-policy": "main-app", "pod1/main-app": "web"}), apps)
+		r := runPod(t, p, RunOpts{})
+		if r.Code != 4 || p.Status(t, "side") != 3 || p.Status(t, "web") != 4 || p.Status(t, "other") != 143 {
+			t.Fatalf("exit %d, statuses %d %d %d; %s", r.Code, p.Status(t, "side"), p.Status(t, "web"), p.Status(t, "other"), r.Stderr)
+		}
+	})
+	t.Run("bad", func(t *testing.T) {
+		for anns, want := range map[string]map[string]string{
+			`pod1/exit-policy: "sometimes"`:      {"pod1/exit-policy": "sometimes"},
+			`main-app needs annotation`:           {"pod1/exit-policy": "main-app"},
+			`pod1/main-app: no app named "ghost"`: {"pod1/exit-policy": "main-app", "pod1/main-app": "ghost"},
+		} {
+			apps := []App{okApp("a")}
+			p := newPodRaw(t, manifestAnn(apps, nil, want), apps)
+			assertRefused(t, p, runPod(t, p, RunOpts{}), anns)
+		}
+	})
+}
+
+func TestBadSupervisionAnnotations(t *testing.T) {
+	cases := map[string]string{
+		"pod1/restart-policy":    "sometimes",
+		"pod1/restart-backoff":   "-1s",
+		"pod1/start-limit-burst": "0",
+		"pod1/stop-grace-period": "forever",
+		"pod1/pids-max":          "x",
+	}
+	for k, v := range cases {
+		t.Run(k, func(t *testing.T) {
+			apps := []App{{Name: "a", Exec: probe("exit", "0"), Annotations: map[string]string{k: v}}}
+			p := newPod(t, apps, nil)
+			assertRefused(t, p, runPod(t, p, RunOpts{}), `app "a": annotations: annotation `+k)
+		})
+	}
+}
+
+// Apps start with an empty signal mask and no ignored signals, even when
+// the stage1 was started with some ignored (nohup).
+func TestAppsStartWithCleanSignalState(t *testing.T) {
+	p := newPod(t, []App{{Name: "a", Exec: probe("status")}}, nil)
+	r := runPod(t, p, RunOpts{Wrapper: []string{"nohup"}})
+	for _, want := range []string{"status SigBlk: 0000000000000000", "status SigIgn: 0000000000000000"} {
+		if !strings.Contains(r.Stdout.String(), want+"\n") {
+			t.Errorf("missing %q in %q", want, r.Lines("status Sig"))
+		}
+	}
+}
