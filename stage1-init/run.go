@@ -35,7 +35,7 @@ func runMain(args []string) int {
 	// Registered first: a stop request that arrives while we set up
 	// must not kill us before PID 1 exists.
 	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGUSR1)
 
 	f, err := parseRunFlags(args)
 	if err != nil {
@@ -238,10 +238,14 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, sigs chan os.Si
 }
 
 // forwardStop turns a stop request to the run process (rkt run being
-// interrupted, or a signal sent to the pid stage0 exec'd) into a graceful
-// stop of the pod.
+// interrupted, or a signal sent to the pid stage0 exec'd) into a stop of
+// the pod: SIGUSR1 forced, anything else graceful.
 func forwardStop(sigs chan os.Signal, pid int) {
-	for range sigs {
+	for sig := range sigs {
+		if sig == unix.SIGUSR1 {
+			_ = unix.Kill(pid, unix.SIGUSR1)
+			continue
+		}
 		_ = unix.Kill(pid, unix.SIGTERM)
 	}
 }

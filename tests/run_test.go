@@ -96,8 +96,12 @@ func TestPodWithAllAppsSucceedingExitsZero(t *testing.T) {
 // rkt run do) stops the pod gracefully: apps get SIGTERM, statuses are
 // written, run exits with the first failure before the stop (none: 0).
 func TestSIGTERMToRunStopsThePod(t *testing.T) {
-	for _, sig := range []unix.Signal{unix.SIGTERM, unix.SIGINT} {
+	for _, sig := range []unix.Signal{unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGUSR1} {
 		t.Run(unix.SignalName(sig), func(t *testing.T) {
+			want := 143
+			if sig == unix.SIGUSR1 {
+				want = 137 // forced: killed at once
+			}
 			p := newPod(t, []App{
 				{Name: "a", Exec: probe("sleep", "60s")},
 				{Name: "b", Exec: probe("sleep", "60s")},
@@ -113,8 +117,8 @@ func TestSIGTERMToRunStopsThePod(t *testing.T) {
 				t.Fatalf("pod exit %d; stderr %s", code, r.Stderr)
 			}
 			for _, a := range []string{"a", "b"} {
-				if got := p.Status(t, a); got != 143 {
-					t.Errorf("app %s: status %d, want 143", a, got)
+				if got := p.Status(t, a); got != want {
+					t.Errorf("app %s: status %d, want %d", a, got, want)
 				}
 			}
 		})
