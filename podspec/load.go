@@ -24,16 +24,9 @@ var markerSuffixes = []string{"-created", "-started"}
 // Load reads and validates the pod in podDir (an absolute path) and
 // resolves it for the stage1. Nothing on disk is changed.
 func Load(podDir string, opts *Options) (*Pod, error) {
-	raw, err := readCapped(filepath.Join(podDir, ManifestFile))
+	pm, err := readManifest(podDir)
 	if err != nil {
-		return nil, errorf("pod manifest", "%w", err)
-	}
-	if err := checkAppNames(raw); err != nil {
 		return nil, err
-	}
-	var pm schema.PodManifest
-	if err := pm.UnmarshalJSON(raw); err != nil {
-		return nil, errorf("pod manifest", "%s", oneLine(err))
 	}
 	if len(pm.Apps) == 0 && !opts.Mutable {
 		return nil, errorf("pod manifest: apps", "pod must contain at least one application")
@@ -67,6 +60,48 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 		return nil, errorf("pod manifest: annotations", "%w", err)
 	}
 	return p, nil
+}
+
+func readManifest(podDir string) (*schema.PodManifest, error) {
+	raw, err := readCapped(filepath.Join(podDir, ManifestFile))
+	if err != nil {
+		return nil, errorf("pod manifest", "%w", err)
+	}
+	if err := checkAppNames(raw); err != nil {
+		return nil, err
+	}
+	var pm schema.PodManifest
+	if err := pm.UnmarshalJSON(raw); err != nil {
+		return nil, errorf("pod manifest", "%s", oneLine(err))
+	}
+	return &pm, nil
+}
+
+// LoadApp reads and validates one app of the pod in podDir, as stage0
+// left it for `app add`: the pod manifest already lists it. It also
+// returns the pod's empty volumes, which must exist before it starts.
+func LoadApp(podDir string, opts *Options, name string) (*App, []SharedVolume, error) {
+	pm, err := readManifest(podDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	an, err := types.NewACName(name)
+	if err != nil {
+		return nil, nil, errorf("--app", "invalid app name %q: %v", name, err)
+	}
+	ra := pm.Apps.Get(*an)
+	if ra == nil {
+		return nil, nil, errorf("--app", "the pod manifest has no app %q", name)
+	}
+	vols, shared, err := loadVolumes(podDir, pm.Volumes)
+	if err != nil {
+		return nil, nil, err
+	}
+	app, err := loadApp(podDir, opts, ra, vols)
+	if err != nil {
+		return nil, nil, err
+	}
+	return app, shared, nil
 }
 
 func readCapped(p string) ([]byte, error) {

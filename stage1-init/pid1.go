@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/control"
 	"github.com/pod1/pod1/podenv"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/reaper"
@@ -48,6 +49,16 @@ func initMain() int {
 	}
 	s := newSupervisor(pod, dir)
 	defer s.recoverPanic()
+	if pod.Mutable {
+		// App operations come over the control socket; it is up
+		// before the pod says it is ready for them.
+		s.calls = make(chan *control.Call)
+		closeCtl, err := control.Serve(s.calls, s.logf)
+		if err != nil {
+			return fail(fmt.Errorf("pod init: %w", err))
+		}
+		defer closeCtl()
+	}
 	s.startAll()
 	if err := markReady(); err != nil {
 		s.logf("supervisor-status: %v", err)
@@ -145,6 +156,8 @@ func (s *supervisor) loop(sigs chan os.Signal) int {
 			default:
 				s.stop(fmt.Sprintf("%v received", sig), false)
 			}
+		case c := <-s.calls:
+			s.handleCall(c)
 		case <-timer.C:
 		case <-sweep.C:
 			s.pending = s.reaper.Reap()

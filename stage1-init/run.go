@@ -71,14 +71,14 @@ func runMain(args []string) int {
 	if f.opts.MDSToken != "" {
 		fmt.Fprintln(os.Stderr, "stage1: warning: --mds-token: the metadata service is not supported, AC_METADATA_URL is not set")
 	}
-	if err := prepareHost(podDir, pod); err != nil {
+	if err := prepareHost(podDir, pod, &f.opts); err != nil {
 		return fail(err)
 	}
 	return superviseInit(pod, f, podDir, sigs)
 }
 
 // prepareHost creates what the apps' mounts need in the pod directory.
-func prepareHost(podDir string, pod *podspec.Pod) error {
+func prepareHost(podDir string, pod *podspec.Pod, opts *podspec.Options) error {
 	d, err := status.OpenDir(filepath.Join(podDir, podspec.Stage1RootFS, "rkt"))
 	if err != nil {
 		return fmt.Errorf("stage1 rkt directory: %w", err)
@@ -92,7 +92,10 @@ func prepareHost(podDir string, pod *podspec.Pod) error {
 			return err
 		}
 	}
-	return writeSpecs(podDir, pod.Apps)
+	if err := writeSpecs(podDir, pod.Apps); err != nil {
+		return err
+	}
+	return saveOptions(podDir, opts)
 }
 
 // writeSpecs saves each app's resolved spec, so that enter builds its

@@ -7,6 +7,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/cgroups"
+	"github.com/pod1/pod1/control"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/reaper"
 	"github.com/pod1/pod1/status"
@@ -36,7 +37,15 @@ type app struct {
 	// killAt is when a stopping app gets SIGKILL (zero: not stopping).
 	killAt time.Time
 	rec    status.Record
+	// noRestart is set when the app alone was asked to stop.
+	noRestart bool
+	// removing is set by app/rm: the app leaves the pod once finished.
+	removing bool
+	// waiters are app operations answered when the app is finished.
+	waiters []*control.Call
 }
+
+var timeNow = time.Now
 
 // supervisor runs the apps of one pod. By default it has rkt's semantics:
 // the pod ends when every app has finished; the first app to finish with a
@@ -52,6 +61,8 @@ type supervisor struct {
 	// pending holds exits collected while waiting for a cgroup to empty,
 	// handled by the next turn of the loop.
 	pending []reaper.Exit
+	// calls are app operations (mutable pods only; nil otherwise).
+	calls chan *control.Call
 }
 
 func newSupervisor(pod *podspec.Pod, dir *status.Dir) *supervisor {
@@ -109,7 +120,7 @@ func (s *supervisor) onExit(e reaper.Exit) {
 // restart decides whether the app runs again and, if so, schedules it.
 func (s *supervisor) restart(a *app, code int, ended time.Time) bool {
 	sup := &a.cfg.Supervision
-	if s.stopping || sup.Restart == podspec.RestartNever || sup.Restart == podspec.RestartOnFailure && code == 0 {
+	if s.stopping || a.noRestart || sup.Restart == podspec.RestartNever || sup.Restart == podspec.RestartOnFailure && code == 0 {
 		return false
 	}
 	// A run that lasted as long as the longest backoff resets it: the
@@ -148,8 +159,13 @@ func (s *supervisor) finish(a *app, code int) {
 		a.rec.ExitCode = &code
 	}
 	a.rec.State = status.StateExited
+	if a.removing {
+		a.rec.State = status.StateRemoving
+	}
 	s.writeRecord(a)
-	if s.stopping {
+	s.answer(a)
+	// In a mutable pod apps come and go; only a stop ends the pod.
+	if s.stopping || s.pod.Mutable {
 		return
 	}
 	switch s.pod.ExitPolicy {
@@ -255,7 +271,7 @@ func (s *supervisor) tick(now time.Time) time.Time {
 
 func (s *supervisor) finished() bool {
 	for _, a := range s.apps {
-		if a.state != stateDone {
+		if a.state != stateDone && a.state != stateNew {
 			return false
 		}
 	}

@@ -14,10 +14,11 @@ const RecordSuffix = ".json"
 
 // App states in a Record.
 const (
-	StateStarting   = "starting"   // cloned, setting up its root
-	StateRunning    = "running"    // exec'd (or setting up)
+	StateAdded      = "added"      // in a mutable pod, not started yet
+	StateRunning    = "running"    // started (setting up or exec'd)
 	StateRestarting = "restarting" // exited, waiting out its backoff
 	StateExited     = "exited"     // finished for good
+	StateRemoving   = "removing"   // being removed from a mutable pod
 )
 
 // Failure reasons in a Record.

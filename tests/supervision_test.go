@@ -262,12 +262,18 @@ func TestForkBombContained(t *testing.T) {
 	vol := t.TempDir()
 	mp, vols := volume(vol)
 	apps := []App{
-		{Name: "bomb", Exec: probe("forkbomb"), Annotations: map[string]string{"pod1/pids-max": "64"}},
-		{Name: "steady", Exec: probe("sleep", "1s", "+", "touch", "/vol/alive", "+", "sleep", "60s"), MPoints: mp},
+		{Name: "bomb", Exec: probe("forkbomb"), Annotations: map[string]string{"pod1/pids-max": "64", "pod1/stop-grace-period": "1s"}},
+		{Name: "steady", Exec: probe("sleep", "1s", "+", "touch", "/vol/alive", "+", "sleep", "60s"), MPoints: mp,
+			Annotations: map[string]string{"pod1/stop-grace-period": "1s"}},
 	}
 	p := newPodRaw(t, manifestAnn(apps, vols, map[string]string{"pod1/exit-policy": "main-app", "pod1/main-app": "steady"}), apps)
-	r := start(t, p, RunOpts{})
+	r := start(t, p, RunOpts{Args: []string{"--debug", "--net=none"}, Timeout: 90 * time.Second})
 	initPid := podPid(t, p)
+	defer func() {
+		if t.Failed() {
+			t.Logf("stderr: %s", r.Stderr)
+		}
+	}()
 	waitFor(t, 30*time.Second, "the bomb to be held", func() bool {
 		rec, err := status.ReadRecord(p.statusDir(), "bomb")
 		return strings.Contains(r.Stdout.String(), "forkbomb stopped after") || err == nil && rec.State != status.StateRunning

@@ -6,6 +6,7 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"sort"
@@ -134,6 +135,23 @@ func run(cmd string, a []string) error {
 			return err
 		}
 		fmt.Printf("procs %d\n", n)
+	case "connect":
+		// Talks to a pod's control socket as an app would, and reports
+		// the answer.
+		c, err := net.Dial("unix", arg(a, 0))
+		if err != nil {
+			fmt.Printf("connect error %v\n", err)
+			return nil
+		}
+		defer c.Close()
+		_, _ = c.Write([]byte(`{"op":"stop","app":"x"}` + "\n"))
+		b := make([]byte, 4096)
+		n, _ := c.Read(b)
+		if strings.Contains(string(b[:n]), "is inside the pod") {
+			fmt.Printf("connect refused: %s\n", strings.TrimSpace(string(b[:n])))
+		} else {
+			fmt.Printf("connect answered: %s\n", strings.TrimSpace(string(b[:n])))
+		}
 	case "forkbomb":
 		return forkbomb()
 	case "orphans":

@@ -1,0 +1,164 @@
+// Package control owns the channel through which the host asks a running
+// pod's PID 1 to act on its apps (rkt's app add/start/stop/rm): a Unix
+// socket in the stage1's own directory of the pod, which no app can reach
+// by path, and on which PID 1 accepts only peers outside the pod's pid
+// namespace (SO_PEERCRED reports their pid as 0) running as root. An app,
+// whatever its capabilities, is a member of the pod's pid namespace and
+// cannot leave it, so it is refused even if it reached the socket.
+package control
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+)
+
+// SocketPath is the socket, relative to the pod directory (the cwd of PID 1
+// and of every entry point; a relative path also keeps clear of the 108
+// bytes a socket address may hold).
+const SocketPath = "stage1/rootfs/rkt/pod1/control.sock"
+
+// Operations.
+const (
+	OpAdd   = "add"
+	OpStart = "start"
+	OpStop  = "stop"
+	OpRm    = "rm"
+)
+
+// Request is one app operation.
+type Request struct {
+	Op  string `json:"op"`
+	App string `json:"app"`
+	// AppSpec is the resolved app, for OpAdd (a podspec.App as JSON).
+	AppSpec json.RawMessage `json:"appSpec,omitempty"`
+	Force   bool            `json:"force,omitempty"`
+}
+
+// Response is PID 1's answer, sent when the operation is done or failed.
+type Response struct {
+	// Code is the entry point's exit code: 0 done, 5 "not running" (what
+	// rkt's stage0 expects of app/stop), 254 failed.
+	Code  int    `json:"code"`
+	Error string `json:"error,omitempty"`
+}
+
+// Exit codes in a Response.
+const (
+	CodeOK         = 0
+	CodeNotRunning = 5
+	CodeFailed     = 254
+)
+
+// maxMessage bounds a request or response line.
+const maxMessage = 16 << 20
+
+// Do sends req to the pod whose directory is the cwd and waits up to
+// timeout for the answer.
+func Do(req *Request, timeout time.Duration) (*Response, error) {
+	c, err := net.DialTimeout("unix", SocketPath, timeout)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the pod: %w", err)
+	}
+	defer c.Close()
+	if timeout > 0 {
+		_ = c.SetDeadline(time.Now().Add(timeout))
+	}
+	if err := writeMsg(c, req); err != nil {
+		return nil, fmt.Errorf("send %s: %w", req.Op, err)
+	}
+	var resp Response
+	if err := readMsg(c, &resp); err != nil {
+		return nil, fmt.Errorf("await %s: %w", req.Op, err)
+	}
+	return &resp, nil
+}
+
+func writeMsg(c net.Conn, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = c.Write(append(b, '\n'))
+	return err
+}
+
+func readMsg(c net.Conn, v any) error {
+	r := bufio.NewReaderSize(c, 64<<10)
+	var line []byte
+	for {
+		chunk, isPrefix, err := r.ReadLine()
+		if err != nil {
+			return err
+		}
+		line = append(line, chunk...)
+		if len(line) > maxMessage {
+			return errors.New("message too long")
+		}
+		if !isPrefix {
+			break
+		}
+	}
+	return json.Unmarshal(line, v)
+}
+
+// Call is a request received by PID 1, to be answered once.
+type Call struct {
+	Req  Request
+	conn net.Conn
+}
+
+// Reply answers the call and closes it.
+func (c *Call) Reply(resp Response) {
+	_ = writeMsg(c.conn, &resp)
+	_ = c.conn.Close()
+}
+
+// Serve listens on SocketPath (relative to the cwd) and delivers every
+// authenticated request on calls. It returns once listening; errors
+// afterwards are logged with logf.
+func Serve(calls chan<- *Call, logf func(string, ...any)) (func(), error) {
+	_ = os.Remove(SocketPath)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: SocketPath, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", SocketPath, err)
+	}
+	if err := os.Chmod(SocketPath, 0o600); err != nil {
+		l.Close()
+		return nil, err
+	}
+	go func() {
+		for {
+			c, err := l.AcceptUnix()
+			if err != nil {
+				if !errors.Is(err, net.ErrClosed) {
+					logf("control: accept: %v", err)
+				}
+				return
+			}
+			go receive(c, calls, logf)
+		}
+	}()
+	return func() { l.Close() }, nil
+}
+
+func receive(c *net.UnixConn, calls chan<- *Call, logf func(string, ...any)) {
+	if err := authenticate(c); err != nil {
+		logf("control: refused a connection: %v", err)
+		_ = writeMsg(c, &Response{Code: CodeFailed, Error: err.Error()})
+		c.Close()
+		return
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var req Request
+	if err := readMsg(c, &req); err != nil {
+		c.Close()
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	calls <- &Call{Req: req, conn: c}
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/pod1/pod1/control"
+	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/status"
+)
+
+// Roles of the app entry points (contract §7), run by stage0 as children
+// with cwd = the pod directory.
+const (
+	roleAppAdd   = "app-add"
+	roleAppStart = "app-start"
+	roleAppStop  = "app-stop"
+	roleAppRm    = "app-rm"
+)
+
+// OptionsFile saves the pod's run options, which the app entry points need
+// to resolve an added app exactly as run resolved the first ones.
+const OptionsFile = podspec.SpecDir + "/options.json"
+
+// opTimeout bounds how long an entry point waits for PID 1: a stop waits
+// out the app's grace period, which is at most an hour.
+const opTimeout = 2 * time.Hour
+
+// appOpMain is app/add (--debug --uuid --app), app/start, app/stop and
+// app/rm (--debug --app): it asks the pod's PID 1 to act and returns when
+// the action is done (0), or failed (254, one line), or for app/stop when
+// the app was not running (5, which rkt reads as "not running").
+func appOpMain(role string, args []string) int {
+	fs := flag.NewFlagSet(role, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Bool("debug", false, "log to stderr")
+	uuid := fs.String("uuid", "", "pod UUID (app/add)")
+	name := fs.String("app", "", "app name")
+	force := fs.Bool("force", false, "app/stop: kill at once")
+	if err := fs.Parse(args); err != nil {
+		return fail(fmt.Errorf("flags: %w", err))
+	}
+	if fs.NArg() != 0 {
+		return fail(fmt.Errorf("unexpected arguments %q", fs.Args()))
+	}
+	if *name == "" {
+		return fail(errors.New("--app: missing"))
+	}
+	req := &control.Request{App: *name, Force: *force}
+	switch role {
+	case roleAppAdd:
+		req.Op = control.OpAdd
+		spec, err := resolveAddedApp(*uuid, *name)
+		if err != nil {
+			return fail(err)
+		}
+		req.AppSpec = spec
+	case roleAppStart:
+		req.Op = control.OpStart
+	case roleAppStop:
+		req.Op = control.OpStop
+	case roleAppRm:
+		req.Op = control.OpRm
+	}
+	resp, err := control.Do(req, opTimeout)
+	if err != nil {
+		return fail(fmt.Errorf("app %q: %s: %w", *name, req.Op, err))
+	}
+	if resp.Error != "" {
+		fmt.Fprintf(os.Stderr, "stage1: app %q: %s: %s\n", *name, req.Op, resp.Error)
+	}
+	return resp.Code
+}
+
+// resolveAddedApp validates the app stage0 just added to the pod manifest
+// and resolves it with the pod's run options, on the host side, before
+// PID 1 hears of it.
+func resolveAddedApp(uuid, name string) (json.RawMessage, error) {
+	b, err := os.ReadFile(OptionsFile)
+	if err != nil {
+		return nil, fmt.Errorf("pod options: %w", err)
+	}
+	var opts podspec.Options
+	if err := json.Unmarshal(b, &opts); err != nil {
+		return nil, fmt.Errorf("pod options: %w", err)
+	}
+	if uuid != "" && uuid != opts.UUID {
+		return nil, fmt.Errorf("--uuid=%s: this pod is %s", uuid, opts.UUID)
+	}
+	podDir, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	app, shared, err := podspec.LoadApp(podDir, &opts, name)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range shared {
+		if err := v.Create(podDir); err != nil {
+			return nil, err
+		}
+	}
+	return json.Marshal(app)
+}
+
+// saveOptions is run's half of resolveAddedApp.
+func saveOptions(podDir string, opts *podspec.Options) error {
+	b, err := json.Marshal(opts)
+	if err != nil {
+		return err
+	}
+	return status.WriteFileIn(filepath.Join(podDir, podspec.SpecDir), filepath.Base(OptionsFile), b)
+}

@@ -1,0 +1,259 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pod1/pod1/status"
+)
+
+// sandbox starts a mutable pod with no apps, as `rkt app sandbox` does,
+// and waits until it accepts app operations.
+func sandbox(t *testing.T, vols []map[string]any) (*Pod, *Run) {
+	t.Helper()
+	raw := manifest(nil, vols)
+	p := newPodRaw(t, raw, nil)
+	must(t, os.WriteFile(filepath.Join(p.Dir, "pod.lck"), nil, 0o600))
+	r := start(t, p, RunOpts{Args: []string{"--net=none", "--local-config=/etc/rkt", "--mutable"}})
+	waitFor(t, 10*time.Second, "supervisor ready", func() bool {
+		l, err := os.Readlink(filepath.Join(p.Dir, "stage1/rootfs/rkt/supervisor-status"))
+		return err == nil && l == "ready"
+	})
+	return p, r
+}
+
+// entry runs an app entry point as stage0 does (contract §7): a child
+// with cwd = pod dir and only the crossing variables in its environment.
+func entry(t *testing.T, p *Pod, ep string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(p.Dir, "stage1/rootfs", ep), args...)
+	cmd.Dir = p.Dir
+	cmd.Env = []string{"RKT_STAGE1_ENTERCMD=" + filepath.Join(p.Dir, "stage1/rootfs/enter"),
+		"RKT_STAGE1_ENTERPID=" + fmt.Sprint(podPid(t, p)), "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	cmd.WaitDelay = time.Second
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+	}()
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%s: %v", ep, err)
+	}
+	return code, string(out)
+}
+
+// addApp does stage0's part of `rkt app add` (render the app, rewrite the
+// pod manifest, the -created marker) and calls app/add.
+func addApp(t *testing.T, p *Pod, a App) (int, string) {
+	t.Helper()
+	root := filepath.Join(p.Dir, "stage1/rootfs/opt/stage2", a.Name, "rootfs")
+	must(t, os.MkdirAll(filepath.Join(root, "bin"), 0o755))
+	must(t, os.MkdirAll(filepath.Join(root, "etc"), 0o755))
+	_ = os.Remove(filepath.Join(root, "bin/probe"))
+	must(t, os.Link(bin("probe"), filepath.Join(root, "bin/probe")))
+	must(t, os.WriteFile(filepath.Join(root, "..", "manifest"), imageManifest(a.Name), 0o644))
+	var pm map[string]any
+	b, err := os.ReadFile(filepath.Join(p.Dir, "pod"))
+	must(t, err)
+	must(t, json.Unmarshal(b, &pm))
+	var cur map[string]any
+	must(t, json.Unmarshal(manifestAnn([]App{a}, nil, nil), &cur))
+	apps, _ := pm["apps"].([]any)
+	pm["apps"] = append(apps, cur["apps"].([]any)[0])
+	b, _ = json.Marshal(pm)
+	must(t, os.WriteFile(filepath.Join(p.Dir, "pod.tmp"), b, 0o640))
+	must(t, os.Rename(filepath.Join(p.Dir, "pod.tmp"), filepath.Join(p.Dir, "pod")))
+	must(t, os.WriteFile(filepath.Join(p.statusDir(), a.Name+"-created"), nil, 0o644))
+	return entry(t, p, "app-add", "--debug=false", "--uuid="+p.UUID, "--app="+a.Name)
+}
+
+func startApp(t *testing.T, p *Pod, name string) (int, string) {
+	t.Helper()
+	_ = os.Remove(filepath.Join(p.statusDir(), name+"-started"))
+	_ = os.Remove(filepath.Join(p.statusDir(), name))
+	must(t, os.WriteFile(filepath.Join(p.statusDir(), name+"-started"), nil, 0o644))
+	return entry(t, p, "app-start", "--debug=false", "--app="+name)
+}
+
+// rmApp does what stage0's `rkt app rm` does around app/stop and app/rm.
+func rmApp(t *testing.T, p *Pod, name string) (int, string) {
+	t.Helper()
+	if code, out := entry(t, p, "app-stop", "--debug=false", "--app="+name); code != 0 && code != 5 {
+		return code, out
+	}
+	code, out := entry(t, p, "app-rm", "--debug=false", "--app="+name)
+	if code != 0 {
+		return code, out
+	}
+	must(t, os.RemoveAll(filepath.Join(p.Dir, "stage1/rootfs/opt/stage2", name)))
+	_ = os.Remove(filepath.Join(p.statusDir(), name))
+	var pm map[string]any
+	b, _ := os.ReadFile(filepath.Join(p.Dir, "pod"))
+	must(t, json.Unmarshal(b, &pm))
+	var keep []any
+	for _, a := range pm["apps"].([]any) {
+		if a.(map[string]any)["name"] != name {
+			keep = append(keep, a)
+		}
+	}
+	if keep == nil {
+		keep = []any{}
+	}
+	pm["apps"] = keep
+	b, _ = json.Marshal(pm)
+	must(t, os.WriteFile(filepath.Join(p.Dir, "pod"), b, 0o640))
+	return 0, out
+}
+
+func recState(t *testing.T, p *Pod, app string) string {
+	r, err := status.ReadRecord(p.statusDir(), app)
+	if err != nil {
+		return "none"
+	}
+	return r.State
+}
+
+// A rktlet-like sequence through the app entry points, with stage0's side
+// done as rkt does it.
+func TestMutablePodAppLifecycle(t *testing.T) {
+	vol := t.TempDir()
+	mp, vols := volume(vol)
+	p, r := sandbox(t, vols)
+	if len(nsMembers(pidNS(podPid(t, p)))) != 1 {
+		t.Fatal("a sandbox runs only PID 1")
+	}
+	for _, a := range []App{
+		{Name: "web", Exec: probe("touch", "/vol/web-ran", "+", "sleep", "60s"), MPoints: mp},
+		{Name: "worker", Exec: probe("sleep", "60s")},
+		{Name: "crashy", Exec: probe("append", "/vol/crashy", "+", "exit", "3"), MPoints: mp, Annotations: map[string]string{
+			"pod1/restart-policy": "on-failure", "pod1/restart-backoff": "10ms", "pod1/start-limit-burst": "3"}},
+	} {
+		if code, out := addApp(t, p, a); code != 0 {
+			t.Fatalf("add %s: %d %s", a.Name, code, out)
+		}
+		if s := recState(t, p, a.Name); s != status.StateAdded {
+			t.Fatalf("%s: state %s after add", a.Name, s)
+		}
+	}
+	for _, n := range []string{"web", "worker", "crashy"} {
+		if code, out := startApp(t, p, n); code != 0 {
+			t.Fatalf("start %s: %d %s", n, code, out)
+		}
+	}
+	waitFor(t, 10*time.Second, "web running", func() bool {
+		_, err := os.Stat(filepath.Join(vol, "web-ran"))
+		return err == nil
+	})
+	// The crash-looping app fails for good without ending the pod.
+	waitFor(t, 10*time.Second, "crashy finished", func() bool { return p.Status(t, "crashy") == 3 })
+	if n := len(runTimes(t, filepath.Join(vol, "crashy"))); n != 3 {
+		t.Errorf("crashy ran %d times", n)
+	}
+	// Stop one: its status is written before app/stop returns.
+	if code, out := entry(t, p, "app-stop", "--debug=false", "--app=worker"); code != 0 {
+		t.Fatalf("stop worker: %d %s", code, out)
+	}
+	if got := p.Status(t, "worker"); got != 143 || recState(t, p, "worker") != status.StateExited {
+		t.Fatalf("worker after stop: status %d, state %s", got, recState(t, p, "worker"))
+	}
+	if code, _ := entry(t, p, "app-stop", "--debug=false", "--app=worker"); code != 5 {
+		t.Fatalf("stopping a stopped app: exit %d, want 5", code)
+	}
+	// Remove one that runs: nothing of it is left.
+	if code, out := rmApp(t, p, "web"); code != 0 {
+		t.Fatalf("rm web: %d %s", code, out)
+	}
+	for _, f := range []string{"web.json", "web"} {
+		if _, err := os.Lstat(filepath.Join(p.statusDir(), f)); err == nil {
+			t.Errorf("status/%s left after rm", f)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(p.Dir, "stage1/rootfs/rkt/pod1/web.json")); err == nil {
+		t.Error("spec left after rm")
+	}
+	if m, _ := filepath.Glob("/sys/fs/cgroup/*/pod1-" + p.UUID + "/app-web"); len(m) != 0 {
+		t.Errorf("cgroups left after rm: %v", m)
+	}
+	// Re-add the name: it starts clean.
+	must(t, os.Remove(filepath.Join(vol, "web-ran")))
+	if code, out := addApp(t, p, App{Name: "web", Exec: probe("touch", "/vol/web-ran", "+", "exit", "0"), MPoints: mp}); code != 0 {
+		t.Fatalf("re-add web: %d %s", code, out)
+	}
+	if p.Status(t, "web") != -1 {
+		t.Fatal("re-added app has an old status")
+	}
+	if code, out := startApp(t, p, "web"); code != 0 {
+		t.Fatalf("start web again: %d %s", code, out)
+	}
+	waitFor(t, 10*time.Second, "web's second life", func() bool { return p.Status(t, "web") == 0 })
+	if rec, _ := status.ReadRecord(p.statusDir(), "web"); rec == nil || rec.RestartCount != 0 {
+		t.Errorf("re-added web record: %+v", rec)
+	}
+	// Bad operations fail with one line.
+	if code, out := entry(t, p, "app-start", "--debug=false", "--app=ghost"); code != 254 || !strings.Contains(out, `no app named "ghost"`) {
+		t.Errorf("start ghost: %d %q", code, out)
+	}
+	// The pod stays up with every app finished, until stopped.
+	time.Sleep(100 * time.Millisecond)
+	if !locked(t, p.Dir) {
+		t.Fatal("the sandbox ended by itself")
+	}
+	stop := exec.Command(filepath.Join(p.Dir, "stage1/rootfs/stop"), p.UUID)
+	stop.Dir = p.Dir
+	must(t, stop.Run())
+	if code := r.Wait(t); code != 0 {
+		t.Fatalf("pod exit %d: %s", code, r.Stderr)
+	}
+}
+
+// No app can reach the control socket, whatever its capabilities: the
+// path is outside its root, and a peer inside the pod is refused anyway.
+func TestControlChannelRefusesApps(t *testing.T) {
+	p, r := sandbox(t, nil)
+	defer func() {
+		stop := exec.Command(filepath.Join(p.Dir, "stage1/rootfs/stop"), p.UUID)
+		stop.Dir = p.Dir
+		_ = stop.Run()
+		r.Wait(t)
+	}()
+	// A process inside the pod's namespaces that can see the socket (a
+	// bind of it into an app's root) is still refused.
+	sock := filepath.Join(p.Dir, "stage1/rootfs/rkt/pod1/control.sock")
+	a := App{Name: "intruder", Exec: probe("connect", "/ctl.sock"),
+		MPoints: []map[string]any{{"name": "ctl", "path": "/ctl.sock"}}}
+	root := filepath.Join(p.Dir, "stage1/rootfs/opt/stage2", a.Name, "rootfs")
+	must(t, os.MkdirAll(root, 0o755))
+	var pm map[string]any
+	b, _ := os.ReadFile(filepath.Join(p.Dir, "pod"))
+	must(t, json.Unmarshal(b, &pm))
+	pm["volumes"] = []any{map[string]any{"name": "ctl", "kind": "host", "source": sock}}
+	b, _ = json.Marshal(pm)
+	must(t, os.WriteFile(filepath.Join(p.Dir, "pod"), b, 0o640))
+	if code, out := addApp(t, p, a); code != 0 {
+		t.Fatalf("add: %d %s", code, out)
+	}
+	if code, out := startApp(t, p, a.Name); code != 0 {
+		t.Fatalf("start: %d %s", code, out)
+	}
+	waitFor(t, 10*time.Second, "intruder done", func() bool { return p.Status(t, a.Name) != -1 })
+	if got := p.Status(t, a.Name); got != 0 {
+		t.Fatalf("intruder status %d: %s", got, r.Stderr)
+	}
+	if !strings.Contains(r.Stdout.String(), "connect refused: ") || !strings.Contains(r.Stdout.String(), "is inside the pod") {
+		t.Fatalf("intruder was not refused: %q", r.Lines("connect"))
+	}
+}
