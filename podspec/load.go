@@ -77,6 +77,19 @@ func readManifest(podDir string) (*schema.PodManifest, error) {
 	return &pm, nil
 }
 
+// AppNames lists the apps of the pod manifest in podDir.
+func AppNames(podDir string) ([]string, error) {
+	pm, err := readManifest(podDir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(pm.Apps))
+	for _, a := range pm.Apps {
+		names = append(names, a.Name.String())
+	}
+	return names, nil
+}
+
 // LoadApp reads and validates one app of the pod in podDir, as stage0
 // left it for `app add`: the pod manifest already lists it. It also
 // returns the pod's empty volumes, which must exist before it starts.

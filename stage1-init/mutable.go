@@ -28,6 +28,13 @@ func (s *supervisor) handleCall(c *control.Call) {
 		c.Reply(control.Response{Code: control.CodeFailed, Error: "the pod is stopping"})
 		return
 	}
+	// The app an add is about is in the manifest and not yet known: the
+	// add itself takes care of it.
+	skip := ""
+	if c.Req.Op == control.OpAdd {
+		skip = c.Req.App
+	}
+	s.reconcile(skip)
 	var err error
 	switch c.Req.Op {
 	case control.OpAdd:
@@ -199,4 +206,69 @@ func (s *supervisor) answer(a *app) {
 	for _, c := range ws {
 		reply(c, nil)
 	}
+}
+
+// reconcile finishes what an interrupted operation left half done, before
+// every app operation: an app stage0 added to the pod manifest (its
+// -created marker written) whose app/add never reached PID 1 is added now;
+// an app PID 1 knows that stage0 has already dropped from the manifest is
+// removed. skip is the app the current operation is about.
+func (s *supervisor) reconcile(skip string) {
+	podDir, err := os.Getwd()
+	if err != nil {
+		return
+	}
+	names, err := podspec.AppNames(podDir)
+	if err != nil {
+		s.logf("reconcile: %v", err)
+		return
+	}
+	inManifest := map[string]bool{}
+	for _, n := range names {
+		inManifest[n] = true
+		if n == skip || s.find(n) != nil {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(podspec.StatusDir, n+"-created")); err != nil {
+			continue // stage0 is still adding it
+		}
+		if err := s.adopt(podDir, n); err != nil {
+			s.logf("reconcile: app %q: %v", n, err)
+		}
+	}
+	for _, a := range append([]*app(nil), s.apps...) {
+		if a.name == skip || inManifest[a.name] || a.state == stateRunning || a.state == stateRestarting {
+			continue
+		}
+		s.logf("reconcile: app %q left the pod manifest: removing it", a.name)
+		s.remove(a)
+	}
+}
+
+// adopt adds an app whose app/add was interrupted, resolving it as the
+// entry point would have.
+func (s *supervisor) adopt(podDir, name string) error {
+	b, err := os.ReadFile(OptionsFile)
+	if err != nil {
+		return err
+	}
+	var opts podspec.Options
+	if err := json.Unmarshal(b, &opts); err != nil {
+		return err
+	}
+	cfg, shared, err := podspec.LoadApp(podDir, &opts, name)
+	if err != nil {
+		return err
+	}
+	for _, v := range shared {
+		if err := v.Create(podDir); err != nil {
+			return err
+		}
+	}
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	s.logf("reconcile: app %q was added by stage0 but never reached the pod: adding it", name)
+	return s.addApp(name, raw)
 }

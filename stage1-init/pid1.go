@@ -158,6 +158,10 @@ func (s *supervisor) loop(sigs chan os.Signal) int {
 			}
 		case c := <-s.calls:
 			s.handleCall(c)
+			// App operations are rare and leave garbage (manifests
+			// parsed, specs decoded): return it to the kernel now so
+			// PID 1 stays small in a long-lived pod.
+			debug.FreeOSMemory()
 		case <-timer.C:
 		case <-sweep.C:
 			s.pending = s.reaper.Reap()

@@ -20,7 +20,12 @@ func sandbox(t *testing.T, vols []map[string]any) (*Pod, *Run) {
 	raw := manifest(nil, vols)
 	p := newPodRaw(t, raw, nil)
 	must(t, os.WriteFile(filepath.Join(p.Dir, "pod.lck"), nil, 0o600))
-	r := start(t, p, RunOpts{Args: []string{"--net=none", "--local-config=/etc/rkt", "--mutable"}})
+	r := start(t, p, RunOpts{Args: []string{"--debug", "--net=none", "--local-config=/etc/rkt", "--mutable"}, Timeout: 180 * time.Second})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("stage1 stderr:\n%s", r.Stderr)
+		}
+	})
 	waitFor(t, 10*time.Second, "supervisor ready", func() bool {
 		l, err := os.Readlink(filepath.Join(p.Dir, "stage1/rootfs/rkt/supervisor-status"))
 		return err == nil && l == "ready"
@@ -255,5 +260,149 @@ func TestControlChannelRefusesApps(t *testing.T) {
 	}
 	if !strings.Contains(r.Stdout.String(), "connect refused: ") || !strings.Contains(r.Stdout.String(), "is inside the pod") {
 		t.Fatalf("intruder was not refused: %q", r.Lines("connect"))
+	}
+}
+
+// An operation interrupted half-way is finished or undone by the next one:
+// an add whose app/add never reached PID 1, a stop whose caller was
+// killed while it waited, an rm whose app/rm never ran.
+func TestInterruptedAppOperationsReconcile(t *testing.T) {
+	p, r := sandbox(t, nil)
+	defer func() {
+		stop := exec.Command(filepath.Join(p.Dir, "stage1/rootfs/stop"), p.UUID)
+		stop.Dir = p.Dir
+		_ = stop.Run()
+		r.Wait(t)
+	}()
+	// stage0 did its part of the add; its app/add caller died.
+	a := App{Name: "orphan", Exec: probe("ignore-term", "+", "sleep", "60s"), Annotations: map[string]string{"pod1/stop-grace-period": "500ms"}}
+	addAppStage0Only(t, p, a)
+	if code, out := startApp(t, p, "orphan"); code != 0 {
+		t.Fatalf("start of a half-added app: %d %s", code, out)
+	}
+	waitFor(t, 5*time.Second, "orphan ignoring SIGTERM", func() bool { return strings.Contains(r.Stdout.String(), "ignore-term ready") })
+	// app/stop's caller killed while it waits out the grace period: the
+	// pod still finishes the stop.
+	cmd := exec.Command(filepath.Join(p.Dir, "stage1/rootfs/app-stop"), "--debug=false", "--app=orphan")
+	cmd.Dir = p.Dir
+	must(t, cmd.Start())
+	time.Sleep(100 * time.Millisecond)
+	must(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	waitFor(t, 5*time.Second, "the stop finished", func() bool { return p.Status(t, "orphan") == 137 })
+	// stage0 dropped the app from the manifest but app/rm never ran: the
+	// next operation removes it from the pod.
+	dropFromManifest(t, p, "orphan")
+	if code, out := addApp(t, p, App{Name: "next", Exec: probe("exit", "0")}); code != 0 {
+		t.Fatalf("add next: %d %s", code, out)
+	}
+	if s := recState(t, p, "orphan"); s != "none" {
+		t.Fatalf("orphan still recorded: %s", s)
+	}
+}
+
+func addAppStage0Only(t *testing.T, p *Pod, a App) {
+	t.Helper()
+	root := filepath.Join(p.Dir, "stage1/rootfs/opt/stage2", a.Name, "rootfs")
+	must(t, os.MkdirAll(filepath.Join(root, "bin"), 0o755))
+	must(t, os.Link(bin("probe"), filepath.Join(root, "bin/probe")))
+	must(t, os.WriteFile(filepath.Join(root, "..", "manifest"), imageManifest(a.Name), 0o644))
+	var pm, cur map[string]any
+	b, _ := os.ReadFile(filepath.Join(p.Dir, "pod"))
+	must(t, json.Unmarshal(b, &pm))
+	must(t, json.Unmarshal(manifestAnn([]App{a}, nil, nil), &cur))
+	apps, _ := pm["apps"].([]any)
+	pm["apps"] = append(apps, cur["apps"].([]any)[0])
+	b, _ = json.Marshal(pm)
+	must(t, os.WriteFile(filepath.Join(p.Dir, "pod"), b, 0o640))
+	must(t, os.WriteFile(filepath.Join(p.statusDir(), a.Name+"-created"), nil, 0o644))
+}
+
+func dropFromManifest(t *testing.T, p *Pod, name string) {
+	t.Helper()
+	var pm map[string]any
+	b, _ := os.ReadFile(filepath.Join(p.Dir, "pod"))
+	must(t, json.Unmarshal(b, &pm))
+	keep := []any{}
+	for _, a := range pm["apps"].([]any) {
+		if a.(map[string]any)["name"] != name {
+			keep = append(keep, a)
+		}
+	}
+	pm["apps"] = keep
+	b, _ = json.Marshal(pm)
+	must(t, os.WriteFile(filepath.Join(p.Dir, "pod"), b, 0o640))
+}
+
+// pid1Usage reads PID 1's mount count, fd count and resident memory.
+func pid1Usage(t *testing.T, pid int) (mounts, fds, rssKB int) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", pid))
+	must(t, err)
+	mounts = strings.Count(string(b), "\n")
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	must(t, err)
+	fds = len(ents)
+	b, err = os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	must(t, err)
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			fmt.Sscanf(strings.TrimSpace(v), "%d", &rssKB)
+		}
+	}
+	return
+}
+
+// Nothing leaks across many add/start/stop/rm cycles: PID 1's mounts and
+// fds are the same at the end as after the first cycle, its memory within
+// a small bound, and no cgroup, record or spec of a removed app remains.
+func TestManyAppCyclesLeakNothing(t *testing.T) {
+	p, r := sandbox(t, nil)
+	defer func() {
+		stop := exec.Command(filepath.Join(p.Dir, "stage1/rootfs/stop"), p.UUID)
+		stop.Dir = p.Dir
+		_ = stop.Run()
+		r.Wait(t)
+	}()
+	pid := podPid(t, p)
+	const cycles = 500
+	var m1, f1, rss1 int
+	t0 := time.Now()
+	for i := 0; i < cycles; i++ {
+		a := App{Name: "cycle", Exec: probe("sleep", "60s")}
+		if code, out := addApp(t, p, a); code != 0 {
+			t.Fatalf("cycle %d add: %d %s", i, code, out)
+		}
+		if code, out := startApp(t, p, a.Name); code != 0 {
+			t.Fatalf("cycle %d start: %d %s", i, code, out)
+		}
+		if code, out := rmApp(t, p, a.Name); code != 0 {
+			t.Fatalf("cycle %d rm: %d %s", i, code, out)
+		}
+		if i == 0 {
+			m1, f1, rss1 = pid1Usage(t, pid)
+		}
+		if i%100 == 99 {
+			m, f, rss := pid1Usage(t, pid)
+			t.Logf("after %d cycles: %d mounts, %d fds, %d kB", i+1, m, f, rss)
+		}
+	}
+	m, f, rss := pid1Usage(t, pid)
+	t.Logf("%d cycles in %v; PID 1 after the first: %d mounts, %d fds, %d kB; after the last: %d, %d, %d kB",
+		cycles, time.Since(t0), m1, f1, rss1, m, f, rss)
+	if m != m1 || f != f1 {
+		t.Errorf("PID 1 leaks: mounts %d -> %d, fds %d -> %d", m1, m, f1, f)
+	}
+	if rss > rss1+2048 {
+		t.Errorf("PID 1 memory grew from %d kB to %d kB", rss1, rss)
+	}
+	if left, _ := filepath.Glob("/sys/fs/cgroup/*/pod1-" + p.UUID + "/app-*"); len(left) != 0 {
+		t.Errorf("cgroups left: %v", left)
+	}
+	ents, _ := os.ReadDir(p.statusDir())
+	for _, e := range ents {
+		if e.Name() != "cycle-created" && e.Name() != "cycle-started" {
+			t.Errorf("status dir holds %s", e.Name())
+		}
 	}
 }
