@@ -316,7 +316,7 @@ func TestExitPolicies(t *testing.T) {
 	})
 	t.Run("bad", func(t *testing.T) {
 		for anns, want := range map[string]map[string]string{
-			`pod1/exit-policy: "sometimes"`:      {"pod1/exit-policy": "sometimes"},
+			`pod1/exit-policy: "sometimes"`:       {"pod1/exit-policy": "sometimes"},
 			`main-app needs annotation`:           {"pod1/exit-policy": "main-app"},
 			`pod1/main-app: no app named "ghost"`: {"pod1/exit-policy": "main-app", "pod1/main-app": "ghost"},
 		} {
