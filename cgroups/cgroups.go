@@ -36,11 +36,6 @@ type Group struct {
 	Unified bool `json:"unified,omitempty"`
 }
 
-type mountPoint struct {
-	dir  string
-	opts string
-}
-
 // mounts lists cgroup and cgroup2 mounts from this process's mountinfo.
 func mounts() (v2 string, v1 map[string]string, err error) {
 	f, err := os.Open("/proc/self/mountinfo")

@@ -150,13 +150,13 @@ func receive(c *net.UnixConn, calls chan<- *Call, logf func(string, ...any)) {
 	if err := authenticate(c); err != nil {
 		logf("control: refused a connection: %v", err)
 		_ = writeMsg(c, &Response{Code: CodeFailed, Error: err.Error()})
-		c.Close()
+		_ = c.Close()
 		return
 	}
 	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var req Request
 	if err := readMsg(c, &req); err != nil {
-		c.Close()
+		_ = c.Close()
 		return
 	}
 	_ = c.SetReadDeadline(time.Time{})

@@ -222,7 +222,7 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 	if err := checkRootFS(rootfs); err != nil {
 		return nil, errorf(field("rootfs"), "%w", err)
 	}
-	env, err := environ(name, app.Environment, opts)
+	env, err := environ(name, app.Environment)
 	if err != nil {
 		return nil, errorf(field("environment"), "%w", err)
 	}
@@ -306,7 +306,7 @@ var defaultEnv = []string{
 	"HOME=/root",
 }
 
-func environ(app string, appEnv types.Environment, opts *Options) ([]string, error) {
+func environ(app string, appEnv types.Environment) ([]string, error) {
 	var env []string
 	set := map[string]bool{}
 	for _, kv := range appEnv {

@@ -128,7 +128,7 @@ func TestReapCollectsOrphans(t *testing.T) {
 	if err := SetSubreaper(); err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+	defer func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) }()
 	self := os.Getpid()
 	r := New()
 	startHelper(t, r, "spawner", "orphans", 50)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -107,5 +106,3 @@ func (f *runFlags) check() error {
 	}
 	return nil
 }
-
-var errNotLocked = errors.New("not locked")

@@ -83,7 +83,7 @@ func ReadRecord(dir, app string) (*Record, error) {
 	}
 	var r Record
 	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("%w: record of %s: %v", ErrMalformed, app, err)
+		return nil, fmt.Errorf("%w: record of %s: %w", ErrMalformed, app, err)
 	}
 	if r.App != app {
 		return nil, fmt.Errorf("%w: record of %s names app %q", ErrMalformed, app, r.App)

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,8 +81,11 @@ func TestLauncherPodsReadWithRktRules(t *testing.T) {
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
 			must(t, cmd.Start())
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
+			done := make(chan struct{})
+			go func() {
+				_ = cmd.Wait() // the exit code is checked below
+				close(done)
+			}()
 			var uuid string
 			waitFor(t, 10*time.Second, "uuid file", func() bool {
 				b, err := os.ReadFile(uuidFile)
@@ -134,8 +138,8 @@ func TestLauncherBadInput(t *testing.T) {
 	}
 	for _, c := range cases {
 		out, err := exec.Command(bin("pod1"), c.args...).CombinedOutput()
-		ee, ok := err.(*exec.ExitError)
-		if !ok || ee.ExitCode() != 254 {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 254 {
 			t.Errorf("%v: %v, want exit 254; %s", c.args, err, out)
 			continue
 		}

@@ -2,10 +2,12 @@ package tests
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +55,8 @@ func entry(t *testing.T, p *Pod, ep string, args ...string) (int, string) {
 	}()
 	out, err := cmd.CombinedOutput()
 	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
 		code = ee.ExitCode()
 	} else if err != nil {
 		t.Fatalf("%s: %v", ep, err)
@@ -347,7 +350,7 @@ func pid1Usage(t *testing.T, pid int) (mounts, fds, rssKB int) {
 	must(t, err)
 	for _, l := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			fmt.Sscanf(strings.TrimSpace(v), "%d", &rssKB)
+			rssKB, _ = strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
 		}
 	}
 	return

@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -27,8 +28,7 @@ func main() {
 		}
 	}
 	if len(os.Args) > 2 {
-		var code int
-		fmt.Sscanf(os.Args[2], "%d", &code)
+		code, _ := strconv.Atoi(os.Args[2])
 		fmt.Printf("[%s] exiting with %d\n", name, code)
 		os.Exit(code)
 	}
