@@ -1,0 +1,130 @@
+package podspec
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/appc/spec/schema/types"
+)
+
+func TestEnvironDefaultsAndOrder(t *testing.T) {
+	env, err := environ("web", types.Environment{{Name: "HOME", Value: "/srv"}, {Name: "A", Value: "1\n2"}, {Name: "AC_APP_NAME", Value: "x"}, {Name: "A", Value: "dup"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "HOME=/srv|A=1\n2|PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin|SHELL=/bin/sh|USER=root|LOGNAME=root|AC_APP_NAME=web"
+	if got := strings.Join(env, "|"); got != want {
+		t.Fatalf("got %q\nwant %q", got, want)
+	}
+	for _, bad := range []types.EnvironmentVariable{{Name: "", Value: "x"}, {Name: "A=B", Value: "x"}, {Name: "K", Value: "a\x00b"}} {
+		if _, err := environ("web", types.Environment{bad}); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}
+
+func TestWorkingDir(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "srv/app"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/srv", filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	for wd, want := range map[string]string{"": "/", "/srv/app": "/srv/app", "/srv/app/": "/srv/app", "/link/app": "/link/app"} {
+		got, err := workingDir(root, wd)
+		if err != nil || got != want {
+			t.Errorf("workingDir(%q) = %q, %v; want %q", wd, got, err, want)
+		}
+	}
+	for _, bad := range []string{"srv", "/srv/../srv", "/proc/self/fd/3", "/dev", "/sys/x", "/missing"} {
+		if got, err := workingDir(root, bad); err == nil {
+			t.Errorf("workingDir(%q) accepted as %q", bad, got)
+		}
+	}
+}
+
+func TestMountTarget(t *testing.T) {
+	for in, want := range map[string]string{"/data": "/data", "/a/../b": "/b", "/proc-like": "/proc-like"} {
+		if got, err := mountTarget(in); err != nil || got != want {
+			t.Errorf("mountTarget(%q) = %q, %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"data", "/", "/proc", "/proc/sys", "/sys", "/dev/shm", "/x/../proc"} {
+		if _, err := mountTarget(bad); err == nil {
+			t.Errorf("mountTarget(%q) accepted", bad)
+		}
+	}
+}
+
+func ann(kv ...string) types.Annotations {
+	var a types.Annotations
+	for i := 0; i < len(kv); i += 2 {
+		a.Set(types.ACIdentifier(kv[i]), kv[i+1])
+	}
+	return a
+}
+
+func TestSupervisionAnnotations(t *testing.T) {
+	s, err := supervision(annotations{nil})
+	if err != nil || s.Restart != RestartNever || s.Backoff != DefaultBackoff || s.Burst != DefaultStartLimitBurst || s.Grace != DefaultGracePeriod {
+		t.Fatalf("defaults: %+v %v", s, err)
+	}
+	// The pod manifest's annotation wins over the image's.
+	s, err = supervision(annotations{ann(AnnRestartPolicy, "always", AnnStopGracePeriod, "2s"), ann(AnnRestartPolicy, "never", AnnStartLimitBurst, "7")})
+	if err != nil || s.Restart != RestartAlways || s.Grace != 2*time.Second || s.Burst != 7 {
+		t.Fatalf("merge: %+v %v", s, err)
+	}
+	bad := [][]string{
+		{AnnRestartPolicy, "sometimes"}, {AnnRestartBackoff, "-1s"}, {AnnRestartBackoff, "2h"},
+		{AnnStartLimitBurst, "0"}, {AnnStartLimitBurst, "x"}, {AnnPidsMax, "-1"},
+		{AnnRestartBackoff, "5s", AnnRestartBackoffMax, "1s"},
+	}
+	for _, kv := range bad {
+		if _, err := supervision(annotations{ann(kv...)}); err == nil || !strings.Contains(err.Error(), "annotation pod1/") {
+			t.Errorf("%v: %v", kv, err)
+		}
+	}
+}
+
+func TestExitPolicy(t *testing.T) {
+	apps := map[string]bool{"web": true}
+	if p, m, err := exitPolicy(nil, apps); err != nil || p != ExitAllApps || m != "" {
+		t.Fatalf("default: %s %s %v", p, m, err)
+	}
+	if p, m, err := exitPolicy(ann(AnnExitPolicy, ExitMainApp, AnnMainApp, "web"), apps); err != nil || p != ExitMainApp || m != "web" {
+		t.Fatalf("main: %s %s %v", p, m, err)
+	}
+	for _, a := range []types.Annotations{
+		ann(AnnExitPolicy, "x"), ann(AnnExitPolicy, ExitMainApp), ann(AnnMainApp, "web"),
+		ann(AnnExitPolicy, ExitMainApp, AnnMainApp, "db"),
+	} {
+		if _, _, err := exitPolicy(a, apps); err == nil {
+			t.Errorf("accepted %v", a)
+		}
+	}
+}
+
+func TestCheckAppNames(t *testing.T) {
+	ok := `{"apps":[{"name":"a"},{"name":"web"},{"name":"web-1"}]}`
+	if err := checkAppNames([]byte(ok)); err != nil {
+		t.Fatal(err)
+	}
+	for in, want := range map[string]string{
+		`{"apps":[{"name":"A"}]}`:                          `apps[0].name: invalid app name "A"`,
+		`{"apps":[{"name":"a"},{"name":"a"}]}`:             `apps[1].name: duplicate app name "a"`,
+		`{"apps":[{"name":"web"},{"name":"web-started"}]}`: `collides with status marker of app "web"`,
+		`{"apps":[{}]}`:                                    `apps[0].name: missing`,
+		`{"apps":`:                                         `invalid JSON`,
+	} {
+		err := checkAppNames([]byte(in))
+		var fe *fieldError
+		if err == nil || !strings.Contains(err.Error(), want) || !errors.As(err, &fe) {
+			t.Errorf("%s: %v, want %q", in, err, want)
+		}
+	}
+}
