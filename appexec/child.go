@@ -72,28 +72,7 @@ func become(s *Spec) (int, error) {
 	if _, err := unix.Setsid(); err != nil {
 		return setupFailed, fmt.Errorf("setsid: %w", err)
 	}
-	if err := chdirChecked(s.WorkingDir); err != nil {
-		return setupFailed, err
-	}
-	argv0, err := lookPath(s.Exec[0], s.Env)
-	if err != nil {
-		return execCode(err), fmt.Errorf("exec %s: %w", s.Exec[0], err)
-	}
-	if err := setCredentials(s); err != nil {
-		return setupFailed, err
-	}
-	// Every fd but 0, 1 and 2 closes at execve, whatever opened it (the
-	// Go runtime's own included): no host fd reaches the app
-	// (CVE-2024-21626, threats T1).
-	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		return setupFailed, fmt.Errorf("close_range: %w", err)
-	}
-	resetSignals()
-	err = unix.Exec(argv0, s.Exec, s.Env)
-	if errors.Is(err, unix.ENOENT) {
-		err = fmt.Errorf("%w (or its interpreter)", err)
-	}
-	return execCode(err), fmt.Errorf("exec %s: %w", argv0, err)
+	return Exec(s, s.Exec)
 }
 
 func execCode(err error) int {
@@ -153,6 +132,9 @@ func lookPath(name string, env []string) (string, error) {
 	return "", fmt.Errorf("not found in PATH %q: %w", pathEnv, unix.ENOENT)
 }
 
+// setCredentials sets the groups, gid and uid. The thread keeps its
+// permitted capabilities across the uid change (finishCapabilities decides
+// what remains); the kernel clears the keep-caps flag again at execve.
 func setCredentials(s *Spec) error {
 	if err := unix.Setgroups(s.Groups); err != nil {
 		return fmt.Errorf("setgroups %v: %w", s.Groups, err)
@@ -160,10 +142,13 @@ func setCredentials(s *Spec) error {
 	if err := unix.Setresgid(s.GID, s.GID, s.GID); err != nil {
 		return fmt.Errorf("setresgid %d: %w", s.GID, err)
 	}
+	if err := unix.Prctl(unix.PR_SET_KEEPCAPS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl keepcaps: %w", err)
+	}
 	if err := unix.Setresuid(s.UID, s.UID, s.UID); err != nil {
 		return fmt.Errorf("setresuid %d: %w", s.UID, err)
 	}
-	return nil
+	return unix.Prctl(unix.PR_SET_KEEPCAPS, 0, 0, 0, 0)
 }
 
 // resetSignals gives the app an empty signal mask and default dispositions:

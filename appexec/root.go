@@ -36,6 +36,14 @@ func setupRoot(s *Spec) error {
 			return fmt.Errorf("mount %s on %s: %w", m.Kind, m.Target, err)
 		}
 	}
+	if err := protectPaths(root, s); err != nil {
+		return err
+	}
+	if s.ReadOnlyRootFS {
+		if err := remountFdReadOnly(root, 0); err != nil {
+			return fmt.Errorf("readOnlyRootFS: %w", err)
+		}
+	}
 	return pivot(s.RootFS)
 }
 
@@ -51,7 +59,11 @@ func mountOne(root *os.File, m *Mount) error {
 	case KindProc:
 		return mountPseudo(root, m.Target, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
 	case KindSys:
-		return mountPseudo(root, m.Target, "sysfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC|unix.MS_RDONLY, "")
+		flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC)
+		if m.ReadOnly {
+			flags |= unix.MS_RDONLY
+		}
+		return mountPseudo(root, m.Target, "sysfs", flags, "")
 	case KindDev:
 		if err := mountPseudo(root, m.Target, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC|unix.MS_STRICTATIME, "mode=755,size=65536k"); err != nil {
 			return err
@@ -153,11 +165,16 @@ func populateDev(root *os.File, target string) error {
 // resolved inside the root, each component without escaping it
 // (CVE-2024-45310, threats T9).
 func mountBind(root *os.File, m *Mount) error {
-	t, err := bindTarget(root, m)
+	src, err := openSource(m)
 	if err != nil {
 		return err
 	}
-	err = unix.Mount(m.Source, fdPath(t), "", unix.MS_BIND|unix.MS_REC, "")
+	defer src.Close()
+	t, err := bindTarget(root, m)
+	if err != nil {
+		return fmt.Errorf("resolve the target inside the app's root: %w", err)
+	}
+	err = unix.Mount(fdPath(src), fdPath(t), "", unix.MS_BIND|unix.MS_REC, "")
 	t.Close()
 	if err != nil {
 		return err
@@ -173,6 +190,33 @@ func mountBind(root *os.File, m *Mount) error {
 	}
 	defer t.Close()
 	return unix.Mount("", fdPath(t), "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
+}
+
+// openSource opens a bind's source and, when the pod pinned it, checks it
+// is still the inode it was when the pod was loaded, before any app ran.
+// Another app of the pod that can write the source's parent (a host
+// volume nested in another's) could otherwise swap it for a symlink to
+// any host path between two starts, and the bind would follow it
+// (CVE-2021-30465's swap, on the source side). The mount is then made
+// from the very fd checked.
+func openSource(m *Mount) (*os.File, error) {
+	src, err := os.OpenFile(m.Source, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("source: %w", err)
+	}
+	if m.SourceIno == 0 {
+		return src, nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(src.Fd()), &st); err != nil {
+		src.Close()
+		return nil, fmt.Errorf("source: %w", err)
+	}
+	if st.Dev != m.SourceDev || st.Ino != m.SourceIno {
+		src.Close()
+		return nil, fmt.Errorf("source %s is no longer the file it was when the pod started (replaced, or now a symlink elsewhere)", m.Source)
+	}
+	return src, nil
 }
 
 func bindTarget(root *os.File, m *Mount) (*os.File, error) {

@@ -31,13 +31,23 @@ type Spec struct {
 	Groups []int `json:"groups"`
 	// Mounts are made in order, each target resolved inside RootFS.
 	Mounts []Mount `json:"mounts"`
+	// MaskedPaths (under /proc and /sys) are covered, once the mounts
+	// are made, by an empty node no one may read or write: rkt's
+	// InaccessiblePaths. ReadOnlyPaths are made read-only.
+	MaskedPaths   []string `json:"maskedPaths,omitempty"`
+	ReadOnlyPaths []string `json:"readOnlyPaths,omitempty"`
+	// ReadOnlyRootFS makes the app's root read-only; the mounts on it
+	// keep their own modes.
+	ReadOnlyRootFS bool `json:"readOnlyRootFS,omitempty"`
+	// Isolation is applied last, by Exec.
+	Isolation Isolation `json:"isolation"`
 }
 
 // Mount kinds.
 const (
 	// KindProc mounts a procfs of the pod's pid namespace.
 	KindProc = "proc"
-	// KindSys mounts a read-only sysfs.
+	// KindSys mounts a sysfs, read-only when ReadOnly is set.
 	KindSys = "sysfs"
 	// KindDev mounts a fresh tmpfs /dev with the standard device nodes,
 	// devpts, shm and mqueue.
@@ -58,4 +68,8 @@ type Mount struct {
 	// Optional mounts are skipped, with a warning, when the target's
 	// last component is a symlink in the image (/etc/hosts -> ...).
 	Optional bool `json:"optional,omitempty"`
+	// SourceDev and SourceIno, when set, are the identity Source had when
+	// the pod was loaded: a bind whose source has changed is refused.
+	SourceDev uint64 `json:"sourceDev,omitempty"`
+	SourceIno uint64 `json:"sourceIno,omitempty"`
 }

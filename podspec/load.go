@@ -70,6 +70,9 @@ func readManifest(podDir string) (*schema.PodManifest, error) {
 	if err := checkAppNames(raw); err != nil {
 		return nil, err
 	}
+	if err := checkIsolators(raw, ""); err != nil {
+		return nil, err
+	}
 	var pm schema.PodManifest
 	if err := pm.UnmarshalJSON(raw); err != nil {
 		return nil, errorf("pod manifest", "%s", oneLine(err))
@@ -198,6 +201,9 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 	if err != nil {
 		return nil, errorf(field("image manifest"), "%w", err)
 	}
+	if err := checkIsolators(raw, name); err != nil {
+		return nil, err
+	}
 	var im schema.ImageManifest
 	if err := im.UnmarshalJSON(raw); err != nil {
 		return nil, errorf(field("image manifest"), "%s", oneLine(err))
@@ -249,11 +255,15 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 		return nil, errorf(field("mounts"), "%w", err)
 	}
 	spec.Mounts = mounts
+	res, err := resolveIsolation(app, ra.ReadOnlyRootFS, spec, opts)
+	if err != nil {
+		return nil, wrapField(fmt.Sprintf("app %q", name), err)
+	}
 	sup, err := supervision(annotations{ra.Annotations, im.Annotations})
 	if err != nil {
 		return nil, errorf(field("annotations"), "%w", err)
 	}
-	return &App{Spec: *spec, Supervision: sup}, nil
+	return &App{Spec: *spec, Supervision: sup, Resources: res}, nil
 }
 
 // checkRootFS refuses an app root whose /proc, /sys or /dev is anything but

@@ -50,6 +50,11 @@ type Options struct {
 	IPC        string
 	Mutable    bool
 	MDSToken   string
+	// Insecure options (--disable-*): the isolators and defaults they
+	// turn off are still validated, then not applied.
+	DisableCapabilities bool
+	DisablePaths        bool
+	DisableSeccomp      bool
 }
 
 // NetHost reports whether the pod stays in the host's network namespace.
@@ -87,6 +92,8 @@ type Pod struct {
 type App struct {
 	Spec        appexec.Spec `json:"spec"`
 	Supervision Supervision  `json:"supervision"`
+	// Resources are the limits put on the app's cgroup.
+	Resources cgroups.Limits `json:"resources"`
 }
 
 // fieldError is a validation failure of one field.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -36,17 +37,17 @@ func (s *supervisor) start(a *app) error {
 	}
 	defer pw.Close()
 	attr := &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS}
+	// syscall.ForkExec, not os.StartProcess: the latter's first call
+	// forks and reaps a throwaway child to probe clone(CLONE_PIDFD)
+	// (os.checkPidfd) on the first app's start path, for a pidfd the
+	// reaper, which owns wait4, never uses.
+	files := []uintptr{os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd(), pr.Fd()}
 	pid, err := s.reaper.Start(a, func() (int, error) {
-		p, err := os.StartProcess("/proc/self/exe", []string{roleApp}, &os.ProcAttr{
-			Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, pr},
+		return syscall.ForkExec("/proc/self/exe", []string{roleApp}, &syscall.ProcAttr{
+			Env:   os.Environ(),
+			Files: files,
 			Sys:   attr,
 		})
-		if err != nil {
-			return 0, err
-		}
-		// Read before Release, which resets Pid to -1.
-		pid := p.Pid
-		return pid, p.Release()
 	})
 	pr.Close()
 	if err != nil {
@@ -88,6 +89,11 @@ func (s *supervisor) ensureCgroup(a *app) error {
 		if err := cg.SetPidsMax(n); err != nil {
 			s.debugf("app %q: pids.max: %v", a.name, err)
 		}
+	}
+	// The resource isolators are in place before the app's first
+	// process is moved in; run checked the controllers exist.
+	if err := cg.SetLimits(a.cfg.Resources); err != nil {
+		return fmt.Errorf("resource isolators: %w", err)
 	}
 	return nil
 }

@@ -20,9 +20,6 @@ type runFlags struct {
 	dnsConfMode string
 	privUsers   string
 	localConfig string
-	disableCaps bool
-	disablePath bool
-	disableSecc bool
 }
 
 // usageError is a bad flag or argument: one line, exit 254.
@@ -42,9 +39,9 @@ func parseRunFlags(args []string) (*runFlags, error) {
 	fs.StringVar(&f.localConfig, "local-config", "/etc/rkt", "local configuration directory")
 	fs.StringVar(&f.opts.Hostname, "hostname", "", "pod hostname")
 	fs.StringVar(&f.dnsConfMode, "dns-conf-mode", "", "resolv=MODE,hosts=MODE")
-	fs.BoolVar(&f.disableCaps, "disable-capabilities-restriction", false, "ignore capability isolators")
-	fs.BoolVar(&f.disablePath, "disable-paths", false, "do not mask paths")
-	fs.BoolVar(&f.disableSecc, "disable-seccomp", false, "ignore seccomp isolators")
+	fs.BoolVar(&f.opts.DisableCapabilities, "disable-capabilities-restriction", false, "ignore capability isolators")
+	fs.BoolVar(&f.opts.DisablePaths, "disable-paths", false, "do not mask paths")
+	fs.BoolVar(&f.opts.DisableSeccomp, "disable-seccomp", false, "ignore seccomp isolators")
 	fs.BoolVar(&f.opts.Mutable, "mutable", false, "start with no apps and stay up")
 	fs.StringVar(&f.opts.IPC, "ipc", "auto", "auto, private or parent")
 	if err := fs.Parse(args); err != nil {
@@ -87,7 +84,7 @@ func (f *runFlags) check() error {
 	if f.privUsers != "" {
 		// Running without the user namespace asked for would silently
 		// give the apps host root; refuse until it is implemented.
-		return &usageError{"--private-users: user namespaces are not supported by this stage1 yet"}
+		return &usageError{"--private-users: user namespaces are not supported by this stage1 yet (docs/security.md)"}
 	}
 	f.opts.ResolvMode, f.opts.HostsMode = "default", "default"
 	if f.dnsConfMode == "" {

@@ -295,7 +295,7 @@ func report(cmd string, a []string) error {
 		}
 		fmt.Printf("netdevs %s\n", strings.Join(names, " "))
 	default:
-		return fmt.Errorf("unknown subcommand %q", cmd)
+		return isolation(cmd, a)
 	}
 	return nil
 }

@@ -1,0 +1,153 @@
+package appexec
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/moby/sys/capability"
+)
+
+// DefaultCapabilities is rkt's default capability set for an app that
+// names no capability isolator (rkt:stage1/init/common, contract §5).
+var DefaultCapabilities = []string{
+	"CAP_AUDIT_WRITE", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID",
+	"CAP_FOWNER", "CAP_KILL", "CAP_MKNOD", "CAP_NET_RAW",
+	"CAP_NET_BIND_SERVICE", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP",
+	"CAP_SETFCAP", "CAP_SYS_CHROOT",
+}
+
+// EscapeCapabilities reach the host from a pod that shares the host's
+// user namespace, whatever else is in place: CAP_SYS_PTRACE opens
+// /proc/1/root and /proc/1/fd of the pod's PID 1 (threats T4),
+// CAP_SYS_ADMIN mounts and enters namespaces, CAP_SYS_MODULE loads kernel
+// code, CAP_DAC_READ_SEARCH opens host files by handle (the "shocker"
+// exploit), CAP_SYS_RAWIO reads /dev/mem. Granting one is the user's
+// choice; the stage1 warns.
+var EscapeCapabilities = []string{
+	"CAP_DAC_READ_SEARCH", "CAP_SYS_ADMIN", "CAP_SYS_MODULE", "CAP_SYS_PTRACE", "CAP_SYS_RAWIO",
+}
+
+// capName is the isolator spelling of c: CAP_ and the upper-case name.
+func capName(c capability.Cap) string { return "CAP_" + strings.ToUpper(c.String()) }
+
+// ParseCapability returns the capability called name (CAP_NET_ADMIN, ...).
+func ParseCapability(name string) (capability.Cap, error) {
+	for _, c := range capability.ListKnown() {
+		if capName(c) == name {
+			return c, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown capability %q", name)
+}
+
+// AllCapabilities lists every capability this build knows, by name.
+func AllCapabilities() []string {
+	var out []string
+	for _, c := range capability.ListKnown() {
+		out = append(out, capName(c))
+	}
+	return out
+}
+
+// SortCapabilities orders names by capability number, without duplicates;
+// the names must be valid.
+func SortCapabilities(names []string) []string {
+	out := slices.Clone(names)
+	slices.SortFunc(out, func(a, b string) int {
+		ca, _ := ParseCapability(a)
+		cb, _ := ParseCapability(b)
+		return int(ca) - int(cb)
+	})
+	return slices.Compact(out)
+}
+
+// applyCapabilities sets the calling thread's bounding set to keep (all
+// of it when unrestricted) and returns what it kept: a capability the
+// stage1 itself was started without cannot be given back. It runs while
+// the thread is still root with every capability: dropping from the
+// bounding set needs CAP_SETPCAP.
+func applyCapabilities(keep []string, unrestricted bool) ([]string, error) {
+	if unrestricted {
+		return nil, nil
+	}
+	c, err := capability.NewPid2(0)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Load(); err != nil {
+		return nil, fmt.Errorf("read capabilities: %w", err)
+	}
+	c.Clear(capability.BOUNDS)
+	var kept []string
+	for _, n := range keep {
+		cp, err := ParseCapability(n)
+		if err != nil {
+			return nil, err
+		}
+		if have, err := capability.GetBound(cp); err != nil || !have {
+			continue
+		}
+		c.Set(capability.BOUNDING, cp)
+		kept = append(kept, n)
+	}
+	if err := c.Apply(capability.BOUNDS); err != nil {
+		return nil, fmt.Errorf("drop from the bounding set: %w", err)
+	}
+	return kept, nil
+}
+
+// finishCapabilities runs after the uid change: it raises the effective
+// set to the permitted one (so a thread that kept its capabilities across
+// setresuid may still install the seccomp filter, which needs
+// CAP_SYS_ADMIN without no_new_privs), empties the inheritable and ambient
+// sets, and checks the bounding set is what was asked. At execve the
+// kernel then gives a root app exactly the bounding set as its permitted
+// and effective sets, and any other app none: with empty inheritable and
+// ambient sets nothing else carries over (CVE-2022-29162: a non-empty
+// inheritable set let file capabilities raise privileges).
+func finishCapabilities(keep []string, unrestricted bool) error {
+	c, err := capability.NewPid2(0)
+	if err != nil {
+		return err
+	}
+	if err := c.Load(); err != nil {
+		return fmt.Errorf("read capabilities: %w", err)
+	}
+	last, err := capability.LastCap()
+	if err != nil {
+		return err
+	}
+	for cp := capability.Cap(0); cp <= last; cp++ {
+		c.Unset(capability.INHERITABLE, cp)
+		if c.Get(capability.PERMITTED, cp) {
+			c.Set(capability.EFFECTIVE, cp)
+		}
+	}
+	if err := c.Apply(capability.CAPS); err != nil {
+		return fmt.Errorf("set capabilities: %w", err)
+	}
+	if err := capability.ResetAmbient(); err != nil {
+		return fmt.Errorf("clear the ambient set: %w", err)
+	}
+	// Read the result back from the kernel itself (capget and prctl act
+	// on the calling thread; /proc/self/status would show the main
+	// thread's sets, of a pid namespace that may not be ours).
+	if err := c.Load(); err != nil {
+		return fmt.Errorf("read capabilities: %w", err)
+	}
+	for cp := capability.Cap(0); cp <= last; cp++ {
+		amb, err := capability.GetAmbient(cp)
+		if err != nil || amb || c.Get(capability.INHERITABLE, cp) {
+			return fmt.Errorf("%s still inheritable or ambient (%v)", capName(cp), err)
+		}
+		if unrestricted {
+			continue
+		}
+		bnd, err := capability.GetBound(cp)
+		if err != nil || bnd != slices.Contains(keep, capName(cp)) {
+			return fmt.Errorf("bounding set: %s is %v after the drop (%v)", capName(cp), bnd, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,292 @@
+package appexec
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"syscall"
+	"unsafe"
+
+	"github.com/appc/spec/schema/types"
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/appexec/seccomp"
+	"github.com/pod1/pod1/status"
+)
+
+// Isolation is what is put on an app's process last, just before execve:
+// its capabilities, no_new_privs, system call filter and OOM score. The
+// app's first process and every process enter starts in the app get it
+// from the same Spec through the same function (Exec), so an
+// entered process can never hold more than the app (rkt's enter did:
+// CVE-2019-10144, 10145). The zero value is the most restrictive: no
+// capabilities at all.
+type Isolation struct {
+	// Capabilities is the bounding set, by name; a root app's permitted
+	// and effective sets are exactly this after execve, any other app's
+	// are empty. Inheritable and ambient sets are always empty.
+	Capabilities []string `json:"capabilities"`
+	// UnrestrictedCapabilities keeps the stage1's own bounding set
+	// (--disable-capabilities-restriction).
+	UnrestrictedCapabilities bool `json:"unrestrictedCapabilities,omitempty"`
+	// NoNewPrivileges sets no_new_privs: execve can no longer grant
+	// privileges (setuid bits, file capabilities).
+	NoNewPrivileges bool `json:"noNewPrivileges,omitempty"`
+	// Seccomp is the system call filter; nil for none (--disable-seccomp
+	// or a retain-set of @appc.io/all).
+	Seccomp *seccomp.Filter `json:"seccomp,omitempty"`
+	// OOMScoreAdj, when set, is written to /proc/self/oom_score_adj.
+	OOMScoreAdj *int `json:"oomScoreAdj,omitempty"`
+}
+
+// Isolator names, for messages.
+const (
+	isoCaps    = "os/linux/capabilities"
+	isoNNP     = types.LinuxNoNewPrivilegesName
+	isoSeccomp = "os/linux/seccomp"
+	isoOOM     = types.LinuxOOMScoreAdjName
+)
+
+// isolate gives the calling thread the app's credentials and isolation,
+// all but the seccomp filter, which it compiles and returns for
+// installAndExec. The order matters: OOM score (lowering it needs
+// CAP_SYS_RESOURCE); the open-file limit; the bounding set (dropping needs
+// CAP_SETPCAP); groups, gid and uid, keeping the permitted set across the
+// uid change; effective = permitted, inheritable and ambient emptied;
+// no_new_privs; every fd above 2 close-on-exec; signals reset. The filter
+// comes after all of it so that it never has to allow the stage1's own
+// calls.
+func isolate(s *Spec) (*unix.SockFprog, error) {
+	iso := &s.Isolation
+	var fp *unix.SockFprog
+	if iso.Seccomp != nil {
+		prog, err := iso.Seccomp.Assemble()
+		if err != nil {
+			return nil, fmt.Errorf("isolator %s-%s-set: %w", isoSeccomp, setName(iso.Seccomp), err)
+		}
+		fp = &unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+	}
+	if iso.OOMScoreAdj != nil {
+		if err := writeProcSelf("oom_score_adj", fmt.Sprint(*iso.OOMScoreAdj)); err != nil {
+			return nil, fmt.Errorf("isolator %s: %w", isoOOM, err)
+		}
+	}
+	restoreNofile()
+	kept, err := applyCapabilities(iso.Capabilities, iso.UnrestrictedCapabilities)
+	if err != nil {
+		return nil, fmt.Errorf("isolator %s: %w", isoCaps, err)
+	}
+	if err := setCredentials(s); err != nil {
+		return nil, err
+	}
+	if err := finishCapabilities(kept, iso.UnrestrictedCapabilities); err != nil {
+		return nil, fmt.Errorf("isolator %s: %w", isoCaps, err)
+	}
+	if iso.NoNewPrivileges {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return nil, fmt.Errorf("isolator %s: %w", isoNNP, err)
+		}
+	}
+	// Every fd but 0, 1 and 2 closes at execve, whatever opened it (the
+	// Go runtime's own included): no host fd reaches the app
+	// (CVE-2024-21626, threats T1).
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return nil, fmt.Errorf("close_range: %w", err)
+	}
+	resetSignals()
+	return fp, nil
+}
+
+func setName(f *seccomp.Filter) string {
+	if f.Mode == seccomp.ModeAllow {
+		return "retain"
+	}
+	return "remove"
+}
+
+// Exec makes the calling process the command argv of the app: it enters
+// the app's working directory, finds argv[0] in the app's PATH, applies the
+// app's isolation (isolate, then the seccomp filter) and execs. It is the
+// one way a process becomes part of an app: the app's first process (after
+// Child set its root up) and every process enter starts in it.
+//
+// The caller must be the process that is to become the command, on a
+// thread locked with runtime.LockOSThread, still root with its
+// capabilities, already in the app's namespaces and root (enter: after
+// setns into them), in a session of its own if it wants one. It returns
+// only on failure, with the exit code to report: 127 when the executable
+// does not exist, 126 when it cannot be executed, 254 when the isolation
+// could not be applied; the process must then exit.
+func Exec(s *Spec, argv []string) (int, error) {
+	const setupFailed = status.CodeStage1Failure
+	if len(argv) == 0 {
+		return setupFailed, errors.New("exec: empty command")
+	}
+	if err := chdirChecked(s.WorkingDir); err != nil {
+		return setupFailed, err
+	}
+	argv0, err := lookPath(argv[0], s.Env)
+	if err != nil {
+		return execCode(err), fmt.Errorf("exec %s: %w", argv[0], err)
+	}
+	if err := notOnProcfs(argv0); err != nil {
+		return execCode(err), fmt.Errorf("exec %s: %w", argv0, err)
+	}
+	x, err := prepareExec(argv0, argv, s.Env)
+	if err != nil {
+		return setupFailed, fmt.Errorf("exec %s: %w", argv0, err)
+	}
+	// From here to execve nothing may allocate: a garbage collection
+	// could park this thread in futex(2), which a strict allow-list
+	// refuses.
+	debug.SetGCPercent(-1)
+	fp, err := isolate(s)
+	if err != nil {
+		return setupFailed, err
+	}
+	installed, e := installAndExec(fp, x)
+	runtime.KeepAlive(fp)
+	runtime.KeepAlive(x)
+	if !installed {
+		return setupFailed, fmt.Errorf("isolator %s-%s-set: seccomp(SET_MODE_FILTER): %w", isoSeccomp, setName(s.Isolation.Seccomp), e)
+	}
+	err = e
+	if errors.Is(err, unix.ENOENT) {
+		err = fmt.Errorf("%w (or its interpreter)", err)
+	}
+	return execCode(err), fmt.Errorf("exec %s: %w", argv0, err)
+}
+
+// preparedExec holds execve's arguments, built before the filter is in.
+type preparedExec struct {
+	path       *byte
+	argv, envv []*byte
+}
+
+func prepareExec(path string, argv, env []string) (*preparedExec, error) {
+	p, err := unix.BytePtrFromString(path)
+	if err != nil {
+		return nil, err
+	}
+	a, err := syscall.SlicePtrFromStrings(argv)
+	if err != nil {
+		return nil, err
+	}
+	e, err := syscall.SlicePtrFromStrings(env)
+	if err != nil {
+		return nil, err
+	}
+	return &preparedExec{p, a, e}, nil
+}
+
+// installAndExec loads the seccomp filter (if any) on the calling thread
+// and execs, with nothing in between that the Go runtime could turn into a
+// system call of its own: the two calls are raw, and the function is
+// nosplit, so the goroutine cannot be preempted here (a preempted
+// goroutine on a locked thread parks the thread in futex(2), which a
+// strict allow-list kills). It reports whether the filter went in, and the
+// errno of whatever failed.
+//
+// The filter is not synchronised to the process's other threads (no
+// TSYNC): they are the Go runtime's, which a strict allow-list would
+// break, and they vanish at this execve; the filter stays with the thread
+// that execs. The kernel takes it from a thread that has no_new_privs set
+// or CAP_SYS_ADMIN, which finishCapabilities left in the effective set.
+//
+//go:nosplit
+func installAndExec(fp *unix.SockFprog, x *preparedExec) (installed bool, err unix.Errno) {
+	if fp != nil {
+		_, _, e := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(fp)))
+		if e != 0 {
+			return false, e
+		}
+	}
+	_, _, e := unix.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(x.path)),
+		uintptr(unsafe.Pointer(&x.argv[0])), uintptr(unsafe.Pointer(&x.envv[0])))
+	return true, e
+}
+
+// restoreNofile gives back the RLIMIT_NOFILE soft limit this process
+// started with, which is the app's: Go raises it at startup and restores
+// it only inside syscall.Exec (go.dev/issue/46279). Exec with an empty path
+// performs that restore (and forgets the saved value) and then fails in
+// execve with ENOENT before the kernel touches the process; the real
+// execve follows without the setrlimit a filter might refuse.
+func restoreNofile() {
+	_ = syscall.Exec("", nil, nil)
+}
+
+// notOnProcfs refuses an executable that resolves into /proc: an image's
+// /bin/app -> /proc/self/exe would run the stage1's own binary as the app,
+// which could then rewrite it through /proc/PID/exe (CVE-2019-5736).
+func notOnProcfs(p string) error {
+	fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(fd, &st); err != nil {
+		return err
+	}
+	if st.Type == unix.PROC_SUPER_MAGIC {
+		return fmt.Errorf("resolves into /proc: %w", unix.EACCES)
+	}
+	return nil
+}
+
+// writeProcSelf writes data to the calling process's /proc/self/<name>.
+// It goes through a procfs instance of its own, mounted detached for the
+// purpose, which no mount in the app's namespace can cover: in the mount
+// namespace of a running app (enter), an app with CAP_SYS_ADMIN could have
+// laid another procfs file over the path, which a check of the file system
+// type alone does not catch (CVE-2025-52881, threats T7). Where the kernel
+// refuses a private instance, the shared /proc is used, checked.
+func writeProcSelf(name, data string) error {
+	fs, err := unix.Fsopen("proc", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return writeProcFile("/proc/self/"+name, data)
+	}
+	defer unix.Close(fs)
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return writeProcFile("/proc/self/"+name, data)
+	}
+	mnt, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return writeProcFile("/proc/self/"+name, data)
+	}
+	defer unix.Close(mnt)
+	fd, err := unix.Openat(mnt, "self/"+name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open /proc/self/%s: %w", name, err)
+	}
+	defer unix.Close(fd)
+	return writeProcFd(fd, "/proc/self/"+name, data)
+}
+
+// writeProcFile writes to a file that must be on procfs: an image or a
+// volume could put a tmpfs at /proc, and writes meant for the kernel would
+// then succeed into a plain file (CVE-2019-16884, threats T7).
+func writeProcFile(path, data string) error {
+	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	defer unix.Close(fd)
+	return writeProcFd(fd, path, data)
+}
+
+func writeProcFd(fd int, path, data string) error {
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(fd, &st); err != nil {
+		return fmt.Errorf("fstatfs %s: %w", path, err)
+	}
+	if st.Type != unix.PROC_SUPER_MAGIC {
+		return fmt.Errorf("%s is not on procfs (type %#x)", path, st.Type)
+	}
+	if _, err := unix.Write(fd, []byte(data)); err != nil {
+		return fmt.Errorf("write %q to %s: %w", data, path, err)
+	}
+	return nil
+}

@@ -1,0 +1,55 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// T-ENTER-1 (CVE-2019-10144, 10145, 10147): a process entered into an app
+// gets exactly the app's isolation, whatever the isolators: the same
+// capability sets, no_new_privs, seccomp filter (the same call answers the
+// same errno), OOM score, masked paths and read-only root as the app's own
+// process, read by both from inside.
+func TestEnterGetsTheAppsIsolation(t *testing.T) {
+	check := probe("status", "+", "cat", "/proc/self/oom_score_adj", "+", "syscall", "sysinfo", "+", "syscall", "unshare", "0",
+		"+", "open-write", "/etc/passwd", "+", "stat", "/proc/timer_list")
+	isos := []map[string]any{
+		isolator("os/linux/capabilities-retain-set", map[string]any{"set": []string{"CAP_NET_BIND_SERVICE", "CAP_CHOWN", "CAP_SETUID"}}),
+		isolator("os/linux/no-new-privileges", true),
+		seccompSet("remove", "ENOTSUP", "@rkt/default-blacklist", "sysinfo"),
+		isolator("os/linux/oom-score-adj", 600),
+	}
+	p := isoPod(t, []App{{Name: "a", Exec: append(append([]string{}, check...), "+", "sleep", "60s")}}, Isolators{"a": isos}, nil, "a")
+	if _, err := os.Lstat(filepath.Join(p.Dir, "stage1/rootfs/enter")); err != nil {
+		must(t, os.Symlink(bin("stage1-init"), filepath.Join(p.Dir, "stage1/rootfs/enter")))
+	}
+	r := start(t, p, RunOpts{})
+	appPid(t, p, "a")
+	waitFor(t, 10*time.Second, "the app's report", func() bool { return strings.Contains(r.Stdout.String(), "stat /proc/timer_list") })
+	out, errOut, code := rktEnter(t, p, "a", check...)
+	if code != 0 {
+		t.Fatalf("enter: %d %s", code, errOut)
+	}
+	keep := func(s string) []string {
+		var ls []string
+		for _, l := range strings.Split(s, "\n") {
+			if l != "" && !strings.HasPrefix(l, "status Sig") {
+				ls = append(ls, l)
+			}
+		}
+		return ls
+	}
+	app, entered := keep(r.Stdout.String()), keep(out)
+	if strings.Join(app, "\n") != strings.Join(entered, "\n") {
+		t.Fatalf("entered process:\n%s\nthe app:\n%s", strings.Join(entered, "\n"), strings.Join(app, "\n"))
+	}
+	for _, w := range []string{"status NoNewPrivs: 1", "status Seccomp: 2", "cat 600", "syscall sysinfo ENOTSUP",
+		"open-write /etc/passwd EROFS", "status CapEff: " + capMask(t, "CAP_CHOWN", "CAP_SETUID", "CAP_NET_BIND_SERVICE")} {
+		if !strings.Contains(out, w+"\n") {
+			t.Errorf("entered process lacks %q", w)
+		}
+	}
+}

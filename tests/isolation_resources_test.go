@@ -1,0 +1,185 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/status"
+)
+
+// cgroupFile is the path of file in the cgroup of pid in the hierarchy
+// that has ctrl (v1), or in the v2 hierarchy when none does.
+func cgroupFile(t *testing.T, pid int, ctrl, file string) string {
+	t.Helper()
+	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	must(t, err)
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	must(t, err)
+	mountOf := func(v1 bool) string {
+		for _, l := range strings.Split(string(mi), "\n") {
+			f := strings.Fields(l)
+			for i, x := range f {
+				if x != "-" || i+3 >= len(f) {
+					continue
+				}
+				if !v1 && f[i+1] == "cgroup2" {
+					return f[4]
+				}
+				if v1 && f[i+1] == "cgroup" {
+					for _, o := range strings.Split(f[i+3], ",") {
+						if o == ctrl {
+							return f[4]
+						}
+					}
+				}
+			}
+		}
+		return ""
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(cg)), "\n") {
+		parts := strings.SplitN(l, ":", 3)
+		for _, c := range strings.Split(parts[1], ",") {
+			if c == ctrl {
+				return filepath.Join(mountOf(true), parts[2], file)
+			}
+		}
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(cg)), "\n") {
+		if strings.HasPrefix(l, "0::") {
+			return filepath.Join(mountOf(false), strings.TrimPrefix(l, "0::"), file)
+		}
+	}
+	t.Fatalf("pid %d has no cgroup for %s", pid, ctrl)
+	return ""
+}
+
+func readTrim(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	must(t, err)
+	return strings.TrimSpace(string(b))
+}
+
+// The resource isolators land in the app's own cgroup (read from the host
+// while the app runs), and do what they say from inside.
+func TestResourceLimitsInTheAppsCgroup(t *testing.T) {
+	isos := []map[string]any{
+		isolator("resource/memory", map[string]any{"limit": "96Mi"}),
+		isolator("resource/cpu", map[string]any{"limit": "250m"}),
+		isolator("os/linux/cpu-shares", 512),
+	}
+	p := isoPod(t, []App{{Name: "a", Exec: probe("sleep", "60s")}, {Name: "b", Exec: probe("sleep", "60s")}}, Isolators{"a": isos}, nil)
+	r := start(t, p, RunOpts{})
+	a, b := appPid(t, p, "a"), appPid(t, p, "b")
+	for _, c := range []struct{ ctrl, v1, v2, want, dflt string }{
+		{"memory", "memory.limit_in_bytes", "memory.max", strconv.Itoa(96 << 20), ""},
+		{"cpu", "cpu.cfs_quota_us", "cpu.max", "25000", "-1"},
+		{"cpu", "cpu.shares", "cpu.weight", "512", "1024"},
+	} {
+		f := cgroupFile(t, a, c.ctrl, c.v1)
+		if !strings.Contains(f, "/sys/fs/cgroup/"+c.ctrl) {
+			f = cgroupFile(t, a, c.ctrl, c.v2)
+		}
+		if got := readTrim(t, f); !strings.HasPrefix(got, c.want) {
+			t.Errorf("%s = %q, want %q", f, got, c.want)
+		}
+		// The other app, without isolators, has the defaults.
+		if got := readTrim(t, cgroupFile(t, b, c.ctrl, filepath.Base(f))); got == c.want || c.dflt != "" && got != c.dflt {
+			t.Errorf("app without isolators: %s = %q", filepath.Base(f), got)
+		}
+	}
+	must(t, r.Cmd.Process.Signal(unix.SIGTERM))
+	r.Wait(t)
+}
+
+// resource/cpu caps the CPU time the app gets: a second of spinning earns
+// about a quarter second under 250m, and nearly the whole second without
+// (negative control).
+func TestCPULimitThrottles(t *testing.T) {
+	p := isoPod(t, []App{
+		{Name: "limited", Exec: probe("burn", "1s")},
+	}, Isolators{"limited": {isolator("resource/cpu", map[string]any{"limit": "250m"})}}, nil)
+	r := runPod(t, p, RunOpts{})
+	var got float64
+	if _, err := fmt.Sscanf(r.Line(t, "burn cpu "), "burn cpu %f", &got); err != nil || got > 0.45 {
+		t.Fatalf("limited to 250m, got %.3fs of CPU in 1s (%v)", got, err)
+	}
+	p = newPod(t, []App{{Name: "free", Exec: probe("burn", "1s")}}, nil)
+	r = runPod(t, p, RunOpts{})
+	if _, err := fmt.Sscanf(r.Line(t, "burn cpu "), "burn cpu %f", &got); err != nil || got < 0.5 {
+		t.Fatalf("unlimited, got only %.3fs of CPU in 1s (%v)", got, err)
+	}
+}
+
+// An app that outgrows its memory limit is OOM-killed, and its status
+// record says so; the same app without the limit completes (negative
+// control).
+func TestMemoryLimitOOMIsRecorded(t *testing.T) {
+	p := isoPod(t, []App{{Name: "hog", Exec: probe("hog", "256M")}},
+		Isolators{"hog": {isolator("resource/memory", map[string]any{"limit": "48Mi"})}}, nil)
+	r := runPod(t, p, RunOpts{Timeout: 60 * time.Second})
+	if r.Code != 137 || p.Status(t, "hog") != 137 {
+		t.Fatalf("exit %d, status %d, want 137; stdout %q stderr %s", r.Code, p.Status(t, "hog"), r.Stdout, r.Stderr)
+	}
+	rec, err := status.ReadRecord(p.statusDir(), "hog")
+	must(t, err)
+	if rec.LastFailure != status.ReasonOOM || rec.Signal != "SIGKILL" {
+		t.Fatalf("record %+v, want lastFailure oom", rec)
+	}
+	p = newPod(t, []App{{Name: "hog", Exec: probe("hog", "256M")}}, nil)
+	r = runPod(t, p, RunOpts{Timeout: 60 * time.Second})
+	if r.Code != 0 || !strings.Contains(r.Stdout.String(), "hog done 256") {
+		t.Fatalf("without a limit: exit %d %q %s", r.Code, r.Stdout, r.Stderr)
+	}
+	if rec, err := status.ReadRecord(p.statusDir(), "hog"); err != nil || rec.LastFailure != "" {
+		t.Fatalf("without a limit: record %+v %v", rec, err)
+	}
+}
+
+// os/linux/oom-score-adj is the app's /proc/self/oom_score_adj; apps
+// without it keep the pod's. Lowering it needs CAP_SYS_RESOURCE on the
+// host: a stage1 without it refuses the app rather than run it with
+// another score.
+func TestOOMScoreAdj(t *testing.T) {
+	p := isoPod(t, []App{
+		{Name: "high", Exec: probe("cat", "/proc/self/oom_score_adj")},
+		{Name: "plain", Exec: probe("sleep", "100ms", "+", "cat", "/proc/self/oom_score_adj")},
+	}, Isolators{"high": {isolator("os/linux/oom-score-adj", 700)}}, nil)
+	r := runPod(t, p, RunOpts{})
+	own := readTrim(t, "/proc/self/oom_score_adj")
+	if got := r.Lines("cat "); r.Code != 0 || len(got) != 2 || got[0] != "cat 700" || got[1] != "cat "+own {
+		t.Fatalf("exit %d, oom_score_adj %q (want 700 and %s); %s", r.Code, got, own, r.Stderr)
+	}
+	p = isoPod(t, []App{{Name: "low", Exec: probe("cat", "/proc/self/oom_score_adj")}},
+		Isolators{"low": {isolator("os/linux/oom-score-adj", -300)}}, nil)
+	r = runPod(t, p, RunOpts{})
+	if hasCap(t, unix.CAP_SYS_RESOURCE) {
+		if r.Code != 0 || r.Line(t, "cat ") != "cat -300" {
+			t.Fatalf("exit %d %q %s", r.Code, r.Stdout, r.Stderr)
+		}
+		return
+	}
+	if r.Code != 254 || !strings.Contains(r.Stderr.String(), `app "low": isolator os/linux/oom-score-adj: write "-300" to /proc/self/oom_score_adj: permission denied`) {
+		t.Fatalf("without CAP_SYS_RESOURCE: exit %d %q %s", r.Code, r.Stdout, r.Stderr)
+	}
+}
+
+// hasCap reports whether the test itself has capability c.
+func hasCap(t *testing.T, c int) bool {
+	t.Helper()
+	for _, l := range strings.Split(readTrim(t, "/proc/self/status"), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
+			m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			must(t, err)
+			return m&(1<<uint(c)) != 0
+		}
+	}
+	return false
+}
