@@ -10,7 +10,7 @@ export CGO_ENABLED := 0
 BINS := bin/stage1-init bin/pod1 bin/probe bin/demo-hello
 SRCS := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 
-.PHONY: all image demo test unit integration lint check-static clean
+.PHONY: all image demo test unit integration lint check-static clean bench
 
 all: $(BINS)
 
@@ -29,7 +29,7 @@ build/stage1.aci: bin/stage1-init rootfs/manifest.json Makefile
 	rm -rf build/stage1 && mkdir -p build/stage1/rootfs/rkt/status build/stage1/rootfs/rkt/env build/stage1/rootfs/opt/stage2
 	cp rootfs/manifest.json build/stage1/manifest
 	cp bin/stage1-init build/stage1/rootfs/stage1-init
-	for ep in run stop gc; do ln -s stage1-init build/stage1/rootfs/$$ep; done
+	for ep in run stop gc enter app-add app-start app-stop app-rm; do ln -s stage1-init build/stage1/rootfs/$$ep; done
 	tar --owner=0 --group=0 --numeric-owner -C build/stage1 -cf $@.tmp manifest rootfs && mv $@.tmp $@
 
 build/demo-hello.aci: bin/demo-hello demo/manifest.json demo/passwd demo/group Makefile
@@ -60,6 +60,25 @@ test: all image check-static
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+
+# make bench runs pod1 side by side with its peers (bench/, as root, a few
+# minutes) and writes docs/benchmarks.md and docs/benchmarks.svg. It builds
+# what it runs and installs the peers from Debian when they are missing;
+# conmon only if the archive has it.
+BENCH_PEERS := crun runc systemd-container tini catatonit
+
+bin/bench: $(SRCS)
+	$(GO) build $(GOFLAGS_B) -o $@ ./bench
+
+bench: all image bin/bench
+	@if [ "$$(id -u)" != 0 ]; then echo "make bench needs root (sudo make bench): it starts pods and containers"; exit 1; fi
+	@missing=""; for p in $(BENCH_PEERS) conmon; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "bench: installing$$missing"; apt-get update -qq || exit 1; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(BENCH_PEERS) || exit 1; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends conmon || echo "bench: conmon is not in this archive; measured without it"; \
+	fi
+	./bin/bench -repo . -out docs/benchmarks.md -svg docs/benchmarks.svg
 
 clean:
 	rm -rf bin build

@@ -40,6 +40,10 @@ func dispatch() int {
 		return stopMain(os.Args[1:])
 	case roleGC:
 		return gcMain(os.Args[1:])
+	case roleAppAdd, roleAppStart, roleAppStop, roleAppRm:
+		return appOpMain(role, os.Args[1:])
+	case roleEnter:
+		return enterMain(os.Args[1:])
 	default:
 		fmt.Fprintf(os.Stderr, "stage1: unknown role %q (run me as run, stop or gc)\n", role)
 		return status.CodeStage1Failure

@@ -57,6 +57,10 @@ func runMain(args []string) int {
 	if err != nil {
 		return fail(err)
 	}
+	if err := checkIsolation(pod); err != nil {
+		return fail(err)
+	}
+	warnIsolation(pod, f)
 	statusDir, err := status.OpenDir(filepath.Join(podDir, podspec.StatusDir))
 	if err != nil {
 		return fail(fmt.Errorf("status directory: %w", err))
@@ -70,9 +74,6 @@ func runMain(args []string) int {
 	}
 	if f.opts.MDSToken != "" {
 		fmt.Fprintln(os.Stderr, "stage1: warning: --mds-token: the metadata service is not supported, AC_METADATA_URL is not set")
-	}
-	if err := prepareHost(podDir, pod, &f.opts); err != nil {
-		return fail(err)
 	}
 	return superviseInit(pod, f, podDir, sigs)
 }
@@ -167,32 +168,36 @@ func cloneFlags(f *runFlags) uintptr {
 }
 
 func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, sigs chan os.Signal) int {
-	initCg, err := makeCgroups(podDir, pod)
-	if err != nil {
-		return fail(err)
-	}
-	if pod.Cgroup != nil {
-		defer func() {
-			if err := pod.Cgroup.RemoveTree(); err != nil {
-				fmt.Fprintf(os.Stderr, "stage1: remove cgroups: %v\n", err)
-			}
-		}()
-	}
-	cfg, err := json.Marshal(pod)
-	if err != nil {
-		return fail(fmt.Errorf("encode pod: %w", err))
+	if pod.Mutable {
+		// Before PID 1 is cloned: its mount namespace copies this.
+		undo, err := shareStage2(podDir)
+		if err != nil {
+			return fail(err)
+		}
+		defer undo()
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return fail(err)
 	}
+	// PID 1 is started first, and the pod directory, the cgroups and
+	// the pid file are prepared while its runtime starts: it does
+	// nothing before it has read its configuration, which is sent only
+	// once all that is done and PID 1 is in its cgroup. Started last,
+	// its start-up (3-5 ms) came after ours on the pod's start path
+	// (docs/benchmarks.md).
+	//
 	// PR_SET_PDEATHSIG fires when the thread that cloned PID 1 exits, not
 	// the process: this goroutine keeps its thread until we return.
 	runtime.LockOSThread()
-	p, err := os.StartProcess("/proc/self/exe", []string{roleInit}, &os.ProcAttr{
+	// syscall.ForkExec, not os.StartProcess: the latter's first call in a
+	// process forks and reaps a throwaway child to probe clone(CLONE_PIDFD)
+	// (os.checkPidfd), a whole fork+exit+wait on the pod's start path
+	// (0.5-4 ms measured; docs/benchmarks.md) for a pidfd we never use.
+	pid, err := syscall.ForkExec("/proc/self/exe", []string{roleInit}, &syscall.ProcAttr{
 		Dir:   podDir,
 		Env:   os.Environ(),
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, pr},
+		Files: []uintptr{os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd(), pr.Fd()},
 		Sys: &syscall.SysProcAttr{
 			Cloneflags: cloneFlags(f),
 			// If we are killed, PID 1 dies with us and the kernel
@@ -206,8 +211,31 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, sigs chan os.Si
 		pw.Close()
 		return fail(fmt.Errorf("start pod init: %w", err))
 	}
-	pid := p.Pid
-	_ = p.Release()
+	// abort ends PID 1, which has started nothing yet, and fails.
+	abort := func(err error) int {
+		_ = unix.Kill(pid, unix.SIGKILL)
+		waitPid(pid)
+		pw.Close()
+		return fail(err)
+	}
+	if err := prepareHost(podDir, pod, &f.opts); err != nil {
+		return abort(err)
+	}
+	initCg, err := makeCgroups(podDir, pod)
+	if err != nil {
+		return abort(err)
+	}
+	if pod.Cgroup != nil {
+		defer func() {
+			if err := pod.Cgroup.RemoveTree(); err != nil {
+				fmt.Fprintf(os.Stderr, "stage1: remove cgroups: %v\n", err)
+			}
+		}()
+	}
+	cfg, err := json.Marshal(pod)
+	if err != nil {
+		return abort(fmt.Errorf("encode pod: %w", err))
+	}
 	if initCg != nil {
 		// PID 1 waits for its configuration, so it is in its cgroup
 		// before it starts anything.
@@ -216,10 +244,7 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, sigs chan os.Si
 		}
 	}
 	if err := writePid(podDir, pid); err != nil {
-		_ = unix.Kill(pid, unix.SIGKILL)
-		waitPid(pid)
-		pw.Close()
-		return fail(err)
+		return abort(err)
 	}
 	_, werr := pw.Write(cfg)
 	pw.Close()
@@ -272,4 +297,27 @@ func writePid(podDir string, pid int) error {
 		return fmt.Errorf("write pid: %w", err)
 	}
 	return nil
+}
+
+// shareStage2 makes the pod's app directory (stage1/rootfs/opt/stage2) a
+// shared mount in the host's mount namespace before PID 1 is cloned. The
+// app rootfs that stage0 mounts there for an app added later (rkt app
+// add) then propagates into the pod's mount namespace, which is a slave of
+// the host's; without it that only happens on hosts whose / is shared
+// (systemd's default, but not everyone's). The bind is undone when the pod
+// ends, or by gc, which unmounts everything left under a pod.
+func shareStage2(podDir string) (func(), error) {
+	dir := filepath.Join(podDir, podspec.Stage1RootFS, "opt/stage2")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create opt/stage2: %w", err)
+	}
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return nil, fmt.Errorf("bind opt/stage2: %w", err)
+	}
+	undo := func() { _ = unix.Unmount(dir, unix.MNT_DETACH) }
+	if err := unix.Mount("", dir, "", unix.MS_SHARED|unix.MS_REC, ""); err != nil {
+		undo()
+		return nil, fmt.Errorf("share opt/stage2: %w", err)
+	}
+	return undo, nil
 }

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/hostside/launch"
 )
 
 var repoRoot = func() string {
@@ -177,11 +179,18 @@ func newPod(t *testing.T, apps []App, volumes []map[string]any) *Pod {
 func newPodRaw(t *testing.T, podManifest []byte, apps []App) *Pod {
 	t.Helper()
 	p := &Pod{Dir: filepath.Join(t.TempDir(), "pod"), UUID: newUUID(t)}
+	// Runs after the stage1 is stopped (cleanups run last-in first-out):
+	// a killed stage1 can leave the bind mount of a mutable pod.
+	t.Cleanup(func() {
+		if err := launch.UnmountAll(p.Dir); err != nil {
+			t.Errorf("unmount %s: %v", p.Dir, err)
+		}
+	})
 	s1 := filepath.Join(p.Dir, "stage1/rootfs")
 	for _, d := range []string{"rkt/status", "rkt/env", "opt/stage2"} {
 		must(t, os.MkdirAll(filepath.Join(s1, d), 0o755))
 	}
-	for _, ep := range []string{"run", "stop", "gc"} {
+	for _, ep := range []string{"run", "stop", "gc", "enter", "app-add", "app-start", "app-stop", "app-rm"} {
 		must(t, os.Symlink(bin("stage1-init"), filepath.Join(s1, ep)))
 	}
 	must(t, os.WriteFile(filepath.Join(p.Dir, "pod"), podManifest, 0o640))

@@ -40,6 +40,9 @@ func stage1Argv(entrypoint string, o Options, version int, uuid string) []string
 			argv = append(argv, "--hostname="+o.Hostname)
 		}
 	}
+	if o.Mutable {
+		argv = append(argv, "--mutable")
+	}
 	return append(argv, uuid)
 }
 

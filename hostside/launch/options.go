@@ -59,6 +59,10 @@ type Options struct {
 	Volumes []types.Volume
 	// Apps are the pod's apps, in order.
 	Apps []AppOptions
+	// Mutable prepares a sandbox (rkt app sandbox): apps may be none,
+	// and more are added to the running pod with the app operations;
+	// the stage1 gets --mutable.
+	Mutable bool
 	// Stderr receives warnings and, with Debug, progress lines. Nil means
 	// os.Stderr.
 	Stderr io.Writer
@@ -80,6 +84,9 @@ type AppOptions struct {
 	Env []types.EnvironmentVariable
 	// Mounts map pod volumes into this app.
 	Mounts []schema.Mount
+	// Annotations become the app's annotations in the pod manifest
+	// (pod1's supervision settings: docs/supervision.md).
+	Annotations types.Annotations
 }
 
 // withDefaults returns a copy of o with empty fields defaulted and the data
@@ -106,7 +113,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Stage1 == "" {
 		return o, fmt.Errorf("--stage1-path: %w", ErrNoStage1)
 	}
-	if len(o.Apps) == 0 {
+	if len(o.Apps) == 0 && !o.Mutable {
 		return o, ErrNoApps
 	}
 	// rkt refuses this too: one terminal cannot be shared by several apps.

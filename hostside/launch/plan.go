@@ -58,7 +58,7 @@ func makePlan(o Options) (*plan, error) {
 	pm.Volumes = o.Volumes
 	// rkt writes an empty (not null) ports list; stage1s may index it.
 	pm.Ports = []types.ExposedPort{}
-	pm.Annotations = types.Annotations{{Name: annMutable, Value: "false"}}
+	pm.Annotations = types.Annotations{{Name: annMutable, Value: strconv.FormatBool(o.Mutable)}}
 
 	volumes := make(map[types.ACName]bool, len(o.Volumes))
 	for _, vol := range o.Volumes {
@@ -188,8 +188,9 @@ func runtimeApp(name types.ACName, img *images.Image, a AppOptions) (schema.Runt
 			ID:     img.ID,
 			Labels: am.Labels,
 		},
-		App:    app,
-		Mounts: a.Mounts,
+		App:         app,
+		Mounts:      a.Mounts,
+		Annotations: a.Annotations,
 	}, nil
 }
 

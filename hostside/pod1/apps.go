@@ -96,6 +96,7 @@ func newAppFlags(image string) *appFlags {
 	fs.StringVar(&a.opts.WorkingDir, "working-dir", "", "working directory")
 	fs.Var((*envFlag)(&a.opts.Env), "set-env", "K=V (repeatable)")
 	fs.Var((*mountFlag)(&a.opts.Mounts), "mount", "volume=NAME,target=PATH (repeatable)")
+	fs.Var((*annotationFlag)(&a.opts.Annotations), "annotation", "NAME=VALUE app annotation, e.g. pod1/restart-policy=always (repeatable)")
 	a.fs = fs
 	return a
 }
@@ -193,5 +194,30 @@ func (m *mountFlag) Set(s string) error {
 		return errors.New("want volume=NAME,target=PATH")
 	}
 	*m = append(*m, mnt)
+	return nil
+}
+
+// annotationFlag collects NAME=VALUE app annotations; names are appc
+// identifiers.
+type annotationFlag types.Annotations
+
+func (a *annotationFlag) String() string {
+	parts := make([]string, len(*a))
+	for i, x := range *a {
+		parts[i] = string(x.Name) + "=" + x.Value
+	}
+	return strings.Join(parts, ",")
+}
+
+func (a *annotationFlag) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok {
+		return fmt.Errorf("%q is not NAME=VALUE", s)
+	}
+	name, err := types.NewACIdentifier(k)
+	if err != nil {
+		return fmt.Errorf("annotation name %q: %w", k, err)
+	}
+	(*types.Annotations)(a).Set(*name, v)
 	return nil
 }

@@ -30,10 +30,15 @@ type command struct {
 	run     func(g *globalFlags, args []string, stdout, stderr io.Writer) int
 }
 
-// commands is the dispatch table. status, list, gc, stop and enter will be
-// added here, each implemented in its own file.
+// commands is the dispatch table; each command lives in its own file.
 var commands = []command{
 	{"run", "prepare a pod from ACI images and exec the stage1 (exit code is the pod's)", cmdRun},
+	{"status", "print a pod's state, pid and app exit codes", cmdStatus},
+	{"list", "list pods and their apps", cmdList},
+	{"enter", "run a command inside a running pod's app", cmdEnter},
+	{"stop", "stop running pods through their stage1", cmdStop},
+	{"gc", "garbage-collect exited, aborted and expired pods", cmdGC},
+	{"app", "dynamic pods: sandbox, add, start, stop, rm, list, status", cmdApp},
 }
 
 // globalFlags are rkt's global flags. They may be given before the command
@@ -97,6 +102,38 @@ func newFlagSet(name string) *flag.FlagSet {
 func fail(w io.Writer, prefix string, err error) {
 	msg := strings.NewReplacer("\r", " ", "\n", " ").Replace(err.Error())
 	fmt.Fprintf(w, "%s: %s\n", prefix, strings.TrimSpace(msg))
+}
+
+// parseCommand parses a command's flags, which may be mixed with its
+// arguments as with rkt's (pflag's) commands, up to a "--". done is set
+// when the command must return code at once: after --help, or after a bad
+// flag was reported in one line (254, rkt's code for usage errors too).
+func parseCommand(fs *flag.FlagSet, args []string, help string, stdout, stderr io.Writer, prefix string) (code int, done bool) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprintln(stdout, help)
+				fs.SetOutput(stdout)
+				fs.PrintDefaults()
+				fs.SetOutput(io.Discard)
+				return 0, true
+			}
+			fail(stderr, prefix, err)
+			return exitError, true
+		}
+		rest := fs.Args()
+		// flag stops at "--" (and drops it) or at the first argument.
+		if len(rest) == 0 || len(args) > 0 && len(rest) < len(args) && args[len(args)-len(rest)-1] == "--" {
+			positional = append(positional, rest...)
+			break
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
+	}
+	// Parse again with no arguments so that fs.Args() returns ours.
+	_ = fs.Parse(append([]string{"--"}, positional...))
+	return 0, false
 }
 
 func usage(w io.Writer, fs *flag.FlagSet) {

@@ -81,14 +81,25 @@ func newRunFlagSet(g *globalFlags, rf *runFlags) *flag.FlagSet {
 // parseRunArgs turns `pod1 run` arguments into launch options without
 // touching the file system.
 func parseRunArgs(g *globalFlags, args []string, stderr io.Writer) (launch.Options, error) {
+	return parsePodArgs(g, args, stderr, true)
+}
+
+// parsePodArgs is parseRunArgs for `pod1 run` (withApps: images follow the
+// flags) and `pod1 app sandbox` (flags only).
+func parsePodArgs(g *globalFlags, args []string, stderr io.Writer, withApps bool) (launch.Options, error) {
 	var rf runFlags
 	fs := newRunFlagSet(g, &rf)
 	if err := fs.Parse(args); err != nil {
 		return launch.Options{}, err
 	}
-	apps, err := parseApps(fs.Args())
-	if err != nil {
-		return launch.Options{}, err
+	var apps []launch.AppOptions
+	if withApps {
+		var err error
+		if apps, err = parseApps(fs.Args()); err != nil {
+			return launch.Options{}, err
+		}
+	} else if fs.NArg() > 0 {
+		return launch.Options{}, fmt.Errorf("unexpected arguments %q: a sandbox starts with no apps (add them with pod1 app add)", fs.Args())
 	}
 	// rkt's --set-env applies to every app; an app's own value wins.
 	for i := range apps {

@@ -1,27 +1,29 @@
-// Package pods reads pod directories from the host the way rkt does
-// (contract §4, §6): a pod's state is the directory it is in plus a
-// non-blocking shared-lock test, its apps' exit codes are the status files
-// its stage1 wrote. Reading never takes the exclusive lock and never blocks
-// on a running pod.
+// Package pods reads pod directories from the host the way rkt v1.30.0
+// does (contract §4, §6), for pods made by rkt's stage0 and by `pod1 run`
+// alike: a pod's state is the directory it is in plus a non-blocking
+// shared-lock test; its times are the mtimes of pod-created and pid/ppid
+// and, once marked as garbage, the ctime of its directory; its apps' exit
+// codes are the status files its stage1 wrote (in the overlay's upper
+// directory when the stage1 rootfs is an overlay), completed by the JSON
+// records pod1's stage1 writes beside them.
+//
+// Reading never takes the exclusive lock and never blocks on a running pod.
+// Every file of a pod is read through the directory fd the lock was tested
+// on, so a pod renamed by a concurrent gc (run -> exited-garbage) is read
+// consistently, as rkt's status does.
 package pods
 
 import (
 	"encoding/json"
-	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
-
-	"golang.org/x/sys/unix"
+	"time"
 
 	"github.com/pod1/pod1/status"
 )
 
-// State is a pod's lifecycle state (rkt's pkg/pod names).
+// State is a pod's lifecycle state, named as rkt's pkg/pod names it.
 type State string
 
-// The states, as rkt names them.
+// The states, as rkt names them (Documentation/devel/pod-lifecycle.md).
 const (
 	Embryo         State = "embryo"
 	Preparing      State = "preparing"
@@ -35,114 +37,155 @@ const (
 	Garbage        State = "garbage"
 )
 
-// dirs maps each pods/ subdirectory to its state when locked and unlocked.
-var dirs = []struct {
+// Include selects pods/ subdirectories.
+type Include uint8
+
+// The pods/ subdirectories, in lifecycle order: a pod found in two of them
+// during a rename is taken from the earlier one, as rkt does.
+const (
+	IncludeEmbryo Include = 1 << iota
+	IncludePrepare
+	IncludePrepared
+	IncludeRun
+	IncludeExitedGarbage
+	IncludeGarbage
+
+	// IncludeMost is what `rkt list` and UUID prefixes look at.
+	IncludeMost = IncludePrepare | IncludePrepared | IncludeRun | IncludeExitedGarbage
+	// IncludeAll is every directory.
+	IncludeAll = IncludeMost | IncludeEmbryo | IncludeGarbage
+)
+
+// stateDir is one pods/ subdirectory and the state its pods are in when
+// their lock is held and when it is free.
+type stateDir struct {
 	name             string
+	kind             Include
 	locked, unlocked State
-}{
-	{"embryo", Embryo, Embryo},
-	{"prepare", Preparing, AbortedPrepare},
-	{"prepared", Prepared, Prepared},
-	{"run", Running, Exited},
-	{"exited-garbage", ExitedDeleting, ExitedGarbage},
-	{"garbage", Deleting, Garbage},
+	// lockMeaningless: rkt does not test the lock there (embryo,
+	// prepared), so neither do we.
+	lockMeaningless bool
+}
+
+var stateDirs = []stateDir{
+	{"embryo", IncludeEmbryo, Embryo, Embryo, true},
+	{"prepare", IncludePrepare, Preparing, AbortedPrepare, false},
+	{"prepared", IncludePrepared, Prepared, Prepared, true},
+	{"run", IncludeRun, Running, Exited, false},
+	{"exited-garbage", IncludeExitedGarbage, ExitedDeleting, ExitedGarbage, false},
+	{"garbage", IncludeGarbage, Deleting, Garbage, false},
+}
+
+// AppState is an app's state in rkt's API (api/v1).
+type AppState string
+
+// The app states.
+const (
+	AppUnknown AppState = "unknown"
+	AppCreated AppState = "created"
+	AppRunning AppState = "running"
+	AppExited  AppState = "exited"
+)
+
+// Pod is what the host can tell about a pod.
+type Pod struct {
+	UUID string
+	// Dir is where the pod was found; it may have moved since.
+	Dir   string
+	State State
+	// Created is the mtime of pod-created (zero before the pod is
+	// prepared). Started is the mtime of pid or ppid (zero until the
+	// pod runs). GCMarked is the ctime of the pod directory once it is
+	// in garbage/ or exited-garbage/.
+	Created, Started, GCMarked time.Time
+	// Pid is the pid (or ppid) file's content, 0 when there is none.
+	Pid int
+	// Networks are net-info.json's entries, read while running.
+	Networks []Network
+	// Mutable is set for pods made by `rkt app sandbox`.
+	Mutable bool
+	// Overlay is set when the pod's trees are overlays; the stage1's
+	// files are then read from the overlay's upper directory.
+	Overlay bool
+	// Stage1TreeStoreID names the stage1 image's tree.
+	Stage1TreeStoreID string
+	// Apps are the apps of the pod manifest, in order (none while the
+	// manifest is not available).
+	Apps []App
+	// UserAnnotations and UserLabels come from the pod manifest.
+	UserAnnotations map[string]string
+	UserLabels      map[string]string
+	// ManifestErr is why the pod manifest could not be read, for a pod
+	// whose manifest should be there.
+	ManifestErr error
+
+	statusDir string // relative to the pod dir
+}
+
+// Network is one entry of net-info.json, kept verbatim for JSON output.
+type Network struct {
+	Name string
+	IP   string
+	Raw  json.RawMessage
 }
 
 // App is one app of a pod.
 type App struct {
-	Name string
-	// ExitCode is nil while the app has no (valid) status file.
+	Name    string
+	ImageID string
+	// ImageName is the app image's name, ":<version label>" appended
+	// when it has one; "" when its manifest cannot be read.
+	ImageName string
+	State     AppState
+	// CreatedAt, StartedAt, FinishedAt and ExitCode follow rkt's rules
+	// (lib/app.go): for an immutable pod they are the pod's times and the
+	// status file's code.
+	CreatedAt, StartedAt, FinishedAt *time.Time
+	// ExitCode is nil while the app has no valid status file.
 	ExitCode *int
+	Mounts   []Mount
+	// UserAnnotations and UserLabels come from the app's section of the
+	// pod manifest.
+	UserAnnotations map[string]string
+	UserLabels      map[string]string
+	// Record is the JSON record pod1's stage1 keeps for the app (nil for
+	// other stage1s, or before the app first started).
+	Record *status.Record
 }
 
-// Pod is what the host can tell about a pod.
-type Pod struct {
-	UUID  string
-	Dir   string
-	State State
-	Apps  []App
+// Mount is one volume of an app, as rkt's API shows it.
+type Mount struct {
+	Name          string
+	ContainerPath string
+	HostPath      string
+	ReadOnly      bool
 }
 
-// ErrNotFound is returned when no pod has the UUID.
-var ErrNotFound = errors.New("pod not found")
-
-// Read returns the pod uuid under dataDir (rkt's --dir).
-func Read(dataDir, uuid string) (*Pod, error) {
-	// A pod moves between directories (run -> exited-garbage) while we
-	// look; a second pass finds it where it went.
-	for pass := 0; pass < 2; pass++ {
-		for _, d := range dirs {
-			dir := filepath.Join(dataDir, "pods", d.name, uuid)
-			held, err := lockHeld(dir)
-			if errors.Is(err, os.ErrNotExist) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("pod %s: %w", uuid, err)
-			}
-			p := &Pod{UUID: uuid, Dir: dir, State: d.unlocked}
-			if held {
-				p.State = d.locked
-			}
-			if err := p.readApps(); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return nil, fmt.Errorf("pod %s: %w", uuid, err)
-			}
-			return p, nil
-		}
+// IsAfterRun reports whether the pod is past running (rkt IsAfterRun).
+func (p *Pod) IsAfterRun() bool {
+	switch p.State {
+	case Exited, ExitedGarbage, ExitedDeleting, Deleting, Garbage:
+		return true
 	}
-	return nil, fmt.Errorf("%w: %s", ErrNotFound, uuid)
+	return false
 }
 
-// lockHeld tests the pod directory's lock the way rkt does: a shared,
-// non-blocking flock on a new open file description.
-func lockHeld(dir string) (bool, error) {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return false, &os.PathError{Op: "open", Path: dir, Err: err}
+// IsFinished reports whether the pod is in a terminal state (rkt
+// IsFinished): what `status --wait` waits for.
+func (p *Pod) IsFinished() bool {
+	switch p.State {
+	case Exited, ExitedGarbage, AbortedPrepare, Garbage:
+		return true
 	}
-	defer unix.Close(fd)
-	switch err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB); {
-	case err == nil:
-		return false, nil
-	case errors.Is(err, unix.EWOULDBLOCK):
-		return true, nil
-	default:
-		return false, fmt.Errorf("flock %s: %w", dir, err)
-	}
+	return false
 }
 
-// StatusDir is where the pod's status files are on the host: with an
+// StatusDir is the host path of the pod's status directory: with an
 // overlay stage1 rootfs, in the overlay's upper directory, which is there
 // even after the overlay was unmounted (contract §4).
 func (p *Pod) StatusDir() string {
-	if id, err := os.ReadFile(filepath.Join(p.Dir, "stage1TreeStoreID")); err == nil {
-		if _, err := os.Stat(filepath.Join(p.Dir, "overlay-prepared")); err == nil {
-			return filepath.Join(p.Dir, "overlay", strings.TrimSpace(string(id)), "upper/rkt/status")
-		}
+	if p.statusDir == "" {
+		return p.Dir + "/" + stage1RootFS + "/rkt/status"
 	}
-	return filepath.Join(p.Dir, "stage1/rootfs/rkt/status")
-}
-
-func (p *Pod) readApps() error {
-	b, err := os.ReadFile(filepath.Join(p.Dir, "pod"))
-	if err != nil {
-		return err
-	}
-	var m struct {
-		Apps []struct {
-			Name string `json:"name"`
-		} `json:"apps"`
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return fmt.Errorf("pod manifest: %w", err)
-	}
-	sd := p.StatusDir()
-	for _, a := range m.Apps {
-		app := App{Name: a.Name}
-		if code, err := status.Read(sd, a.Name); err == nil {
-			app.ExitCode = &code
-		}
-		p.Apps = append(p.Apps, app)
-	}
-	return nil
+	return p.Dir + "/" + p.statusDir
 }

@@ -1,0 +1,78 @@
+package appops
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/pod1/pod1/hostside/launch"
+)
+
+// Journalled operations.
+const (
+	opAdd = "add"
+	opRm  = "rm"
+)
+
+// intend records that op on app is under way: appops/<app> holds the op.
+func (p *Pod) intend(app, op string) error {
+	dir := filepath.Join(p.Dir, intentDir)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	if err := launch.WriteFileAtomic(filepath.Join(dir, app), []byte(op+"\n"), 0o640); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	return nil
+}
+
+// done clears the journal entry of app.
+func (p *Pod) done(app string) error {
+	err := os.Remove(filepath.Join(p.Dir, intentDir, app))
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("journal: %w", err)
+	}
+	return nil
+}
+
+// Recover finishes or undoes every operation an interrupted caller left in
+// the journal: an add is undone (the app may be half rendered, half
+// registered), an rm is completed. It runs under pod.lck, from Open and
+// from pod1 gc.
+func (p *Pod) Recover() error {
+	ents, err := os.ReadDir(filepath.Join(p.Dir, intentDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	var errs []error
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".") {
+			_ = os.Remove(filepath.Join(p.Dir, intentDir, e.Name()))
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(p.Dir, intentDir, e.Name()))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		switch op := strings.TrimSpace(string(b)); op {
+		case opAdd, opRm:
+			// Both end the same way: the app gone entirely. (An rm
+			// that got as far as the journal was asked for; an add
+			// that did not finish is rolled back.)
+			if err := p.finishRm(e.Name()); err != nil {
+				errs = append(errs, fmt.Errorf("app %s: recover %s: %w", e.Name(), op, err))
+				continue
+			}
+			errs = append(errs, p.done(e.Name()))
+		default:
+			errs = append(errs, fmt.Errorf("journal: app %s: unknown operation %q", e.Name(), op))
+		}
+	}
+	return errors.Join(errs...)
+}

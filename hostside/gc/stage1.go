@@ -1,0 +1,132 @@
+package gc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	securejoin "github.com/cyphar/filepath-securejoin"
+)
+
+// Stage1 manifest annotations (rkt stage0/manifest.go).
+const (
+	annGC               = "coreos.com/rkt/stage1/gc"
+	annInterfaceVersion = "coreos.com/rkt/stage1/interface-version"
+	// localConfigMinVersion is the first interface version whose gc
+	// entrypoint takes --local-config.
+	localConfigMinVersion = 5
+)
+
+// stage1GC runs the pod's stage1 gc entrypoint the way rkt's stage0.GC
+// does: argv [--debug] [--local-config DIR] UUID (the flag's value as a
+// separate word, as rkt passes it), cwd the pod directory, the
+// environment inherited, stdout discarded, no lock fd. A stage1 without
+// the annotation, or whose tree is gone (its overlay unmounted and its
+// image removed), has nothing we can run: that is logged and the pod is
+// collected, as rkt does. A gc entrypoint that fails keeps the pod, so
+// that what it could not clean is not forgotten.
+func (c *collector) stage1GC(uuid, dir string) error {
+	ep, version, err := gcEntrypoint(dir)
+	if err != nil {
+		c.logf("pod %s: skipping stage1 gc: %v", uuid, err)
+		return nil
+	}
+	path, argv0, err := c.findEntrypoint(dir, ep)
+	if err != nil {
+		c.logf("pod %s: skipping stage1 gc: %v", uuid, err)
+		return nil
+	}
+	args := []string{}
+	if c.o.Debug {
+		args = append(args, "--debug")
+	}
+	if version >= localConfigMinVersion && c.o.LocalConfig != "" {
+		args = append(args, "--local-config", c.o.LocalConfig)
+	}
+	args = append(args, uuid)
+	ctx, cancel := context.WithTimeout(context.Background(), c.o.Stage1Timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Args[0] = argv0 // the stage1 may pick its role from argv[0]
+	cmd.Dir = dir
+	cmd.Stderr = c.o.Log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w after %v", ctx.Err(), c.o.Stage1Timeout)
+		}
+		return fmt.Errorf("pod %s: stage1 gc %s: %w", uuid, ep, err)
+	}
+	return nil
+}
+
+// errNoGC means the stage1 declares no gc entrypoint.
+var errNoGC = errors.New("the stage1 has no gc entrypoint")
+
+// gcEntrypoint reads the gc annotation and the interface version from the
+// pod's copy of the stage1 manifest.
+func gcEntrypoint(dir string) (string, int, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "stage1", "manifest"))
+	if err != nil {
+		return "", 0, fmt.Errorf("stage1 manifest: %w", err)
+	}
+	var m struct {
+		Annotations []struct {
+			Name  string `json:"name"`
+			Value string `json:"value"`
+		} `json:"annotations"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return "", 0, fmt.Errorf("stage1 manifest: %w", err)
+	}
+	ep, version := "", 1
+	for _, a := range m.Annotations {
+		switch a.Name {
+		case annGC:
+			ep = a.Value
+		case annInterfaceVersion:
+			if n, err := strconv.Atoi(a.Value); err == nil {
+				version = n
+			}
+		}
+	}
+	if ep == "" {
+		return "", 0, errNoGC
+	}
+	return ep, version, nil
+}
+
+// findEntrypoint locates the entrypoint in the pod's stage1 rootfs or,
+// when that overlay is no longer mounted (after a reboot), in the image
+// tree it was the upper layer of: rkt's tree store or pod1's image store.
+// The entrypoint and any symlink on its way are resolved inside the tree,
+// so a stage1 cannot point gc, which runs as root, at a host binary. It
+// returns the file to execute and the argv[0] rkt would give it.
+func (c *collector) findEntrypoint(dir, ep string) (path, argv0 string, err error) {
+	roots := []string{filepath.Join(dir, "stage1", "rootfs")}
+	if b, err := os.ReadFile(filepath.Join(dir, "stage1TreeStoreID")); err == nil {
+		id := strings.TrimSpace(string(b))
+		if id != "" && !strings.ContainsAny(id, "/\x00") && id != "." && id != ".." {
+			roots = append(roots,
+				filepath.Join(c.o.Dir, "cas", "tree", id, "rootfs"),
+				filepath.Join(c.o.Dir, "pod1", "images", id, "rootfs"))
+		}
+	}
+	for _, root := range roots {
+		p, err := securejoin.SecureJoin(root, ep)
+		if err != nil {
+			continue
+		}
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, filepath.Join(root, filepath.Clean("/"+ep)), nil
+		}
+	}
+	return "", "", fmt.Errorf("gc entrypoint %s not found in the stage1 tree", ep)
+}

@@ -1,0 +1,146 @@
+package gc
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/pod1/pod1/hostside/pods"
+)
+
+// sweepExitedGarbage collects the pods that ran, once their grace period
+// is over.
+func (c *collector) sweepExitedGarbage() error {
+	uuids, err := pods.UUIDs(c.o.Dir, pods.IncludeExitedGarbage)
+	if err != nil || len(uuids) == 0 {
+		return err
+	}
+	// One mountinfo read for all pods; a pod nobody holds cannot gain
+	// mounts, so it stays true for the pods we lock.
+	mounts, err := readMounts()
+	if err != nil {
+		return err
+	}
+	c.parallel(uuids, func(uuid string) {
+		dir := filepath.Join(c.podsDir("exited-garbage"), uuid)
+		ctime, err := changeTime(dir)
+		if err != nil {
+			return // moved on or collected meanwhile
+		}
+		if time.Since(ctime) < c.o.GracePeriod {
+			c.logf("pod %q not removed: still within grace period (%s)", uuid, c.o.GracePeriod)
+			c.record(&c.res.Waiting, uuid)
+			return
+		}
+		c.collect(uuid, dir, true, mounts)
+	})
+	return nil
+}
+
+// sweepWorkers is how many pods are collected at once: each is mostly
+// waiting on its stage1's gc entrypoint and on the file system.
+const sweepWorkers = 4
+
+// parallel calls f for each pod, a few at a time. Pods are independent:
+// each is collected under its own lock.
+func (c *collector) parallel(uuids []string, f func(uuid string)) {
+	var wg sync.WaitGroup
+	next := make(chan string)
+	for w := 0; w < min(sweepWorkers, len(uuids)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for u := range next {
+				f(u)
+			}
+		}()
+	}
+	for _, u := range uuids {
+		next <- u
+	}
+	close(next)
+	wg.Wait()
+}
+
+// sweepGarbage removes the pods that never ran, and those whose stage1 was
+// already cleaned up by an earlier (interrupted) run.
+func (c *collector) sweepGarbage() error {
+	uuids, err := pods.UUIDs(c.o.Dir, pods.IncludeGarbage)
+	if err != nil || len(uuids) == 0 {
+		return err
+	}
+	mounts, err := readMounts()
+	if err != nil {
+		return err
+	}
+	c.parallel(uuids, func(uuid string) {
+		c.collect(uuid, filepath.Join(c.podsDir("garbage"), uuid), false, mounts)
+	})
+	return nil
+}
+
+// collect removes one pod under its exclusive lock; ran is set for pods in
+// exited-garbage/, whose stage1 gets to clean up first.
+func (c *collector) collect(uuid, dir string, ran bool, mounts []mount) {
+	l, err := lockPod(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return
+	case errors.Is(err, errBusy):
+		c.record(&c.res.Busy, uuid)
+		return
+	case err != nil:
+		c.fail(uuid, err)
+		return
+	}
+	defer l.Close()
+	if !l.stillAt(dir) {
+		return // another collector moved it on before we locked it
+	}
+	fmt.Fprintf(c.o.Out, "Garbage collecting pod %q\n", uuid)
+	if err := c.remove(uuid, dir, ran, mounts); err != nil {
+		c.logf("pod %s: not removed, left for the next gc: %v", uuid, err)
+		c.fail(uuid, err)
+		return
+	}
+	c.record(&c.res.Collected, uuid)
+}
+
+func (c *collector) remove(uuid, dir string, ran bool, mounts []mount) error {
+	if ran {
+		c.step(StepStage1GC, uuid)
+		if err := c.stage1GC(uuid, dir); err != nil {
+			return err
+		}
+		c.step(StepUnmount, uuid)
+		if err := unmountUnder(dir, mounts); err != nil {
+			return fmt.Errorf("pod %s: %w", uuid, err)
+		}
+		// From here on only files are left: garbage/ says so, and an
+		// interrupted removal resumes there without running the
+		// stage1 again or waiting out a grace period.
+		c.step(StepToGarbage, uuid)
+		to := filepath.Join(c.podsDir("garbage"), uuid)
+		if err := renameNoReplace(dir, to); err != nil {
+			return fmt.Errorf("pod %s: move to garbage: %w", uuid, err)
+		}
+		if err := syncDirs(filepath.Dir(dir), filepath.Dir(to)); err != nil {
+			return fmt.Errorf("pod %s: %w", uuid, err)
+		}
+		dir = to
+	} else if err := unmountUnder(dir, mounts); err != nil {
+		// Never remove through a mount: whatever is still mounted
+		// goes first, and a failure keeps the pod.
+		return fmt.Errorf("pod %s: %w", uuid, err)
+	}
+	c.step(StepRemove, uuid)
+	// No fsync after: a removal lost in a crash leaves the pod in
+	// garbage/, where the next run removes it again.
+	if err := removeTree(dir, func() { c.step(StepRemoving, uuid) }); err != nil {
+		return fmt.Errorf("pod %s: %w", uuid, err)
+	}
+	return nil
+}

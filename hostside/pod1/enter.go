@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/hostside/pods"
+)
+
+const enterUsage = `usage: pod1 enter [--app=NAME] UUID [CMD [ARGS...]]
+
+Runs CMD (default /bin/bash, or /bin/sh in an image without bash) inside a
+running pod, in the app's root and namespaces, with the app's environment,
+user and isolation, as rkt enter does. The exit code is the command's.
+
+flags:`
+
+const (
+	annEnter   = "coreos.com/rkt/stage1/enter"
+	defaultCmd = "/bin/bash" // rkt's; our stage1 falls back to /bin/sh
+	// pidWait bounds the wait for a just-started pod's pid file.
+	pidWait = 10 * time.Second
+)
+
+// cmdEnter implements `pod1 enter` (rkt/enter.go): it execs the pod's
+// stage1 enter entrypoint, which joins the pod and runs the command, so
+// the exit code is the command's.
+func cmdEnter(g *globalFlags, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("enter")
+	g.register(fs)
+	app := fs.String("app", "", "the app to enter (required when the pod has several)")
+	// Flags stop at the UUID: what follows is the command and its own
+	// flags (rkt disables interspersed flags here).
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stdout, enterUsage)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return 0
+		}
+		fail(stderr, "pod1 enter", err)
+		return exitError
+	}
+	if fs.NArg() < 1 {
+		fail(stderr, "pod1 enter", errors.New("want a UUID"))
+		return exitError
+	}
+	argv, err := enterArgv(g, *app, fs.Arg(0), fs.Args()[1:], stderr)
+	if err != nil {
+		fail(stderr, "pod1 enter", err)
+		return exitError
+	}
+	err = unix.Exec(argv[1], append([]string{argv[0]}, argv[2:]...), os.Environ())
+	fail(stderr, "pod1 enter", fmt.Errorf("exec %s: %w", argv[1], err))
+	return exitError
+}
+
+// enterArgv resolves the pod and returns, in order, the argv[0] to give
+// the enter entrypoint, the file to execute, and its arguments. It also
+// chdirs to the pod directory, the entrypoint's cwd.
+func enterArgv(g *globalFlags, app, target string, cmd []string, stderr io.Writer) ([]string, error) {
+	uuid, err := pods.Resolve(g.dir, target)
+	if err != nil {
+		return nil, err
+	}
+	p, err := pods.Read(g.dir, uuid)
+	if err != nil {
+		return nil, err
+	}
+	if p.State != pods.Running {
+		return nil, fmt.Errorf("pod %s is not running (%s)", uuid, p.State)
+	}
+	if app == "" {
+		if app, err = onlyApp(p); err != nil {
+			return nil, err
+		}
+	} else if err := checkApp(p, app); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), pidWait)
+	defer cancel()
+	pid, err := pods.ContainerPid1(ctx, g.dir, uuid)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := stage1Entrypoint(p.Dir, annEnter)
+	if err != nil {
+		return nil, fmt.Errorf("pod %s: %w", uuid, err)
+	}
+	path, argv0, err := resolveEntrypoint(p.Dir, ep)
+	if err != nil {
+		return nil, fmt.Errorf("pod %s: %w", uuid, err)
+	}
+	if len(cmd) == 0 {
+		fmt.Fprintf(stderr, "pod1 enter: no command given, running %s\n", defaultCmd)
+		cmd = []string{defaultCmd}
+	}
+	if err := os.Chdir(p.Dir); err != nil {
+		return nil, fmt.Errorf("pod %s: %w", uuid, err)
+	}
+	return append([]string{argv0, path, "--pid=" + strconv.Itoa(pid), "--appname=" + app, "--"}, cmd...), nil
+}
+
+func onlyApp(p *pods.Pod) (string, error) {
+	switch len(p.Apps) {
+	case 0:
+		return "", fmt.Errorf("pod %s has no apps", p.UUID)
+	case 1:
+		return p.Apps[0].Name, nil
+	}
+	names := make([]string, len(p.Apps))
+	for i, a := range p.Apps {
+		names[i] = a.Name
+	}
+	return "", fmt.Errorf("pod %s has several apps (%s): choose one with --app", p.UUID, strings.Join(names, ", "))
+}
+
+func checkApp(p *pods.Pod, app string) error {
+	for _, a := range p.Apps {
+		if a.Name == app {
+			return nil
+		}
+	}
+	return fmt.Errorf("pod %s has no app %q", p.UUID, app)
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pod1/pod1/hostside/pods"
+)
+
+const listUsage = `usage: pod1 list [--format=json|json-pretty] [--no-legend] [--full]
+
+Lists the pods in prepare/, prepared/, run/ and exited-garbage/, one line
+per app, as rkt list does.
+
+flags:`
+
+// cmdList implements `pod1 list` (rkt/list.go).
+func cmdList(g *globalFlags, args []string, stdout, stderr io.Writer) int {
+	var format outputFormat
+	fs := newFlagSet("list")
+	g.register(fs)
+	fs.Var(&format, "format", "output format: json or json-pretty (default a table)")
+	noLegend := fs.Bool("no-legend", false, "suppress the table's header line")
+	full := fs.Bool("full", false, "full UUIDs, image IDs and absolute times")
+	if code, done := parseCommand(fs, args, listUsage, stdout, stderr, "pod1 list"); done {
+		return code
+	}
+	if fs.NArg() != 0 {
+		fail(stderr, "pod1 list", errors.New("takes no arguments"))
+		return exitError
+	}
+	list, errs := pods.List(g.dir, pods.IncludeMost)
+	// The table is written cell by cell: buffered, a list of a thousand
+	// pods is one write instead of ten thousand.
+	bw := bufio.NewWriter(stdout)
+	stdout = bw
+	var err error
+	if format != "" {
+		// An empty list is [], where rkt prints null: both parse as
+		// "no pods", only one can be iterated without a check.
+		out := make([]*jsonPod, 0, len(list))
+		for _, p := range list {
+			out = append(out, toJSON(p))
+		}
+		err = writeJSON(stdout, format, out)
+	} else {
+		err = writeTable(stdout, list, !*noLegend, *full, time.Now())
+	}
+	if ferr := bw.Flush(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		fail(stderr, "pod1 list", err)
+		return exitError
+	}
+	// Like rkt, a pod that cannot be read is reported and the others are
+	// listed all the same.
+	for _, e := range errs {
+		fail(stderr, "pod1 list", e)
+	}
+	for _, p := range list {
+		if p.ManifestErr != nil {
+			fail(stderr, "pod1 list", fmt.Errorf("pod %s: %w", p.UUID, p.ManifestErr))
+		}
+	}
+	return 0
+}
+
+// writeTable prints rkt list's table: the pod's columns on its first app's
+// line only, "-" for a pod without apps.
+func writeTable(w io.Writer, list []*pods.Pod, legend, full bool, now time.Time) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 1, '\t', 0)
+	if legend {
+		if full {
+			fmt.Fprintln(tw, "UUID\tAPP\tIMAGE NAME\tIMAGE ID\tSTATE\tCREATED\tSTARTED\tNETWORKS")
+		} else {
+			fmt.Fprintln(tw, "UUID\tAPP\tIMAGE NAME\tSTATE\tCREATED\tSTARTED\tNETWORKS")
+		}
+	}
+	for _, p := range list {
+		uuid, state, nets := p.UUID, string(p.State), fmtNets(p.Networks)
+		created, started := tableTime(p.Created, full, now), tableTime(p.Started, full, now)
+		if !full {
+			uuid = uuid[:8]
+		}
+		apps := p.Apps
+		if len(apps) == 0 {
+			apps = []pods.App{{Name: "-", ImageName: "-", ImageID: "-"}}
+		}
+		for _, a := range apps {
+			img := a.ImageName
+			if img == "" {
+				img = "--" // rkt's mark for an unreadable image manifest
+			}
+			if full {
+				id := a.ImageID
+				if len(id) > 19 {
+					id = id[:19]
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", uuid, a.Name, img, id, state, created, started, nets)
+			} else {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", uuid, a.Name, img, state, created, started, nets)
+			}
+			// The pod's columns describe the pod, not each app.
+			uuid, state, nets, created, started = "", "", "", "", ""
+		}
+	}
+	return tw.Flush()
+}
+
+func tableTime(t time.Time, full bool, now time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	if full {
+		return t.Format(timeLayout)
+	}
+	return relTime(t, now)
+}

@@ -1,0 +1,136 @@
+package pods
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/appc/spec/schema/types"
+)
+
+// UUIDs returns the UUIDs of the pods in the included directories, sorted
+// and without duplicates (a pod being renamed can be in two at once).
+// Entries that are not directories named by a UUID are not pods and are
+// left out, as rkt does.
+func UUIDs(dataDir string, include Include) ([]string, error) {
+	seen := map[string]bool{}
+	for _, d := range stateDirs {
+		if include&d.kind == 0 {
+			continue
+		}
+		ents, err := os.ReadDir(filepath.Join(dataDir, "pods", d.name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list pods: %w", err)
+		}
+		for _, e := range ents {
+			if e.IsDir() && isUUID(e.Name()) {
+				seen[e.Name()] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for u := range seen {
+		out = append(out, u)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// isUUID accepts the canonical lower-case form rkt names pod dirs with.
+func isUUID(s string) bool {
+	u, err := types.NewUUID(s)
+	return err == nil && u.String() == s
+}
+
+// List reads every pod in the included directories, in UUID order. A pod
+// that moved to a directory not included between listing and reading is
+// left out (rkt WalkPods); pods that cannot be read are reported in errs
+// and the others are still returned.
+func List(dataDir string, include Include) (pods []*Pod, errs []error) {
+	uuids, err := UUIDs(dataDir, include)
+	if err != nil {
+		return nil, []error{err}
+	}
+	got := make([]*Pod, len(uuids))
+	gotErr := make([]error, len(uuids))
+	// Reading is mostly waiting on the file system; a few workers cut a
+	// list of a thousand pods several times over.
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < min(len(uuids), 2*runtime.GOMAXPROCS(0)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				got[i], gotErr[i] = Read(dataDir, uuids[i])
+				if gotErr[i] == nil && got[i].ManifestErr != nil {
+					// Read while a collector removed it? Then it
+					// has moved on (to garbage/) or is gone.
+					got[i], gotErr[i] = Read(dataDir, uuids[i])
+				}
+			}
+		}()
+	}
+	for i := range uuids {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for i, p := range got {
+		switch {
+		case errors.Is(gotErr[i], ErrNotFound):
+			// Deleted since it was listed.
+		case gotErr[i] != nil:
+			errs = append(errs, gotErr[i])
+		case include&p.dirKind() != 0:
+			pods = append(pods, p)
+		}
+	}
+	return pods, errs
+}
+
+// dirKind is the directory the pod was found in.
+func (p *Pod) dirKind() Include {
+	name := filepath.Base(filepath.Dir(p.Dir))
+	for _, d := range stateDirs {
+		if d.name == name {
+			return d.kind
+		}
+	}
+	return 0
+}
+
+// Resolve turns a UUID or a unique prefix of one into the full UUID, as
+// rkt does: case-insensitively, among the pods in prepare/, prepared/,
+// run/ and exited-garbage/.
+func Resolve(dataDir, prefix string) (string, error) {
+	prefix = strings.ToLower(prefix)
+	if prefix == "" {
+		return "", errors.New("empty UUID")
+	}
+	uuids, err := UUIDs(dataDir, IncludeMost)
+	if err != nil {
+		return "", err
+	}
+	var matches []string
+	for _, u := range uuids {
+		if strings.HasPrefix(u, prefix) {
+			matches = append(matches, u)
+		}
+	}
+	switch len(matches) {
+	case 0:
+		return "", fmt.Errorf("%w: no match for %q", ErrNotFound, prefix)
+	case 1:
+		return matches[0], nil
+	}
+	return "", fmt.Errorf("%w: %q matches %d pods", ErrAmbiguous, prefix, len(matches))
+}

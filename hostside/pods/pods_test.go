@@ -1,0 +1,199 @@
+package pods
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+const (
+	uuidA = "11111111-2222-4333-8444-555555555555"
+	uuidB = "11111111-9999-4333-8444-555555555555"
+)
+
+// mkPod lays out a pod directory the way stage0 and a stage1 leave it.
+func mkPod(t *testing.T, data, state, uuid string, files map[string]string) string {
+	t.Helper()
+	dir := filepath.Join(data, "pods", state, uuid)
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// hold takes the pod directory's exclusive lock, as a running stage1 does.
+func hold(t *testing.T, dir string) {
+	t.Helper()
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+}
+
+const manifest = `{"acKind":"PodManifest","acVersion":"1.30.0","apps":[
+ {"name":"a","image":{"name":"x.org/a","id":"sha512-aaaa"},"app":{"exec":["/x"],"user":"0","group":"0"}},
+ {"name":"b","image":{"name":"x.org/b","id":"sha512-bbbb"},"app":{"exec":["/x"],"user":"0","group":"0"}}],
+ "volumes":[],"annotations":[{"name":"coreos.com/rkt/stage1/mutable","value":"false"}]}`
+
+// Every directory and lock condition gives rkt's state.
+func TestStates(t *testing.T) {
+	cases := []struct {
+		dir    string
+		locked bool
+		want   State
+	}{
+		{"embryo", false, Embryo}, {"embryo", true, Embryo},
+		{"prepare", true, Preparing}, {"prepare", false, AbortedPrepare},
+		{"prepared", false, Prepared}, {"prepared", true, Prepared},
+		{"run", true, Running}, {"run", false, Exited},
+		{"exited-garbage", true, ExitedDeleting}, {"exited-garbage", false, ExitedGarbage},
+		{"garbage", true, Deleting}, {"garbage", false, Garbage},
+	}
+	for _, c := range cases {
+		data := t.TempDir()
+		dir := mkPod(t, data, c.dir, uuidA, map[string]string{"pod": manifest, "pod-created": ""})
+		if c.locked {
+			hold(t, dir)
+		}
+		p, err := Read(data, uuidA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.State != c.want {
+			t.Errorf("%s locked=%v: state %q, want %q", c.dir, c.locked, p.State, c.want)
+		}
+	}
+}
+
+// Exit codes come from the overlay's upper dir when the pod uses overlays,
+// app states and times follow rkt's immutable-pod rules.
+func TestAppsFromOverlayUpper(t *testing.T) {
+	data := t.TempDir()
+	st := "overlay/s1id/upper/rkt/status/"
+	mkPod(t, data, "run", uuidA, map[string]string{
+		"pod": manifest, "pod-created": "", "pid": "42\n", "overlay-prepared": "",
+		"stage1TreeStoreID": "s1id", st + "a": "3\n", st + "b": "garbage",
+		// A stale file where a non-overlay pod keeps its statuses
+		// must not be read.
+		"stage1/rootfs/rkt/status/b": "9\n",
+		"appsinfo/a/manifest":        `{"name":"x.org/a","labels":[{"name":"version","value":"1.0"}]}`,
+	})
+	p, err := Read(data, uuidA)
+	if err != nil || p.ManifestErr != nil {
+		t.Fatal(err, p.ManifestErr)
+	}
+	if p.State != Exited || p.Pid != 42 || p.Created.IsZero() || p.Started.IsZero() {
+		t.Fatalf("pod %+v", p)
+	}
+	a, b := p.Apps[0], p.Apps[1]
+	if a.State != AppExited || a.ExitCode == nil || *a.ExitCode != 3 || a.ImageName != "x.org/a:1.0" || a.ImageID != "sha512-aaaa" {
+		t.Errorf("app a: %+v", a)
+	}
+	if b.State != AppExited || b.ExitCode != nil || b.ImageName != "" {
+		t.Errorf("app b (malformed status): %+v", b)
+	}
+	if a.StartedAt == nil || !a.StartedAt.Equal(p.Started) || a.FinishedAt != nil {
+		t.Errorf("app a times: %+v", a)
+	}
+}
+
+// A manifest naming an app with a path must not make us read outside the
+// status directory.
+func TestBadAppName(t *testing.T) {
+	data := t.TempDir()
+	mkPod(t, data, "run", uuidA, map[string]string{
+		"pod": `{"apps":[{"name":"../../etc","image":{"id":"x"}}]}`,
+	})
+	p, err := Read(data, uuidA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(p.ManifestErr, errBadAppName) || len(p.Apps) != 0 {
+		t.Fatalf("manifest error %v, apps %v", p.ManifestErr, p.Apps)
+	}
+}
+
+func TestResolveAndList(t *testing.T) {
+	data := t.TempDir()
+	mkPod(t, data, "run", uuidA, map[string]string{"pod": manifest, "pod-created": ""})
+	mkPod(t, data, "exited-garbage", uuidB, map[string]string{"pod": manifest, "pod-created": ""})
+	mkPod(t, data, "garbage", "22222222-2222-4333-8444-555555555555", nil)
+	mkPod(t, data, "run", "not-a-uuid", nil)
+	if u, err := Resolve(data, "11111111-2"); err != nil || u != uuidA {
+		t.Errorf("unique prefix: %q %v", u, err)
+	}
+	if _, err := Resolve(data, "11111111"); !errors.Is(err, ErrAmbiguous) {
+		t.Errorf("ambiguous prefix: %v", err)
+	}
+	if _, err := Resolve(data, "2222"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("garbage/ is not searched: %v", err)
+	}
+	if u, err := Resolve(data, "11111111-9999-4333-8444-555555555555"); err != nil || u != uuidB {
+		t.Errorf("full UUID: %q %v", u, err)
+	}
+	list, errs := List(data, IncludeMost)
+	if len(errs) != 0 || len(list) != 2 || list[0].UUID != uuidA || list[1].State != ExitedGarbage {
+		t.Fatalf("list %v errs %v", list, errs)
+	}
+	if list[1].GCMarked.IsZero() || !list[0].GCMarked.IsZero() {
+		t.Errorf("gc-marked times: %v %v", list[0].GCMarked, list[1].GCMarked)
+	}
+}
+
+func TestWait(t *testing.T) {
+	data := t.TempDir()
+	dir := mkPod(t, data, "run", uuidA, map[string]string{"pod": manifest, "pod-created": ""})
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(fd, unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := WaitFinished(ctx, data, uuidA); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait on a running pod: %v", err)
+	}
+	if err := WaitReady(ctx, data, uuidA); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait-ready on a pod never ready: %v", err)
+	}
+	time.AfterFunc(30*time.Millisecond, func() { unix.Close(fd) })
+	p, err := WaitFinished(context.Background(), data, uuidA)
+	if err != nil || p.State != Exited {
+		t.Fatalf("after unlock: %v %v", p, err)
+	}
+	if err := WaitReady(context.Background(), data, uuidA); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("wait-ready on an exited pod: %v", err)
+	}
+	if err := os.Symlink("ready", filepath.Join(dir, "stage1/rootfs/rkt/supervisor-status")); err == nil {
+		t.Fatal("status dir should not exist yet")
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "stage1/rootfs/rkt"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("ready", filepath.Join(dir, "stage1/rootfs/rkt/supervisor-status")); err != nil {
+		t.Fatal(err)
+	}
+	if err := WaitReady(context.Background(), data, uuidA); err != nil {
+		t.Fatalf("ready pod: %v", err)
+	}
+}

@@ -1,0 +1,208 @@
+package pods
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Pod directory files (contract §5).
+const (
+	stage1RootFS    = "stage1/rootfs"
+	manifestFile    = "pod"
+	createdFile     = "pod-created"
+	overlayPrepared = "overlay-prepared"
+	stage1IDFile    = "stage1TreeStoreID"
+	netInfoFile     = "net-info.json"
+	// maxFileSize bounds what is read of any pod file: the pod directory
+	// is written by whoever ran the pod, and reading must not be a way to
+	// exhaust our memory.
+	maxFileSize = 16 << 20
+)
+
+// Read returns the pod with the full UUID uuid under dataDir (rkt's
+// --dir), wherever it is in its lifecycle.
+func Read(dataDir, uuid string) (*Pod, error) {
+	// A pod moves between directories (run -> exited-garbage) while we
+	// look; a second pass finds it where it went.
+	for pass := 0; pass < 2; pass++ {
+		for i := range stateDirs {
+			p, err := readIn(dataDir, &stateDirs[i], uuid)
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			return p, err
+		}
+	}
+	return nil, fmt.Errorf("pod %s: %w", uuid, ErrNotFound)
+}
+
+// readIn reads the pod if it is in d; os.ErrNotExist when it is not.
+func readIn(dataDir string, d *stateDir, uuid string) (*Pod, error) {
+	dir := filepath.Join(dataDir, "pods", d.name, uuid)
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, os.ErrNotExist
+		}
+		return nil, fmt.Errorf("pod %s: open %s: %w", uuid, dir, err)
+	}
+	defer unix.Close(fd)
+	p := &Pod{UUID: uuid, Dir: dir, State: d.unlocked}
+	if !d.lockMeaningless {
+		held, err := lockHeld(fd)
+		if err != nil {
+			return nil, fmt.Errorf("pod %s: lock test: %w", uuid, err)
+		}
+		if held {
+			p.State = d.locked
+		}
+	}
+	p.readAt(fd)
+	return p, nil
+}
+
+// lockHeld tests the pod directory's lock the way rkt does: a shared,
+// non-blocking flock on our own open file description, released at once.
+func lockHeld(fd int) (bool, error) {
+	err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB)
+	switch {
+	case err == nil:
+		_ = unix.Flock(fd, unix.LOCK_UN)
+		return false, nil
+	case errors.Is(err, unix.EWOULDBLOCK):
+		return true, nil
+	}
+	return false, err
+}
+
+// readAt fills in everything but the state from the open pod directory.
+// Missing files are normal (a pod is read at every step of its life);
+// other failures leave the field empty and, for the manifest, are kept in
+// ManifestErr.
+func (p *Pod) readAt(fd int) {
+	p.readStage1Layout(fd)
+	if p.State == Prepared || p.State == Running || p.IsAfterRun() {
+		p.Created = mtimeAt(fd, createdFile)
+		if p.Created.IsZero() {
+			// rkt before v1.20 had no pod-created.
+			p.Created = mtimeAt(fd, manifestFile)
+		}
+	}
+	if p.State == Running || p.IsAfterRun() {
+		for _, f := range []string{"pid", "ppid"} {
+			if t := mtimeAt(fd, f); !t.IsZero() {
+				p.Started = t
+				break
+			}
+		}
+	}
+	p.Pid = pidAt(fd)
+	switch p.State {
+	case Garbage, Deleting, ExitedGarbage, ExitedDeleting:
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil {
+			p.GCMarked = time.Unix(st.Ctim.Unix())
+		}
+	case Running:
+		p.Networks = readNetworks(fd)
+	}
+	// rkt: the manifest may be missing while preparing or deleting.
+	if p.State == Preparing || p.State == AbortedPrepare || p.State == Deleting || p.State == Embryo {
+		if _, err := readFileAt(fd, manifestFile); err != nil {
+			return
+		}
+	}
+	if err := p.readManifest(fd); err != nil {
+		p.ManifestErr = err
+	}
+}
+
+// readStage1Layout finds where the stage1's files are on the host.
+func (p *Pod) readStage1Layout(fd int) {
+	p.statusDir = stage1RootFS + "/rkt/status"
+	if b, err := readFileAt(fd, stage1IDFile); err == nil {
+		p.Stage1TreeStoreID = strings.TrimSpace(string(b))
+	}
+	var st unix.Stat_t
+	if unix.Fstatat(fd, overlayPrepared, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return
+	}
+	p.Overlay = true
+	id := p.Stage1TreeStoreID
+	// The id names a directory: anything that could climb out of
+	// overlay/ is not one stage0 wrote.
+	if id == "" || strings.ContainsAny(id, "/\x00") || id == "." || id == ".." {
+		return
+	}
+	p.statusDir = "overlay/" + id + "/upper/rkt/status"
+}
+
+// Stage1RootfsPath is where the stage1's own files are read from on the
+// host: the overlay's upper directory for an overlay pod (rkt
+// Pod.Stage1RootfsPath), stage1/rootfs otherwise.
+func (p *Pod) Stage1RootfsPath() string {
+	return filepath.Dir(filepath.Dir(p.StatusDir()))
+}
+
+// mtimeAt returns a pod file's mtime, zero if it cannot be read.
+func mtimeAt(fd int, name string) time.Time {
+	var st unix.Stat_t
+	if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return time.Time{}
+	}
+	return time.Unix(st.Mtim.Unix())
+}
+
+// pidAt reads the pid file, or the ppid file (rkt Pod.Pid).
+func pidAt(fd int) int {
+	for _, f := range []string{"pid", "ppid"} {
+		b, err := readFileAt(fd, f)
+		if err != nil {
+			continue
+		}
+		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 0
+}
+
+// readFileAt reads a regular file of the pod directory without following a
+// symlink and without blocking on a FIFO.
+func readFileAt(dirfd int, name string) ([]byte, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", name)
+	}
+	if st.Size() > maxFileSize {
+		return nil, fmt.Errorf("%s: larger than %d bytes", name, maxFileSize)
+	}
+	b := make([]byte, st.Size())
+	n, err := f.ReadAt(b, 0)
+	if err != nil && n != len(b) {
+		return nil, err
+	}
+	return b[:n], nil
+}
+
+// fdPath names a path below an open directory for APIs that take paths;
+// the magic link keeps resolving to the directory even after a rename.
+func fdPath(fd int, rel string) string {
+	return "/proc/self/fd/" + strconv.Itoa(fd) + "/" + rel
+}

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"syscall"
+
+	"github.com/appc/spec/schema/types"
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/appexec"
+	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/status"
+)
+
+const roleEnter = "enter"
+
+// Default commands: rkt enter's, and the shell every image is likelier to
+// have.
+const (
+	enterDefaultCmd  = "/bin/bash"
+	enterFallbackCmd = "/bin/sh"
+)
+
+// enterExecFlag marks the second half of enter: the process forked
+// inside the app, which becomes the command.
+const enterExecFlag = "--pod1-exec-in-app"
+
+// enterExecFd is where that process reads its orders; enterExeFd holds the
+// stage1 binary it is run from.
+const (
+	enterExecFd = 3
+	enterExeFd  = 4
+)
+
+// enterMain is the enter entry point (--pid=N --appname=NAME -- CMD...,
+// cwd = the pod directory; contract §6). rkt runs it from its tree store,
+// not from the pod, so nothing is located relative to argv[0].
+//
+// It runs CMD as a process of the app: in the pod's ipc, uts, net and pid
+// namespaces (those of PID 1, whose host pid --pid gives), in the app's
+// own mount namespace (which holds exactly the app's root and mounts), in
+// the app's cgroups, in a session of its own, and made by appexec.Exec
+// from the spec the app was made from: the same environment, working
+// directory, credentials, capabilities, no_new_privs, seccomp filter and
+// fds 0, 1 and 2 only. rkt's own enter gave entered processes more than
+// the app had (CVE-2019-10144/10145/10147).
+func enterMain(args []string) int {
+	if len(args) > 0 && args[0] == enterExecFlag {
+		return enterExecMain()
+	}
+	// The joined namespaces belong to this thread only; it must be the
+	// one that forks the command, and must never run anything else.
+	runtime.LockOSThread()
+	sigs := make(chan os.Signal, 16)
+	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT)
+	// Whatever the caller left open (rkt's lock fds among them) must not
+	// reach into the pod (threats T1).
+	if err := closeOnExecFrom3(); err != nil {
+		return fail(fmt.Errorf("enter: close_range: %w", err))
+	}
+	// Nothing may ptrace us while we hold host fds (CVE-2016-9962).
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fail(fmt.Errorf("enter: prctl dumpable: %w", err))
+	}
+	podPid, app, cmd, err := parseEnterArgs(args)
+	if err != nil {
+		return fail(fmt.Errorf("enter: %w", err))
+	}
+	spec, err := loadSpec(app)
+	if err != nil {
+		return fail(fmt.Errorf("enter: app %q: %w", app, err))
+	}
+	rec, err := status.ReadRecord(podspec.StatusDir, app)
+	if err != nil {
+		return fail(fmt.Errorf("enter: app %q: read record: %w", app, err))
+	}
+	if rec.State != status.StateRunning || rec.Pid <= 0 {
+		return fail(fmt.Errorf("enter: app %q is not running (%s)", app, rec.State))
+	}
+	// Our own binary, opened while the host's /proc is ours: the child
+	// runs it again from inside the app.
+	exe, err := os.OpenFile("/proc/self/exe", unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fail(fmt.Errorf("enter: open stage1 binary: %w", err))
+	}
+	defer exe.Close()
+	if err := joinCgroupsOf(rec.Pid); err != nil {
+		return fail(fmt.Errorf("enter: app %q: %w", app, err))
+	}
+	if err := joinApp(podPid, rec.Pid); err != nil {
+		return fail(fmt.Errorf("enter: app %q: %w", app, err))
+	}
+	p, err := spawnInApp(spec, enterCommand(spec, cmd), exe)
+	if err != nil {
+		return fail(fmt.Errorf("enter: app %q: %w", app, err))
+	}
+	go forwardSignals(sigs, p.Pid)
+	ps, err := p.Wait()
+	if err != nil {
+		return fail(fmt.Errorf("enter: app %q: wait: %w", app, err))
+	}
+	return status.FromWaitStatus(unix.WaitStatus(ps.Sys().(syscall.WaitStatus)))
+}
+
+func parseEnterArgs(args []string) (pid int, app string, cmd []string, err error) {
+	fs := flag.NewFlagSet("enter", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.IntVar(&pid, "pid", 0, "host pid of the pod's PID 1")
+	fs.StringVar(&app, "appname", "", "the app to enter")
+	fs.Bool("debug", false, "log to stderr")
+	if err := fs.Parse(args); err != nil {
+		return 0, "", nil, fmt.Errorf("flags: %w", err)
+	}
+	if pid <= 1 {
+		return 0, "", nil, fmt.Errorf("--pid=%d: want the host pid of the pod's PID 1", pid)
+	}
+	if _, err := types.NewACName(app); err != nil {
+		return 0, "", nil, fmt.Errorf("--appname=%q: %w", app, err)
+	}
+	return pid, app, fs.Args(), nil
+}
+
+// loadSpec reads the spec the run entry point saved for the app.
+func loadSpec(app string) (*appexec.Spec, error) {
+	b, err := os.ReadFile(filepath.Join(podspec.SpecDir, app+".json"))
+	if err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	var s appexec.Spec
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("decode spec: %w", err)
+	}
+	if s.App == "" {
+		// The spec may be saved inside the app's supervision record.
+		var wrapped struct {
+			Spec appexec.Spec `json:"spec"`
+		}
+		if json.Unmarshal(b, &wrapped) == nil {
+			s = wrapped.Spec
+		}
+	}
+	if s.App != app || !filepath.IsAbs(s.WorkingDir) {
+		return nil, errors.New("saved spec does not describe the app")
+	}
+	return &s, nil
+}
+
+// enterOrders is what the child inside the app is told to become.
+type enterOrders struct {
+	Spec *appexec.Spec `json:"spec"`
+	Argv []string      `json:"argv"`
+}
+
+// spawnInApp forks, from the calling thread (already in the app's
+// namespaces and root), a child that runs the stage1 binary again and
+// becomes argv through appexec.Exec: the one function that makes every
+// process of an app, the app's first included. The child is born in the
+// pod's pid namespace, where the app's /proc shows it; exe is reached
+// through its own fd there. It gets a session of its own: it cannot push
+// input into the caller's terminal (CVE-2017-5226).
+func spawnInApp(s *appexec.Spec, argv []string, exe *os.File) (*os.Process, error) {
+	orders, err := json.Marshal(enterOrders{Spec: s, Argv: argv})
+	if err != nil {
+		return nil, err
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+	p, err := os.StartProcess(fmt.Sprintf("/proc/self/fd/%d", enterExeFd), []string{roleEnter, enterExecFlag}, &os.ProcAttr{
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, r, exe},
+		// No Pdeathsig: Go's child kills itself when getppid() differs
+		// from its parent's pid, and in the pod's pid namespace its
+		// parent is outside (getppid() is 0). A command outliving
+		// enter stays in the app's cgroups and dies with the app.
+		Sys: &syscall.SysProcAttr{Setsid: true},
+	})
+	r.Close()
+	if err != nil {
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	// A child that died before reading gives EPIPE: its exit status
+	// says why.
+	_, _ = w.Write(orders)
+	return p, nil
+}
+
+// enterExecMain is the child: it reads its orders and becomes the
+// command, or exits with the code a failed exec gets (127, 126, 254).
+func enterExecMain() int {
+	runtime.LockOSThread()
+	f := os.NewFile(enterExecFd, "orders")
+	b, err := io.ReadAll(io.LimitReader(f, 64<<20))
+	f.Close()
+	var o enterOrders
+	if err == nil {
+		err = json.Unmarshal(b, &o)
+	}
+	if err == nil && o.Spec == nil {
+		err = errors.New("no spec")
+	}
+	if err != nil {
+		return fail(fmt.Errorf("enter: read orders: %w", err))
+	}
+	// The app's own umask (appexec gives it 022), not the caller's.
+	unix.Umask(0o022)
+	code, err := appexec.Exec(o.Spec, o.Argv)
+	fmt.Fprintf(os.Stderr, "stage1: enter: app %q: %v\n", o.Spec.App, err)
+	return code
+}
+
+// enterCommand picks the command: rkt's default /bin/bash becomes /bin/sh
+// in an image without bash. The calling thread is in the app's root.
+func enterCommand(s *appexec.Spec, argv []string) []string {
+	if len(argv) == 0 {
+		argv = []string{enterDefaultCmd}
+	}
+	if len(argv) == 1 && argv[0] == enterDefaultCmd {
+		if _, err := os.Stat(enterDefaultCmd); err != nil {
+			fmt.Fprintf(os.Stderr, "stage1: enter: app %q has no %s, running %s\n", s.App, enterDefaultCmd, enterFallbackCmd)
+			argv = []string{enterFallbackCmd}
+		}
+	}
+	return argv
+}
+
+// forwardSignals passes what the terminal or a supervisor sends enter on
+// to the command's process group: in its own session, it is not in the
+// terminal's foreground group.
+func forwardSignals(sigs chan os.Signal, pid int) {
+	for sig := range sigs {
+		_ = unix.Kill(-pid, sig.(unix.Signal))
+	}
+}

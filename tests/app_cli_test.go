@@ -1,0 +1,228 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pod1/pod1/hostside/launch"
+	"github.com/pod1/pod1/hostside/pods"
+)
+
+// pod1cli runs the pod1 CLI with a timeout and returns its exit code and
+// output.
+func pod1cli(t *testing.T, env []string, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin("pod1"), args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), string(out)
+	}
+	if err != nil {
+		t.Fatalf("pod1 %v: %v", args, err)
+	}
+	return 0, string(out)
+}
+
+// cliSandbox starts `pod1 app sandbox` and returns the data dir and UUID;
+// the pod is stopped and its overlays unmounted at the end.
+func cliSandbox(t *testing.T) (string, string) {
+	t.Helper()
+	data := dataDir(t)
+	uuidFile := filepath.Join(t.TempDir(), "uuid")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	cmd := exec.CommandContext(ctx, bin("pod1"), "app", "sandbox", "--dir="+data, "--stage1-path="+stage1ACI(t), "--net=none", "--uuid-file-save="+uuidFile)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	must(t, cmd.Start())
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	var uuid string
+	waitFor(t, 20*time.Second, "sandbox ready", func() bool {
+		b, err := os.ReadFile(uuidFile)
+		if err != nil {
+			return false
+		}
+		uuid = strings.TrimSpace(string(b))
+		_, err = os.Readlink(filepath.Join(data, "pods/run", uuid, "stage1/rootfs/rkt/supervisor-status"))
+		return err == nil
+	})
+	// Registered after dataDir's cleanup, so it runs first: stop the pod,
+	// then the overlays can be unmounted.
+	t.Cleanup(func() {
+		pod1cli(t, nil, "--dir="+data, "stop", uuid)
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		cancel()
+		if t.Failed() {
+			t.Logf("sandbox stderr: %s", stderr.String())
+		}
+	})
+	return data, uuid
+}
+
+func appState(t *testing.T, data, uuid, app string) (string, string) {
+	t.Helper()
+	code, out := pod1cli(t, nil, "--dir="+data, "app", "status", uuid, "--app="+app)
+	if code != 0 {
+		return "", out
+	}
+	var state, exit string
+	for _, l := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(l, "state="); ok {
+			state = v
+		}
+		if v, ok := strings.CutPrefix(l, "exit_code="); ok {
+			exit = v
+		}
+	}
+	return state, exit
+}
+
+// assertAppGone checks that nothing of an app is left in a pod.
+func assertAppGone(t *testing.T, data, uuid, app string) {
+	t.Helper()
+	dir := filepath.Join(data, "pods/run", uuid)
+	for _, f := range []string{"stage1/rootfs/opt/stage2/" + app, "appsinfo/" + app, "appops/" + app,
+		"stage1/rootfs/rkt/status/" + app, "stage1/rootfs/rkt/status/" + app + ".json",
+		"stage1/rootfs/rkt/status/" + app + "-created", "stage1/rootfs/rkt/status/" + app + "-started",
+		"stage1/rootfs/rkt/pod1/" + app + ".json"} {
+		if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
+			t.Errorf("app %s: %s left", app, f)
+		}
+	}
+	if m, _ := launch.MountsUnder(filepath.Join(dir, "stage1/rootfs/opt/stage2", app)); len(m) != 0 {
+		t.Errorf("app %s: mounts left: %v", app, m)
+	}
+	if m, _ := filepath.Glob("/sys/fs/cgroup/*/pod1-" + uuid + "/app-" + app); len(m) != 0 {
+		t.Errorf("app %s: cgroups left: %v", app, m)
+	}
+	p, err := pods.Read(data, uuid)
+	must(t, err)
+	for _, a := range p.Apps {
+		if a.Name == app {
+			t.Errorf("app %s still in the pod manifest", app)
+		}
+	}
+}
+
+// The rktlet-like sequence through pod1's own app commands.
+func TestPod1AppCommands(t *testing.T) {
+	data, uuid := cliSandbox(t)
+	img := probeACIDir(t)
+	d := "--dir=" + data
+	for _, a := range [][]string{
+		{"--name=web", "--exec=/bin/probe", "--", "sleep", "60s"},
+		{"--name=db", "--exec=/bin/probe", "--", "sleep", "60s"},
+		{"--name=crashy", "--annotation=pod1/restart-policy=on-failure", "--annotation=pod1/restart-backoff=10ms",
+			"--annotation=pod1/start-limit-burst=3", "--exec=/bin/probe", "--", "exit", "3"},
+	} {
+		if code, out := pod1cli(t, nil, append([]string{d, "app", "add", uuid, img}, a...)...); code != 0 {
+			t.Fatalf("add %v: %d %s", a, code, out)
+		}
+	}
+	if s, _ := appState(t, data, uuid, "web"); s != "created" {
+		t.Fatalf("web after add: %q", s)
+	}
+	for _, n := range []string{"web", "db", "crashy"} {
+		if code, out := pod1cli(t, nil, d, "app", "start", uuid, "--app="+n); code != 0 {
+			t.Fatalf("start %s: %d %s", n, code, out)
+		}
+	}
+	if s, _ := appState(t, data, uuid, "web"); s != "running" {
+		t.Fatalf("web after start: %q", s)
+	}
+	waitFor(t, 10*time.Second, "crashy failed for good", func() bool {
+		s, e := appState(t, data, uuid, "crashy")
+		return s == "exited" && e == "3"
+	})
+	if code, out := pod1cli(t, nil, d, "app", "stop", uuid, "--app=db"); code != 0 {
+		t.Fatalf("stop db: %d %s", code, out)
+	}
+	if s, e := appState(t, data, uuid, "db"); s != "exited" || e != "143" {
+		t.Fatalf("db after stop: %s %s", s, e)
+	}
+	if code, _ := pod1cli(t, nil, d, "app", "stop", uuid, "--app=db"); code != 5 {
+		t.Fatalf("stop of a stopped app: exit %d, want 5", code)
+	}
+	if code, out := pod1cli(t, nil, d, "app", "rm", uuid, "--app=web"); code != 0 {
+		t.Fatalf("rm web: %d %s", code, out)
+	}
+	assertAppGone(t, data, uuid, "web")
+	if code, out := pod1cli(t, nil, d, "app", "add", uuid, img, "--name=web", "--exec=/bin/probe", "--", "exit", "0"); code != 0 {
+		t.Fatalf("re-add web: %d %s", code, out)
+	}
+	if s, e := appState(t, data, uuid, "web"); s != "created" || e != "" {
+		t.Fatalf("re-added web: %s %s", s, e)
+	}
+	if code, out := pod1cli(t, nil, d, "app", "start", uuid, "--app=web"); code != 0 {
+		t.Fatalf("start web again: %d %s", code, out)
+	}
+	waitFor(t, 10*time.Second, "web's second life", func() bool {
+		s, e := appState(t, data, uuid, "web")
+		return s == "exited" && e == "0"
+	})
+	code, out := pod1cli(t, nil, d, "app", "list", uuid)
+	if code != 0 || !strings.Contains(out, "crashy\texited\t3\t2") || !strings.Contains(out, "db\texited\t143\t0") {
+		t.Fatalf("list: %d %q", code, out)
+	}
+}
+
+// An add or rm killed at any step is finished or undone by the next app
+// operation on the pod, or by pod1 gc.
+func TestPod1AppOperationsKilledAtEachStep(t *testing.T) {
+	data, uuid := cliSandbox(t)
+	img := probeACIDir(t)
+	d := "--dir=" + data
+	steps := []string{"add:journalled", "add:rendered", "add:manifest", "add:created", "add:added"}
+	for i, step := range steps {
+		code, out := pod1cli(t, []string{"POD1_TEST_APPOP_KILL_AT=" + step}, d, "app", "add", uuid, img, "--name=victim", "--exec=/bin/probe", "--", "sleep", "60s")
+		if code != -1 && code != 137 {
+			t.Fatalf("%s: add was not killed: %d %s", step, code, out)
+		}
+		// Recovered by the next operation (even ps-like ones take the
+		// lock) or by gc.
+		if i%2 == 0 {
+			if code, out := pod1cli(t, nil, d, "app", "add", uuid, img, "--name=bystander"+strings.Repeat("x", i), "--exec=/bin/probe", "--", "exit", "0"); code != 0 {
+				t.Fatalf("%s: next add: %d %s", step, code, out)
+			}
+		} else if code, out := pod1cli(t, nil, d, "gc", "--mark-only"); code != 0 {
+			t.Fatalf("%s: gc: %d %s", step, code, out)
+		}
+		assertAppGone(t, data, uuid, "victim")
+	}
+	// rm killed after PID 1 forgot the app but before its files went.
+	if code, out := pod1cli(t, nil, d, "app", "add", uuid, img, "--name=victim", "--exec=/bin/probe", "--", "sleep", "60s"); code != 0 {
+		t.Fatalf("add: %d %s", code, out)
+	}
+	if code, out := pod1cli(t, nil, d, "app", "start", uuid, "--app=victim"); code != 0 {
+		t.Fatalf("start: %d %s", code, out)
+	}
+	for _, step := range []string{"rm:journalled", "rm:forgotten"} {
+		code, _ := pod1cli(t, []string{"POD1_TEST_APPOP_KILL_AT=" + step}, d, "app", "rm", uuid, "--app=victim")
+		if code != -1 && code != 137 {
+			t.Fatalf("%s: rm was not killed: %d", step, code)
+		}
+		if step == "rm:journalled" {
+			// Not finished yet: the next operation completes it.
+			continue
+		}
+	}
+	if code, out := pod1cli(t, nil, d, "gc", "--mark-only"); code != 0 {
+		t.Fatalf("gc: %d %s", code, out)
+	}
+	assertAppGone(t, data, uuid, "victim")
+}
