@@ -10,7 +10,7 @@ export CGO_ENABLED := 0
 BINS := bin/stage1-init bin/pod1 bin/probe bin/demo-hello
 SRCS := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 
-.PHONY: all image demo test unit integration lint check-static clean bench
+.PHONY: all image demo test lint tools check-static clean bench
 
 all: $(BINS)
 
@@ -57,9 +57,18 @@ test: all image check-static
 	@if [ "$$(id -u)" != 0 ]; then echo "make test needs root (sudo make test): the tests start real pods"; exit 1; fi
 	$(GO) test -count=1 -timeout 8m ./...
 
+# The linter is pinned; `make tools` installs it into $(go env GOPATH)/bin.
+GOLANGCI_VERSION := v2.15.0
+GOLANGCI_LINT ?= $(shell command -v golangci-lint 2>/dev/null || echo $$($(GO) env GOPATH)/bin/golangci-lint)
+
+tools:
+	$(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	@if [ ! -x "$(GOLANGCI_LINT)" ]; then echo "golangci-lint is not installed: make tools"; exit 1; fi
+	$(GOLANGCI_LINT) run ./...
 
 # make bench runs pod1 side by side with its peers (bench/, as root, a few
 # minutes) and writes docs/benchmarks.md and docs/benchmarks.svg. It builds

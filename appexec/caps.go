@@ -138,15 +138,21 @@ func finishCapabilities(keep []string, unrestricted bool) error {
 	}
 	for cp := capability.Cap(0); cp <= last; cp++ {
 		amb, err := capability.GetAmbient(cp)
-		if err != nil || amb || c.Get(capability.INHERITABLE, cp) {
-			return fmt.Errorf("%s still inheritable or ambient (%v)", capName(cp), err)
+		if err != nil {
+			return fmt.Errorf("%s: read ambient set: %w", capName(cp), err)
+		}
+		if amb || c.Get(capability.INHERITABLE, cp) {
+			return fmt.Errorf("%s still inheritable or ambient", capName(cp))
 		}
 		if unrestricted {
 			continue
 		}
 		bnd, err := capability.GetBound(cp)
-		if err != nil || bnd != slices.Contains(keep, capName(cp)) {
-			return fmt.Errorf("bounding set: %s is %v after the drop (%v)", capName(cp), bnd, err)
+		if err != nil {
+			return fmt.Errorf("bounding set: read %s: %w", capName(cp), err)
+		}
+		if bnd != slices.Contains(keep, capName(cp)) {
+			return fmt.Errorf("bounding set: %s is %v after the drop", capName(cp), bnd)
 		}
 	}
 	return nil

@@ -39,7 +39,7 @@ const maskName = ".pod1-masked"
 // ones; it runs after every mount of the app, before pivot_root.
 func protectPaths(root *os.File, s *Spec) error {
 	for _, p := range append(append([]string{}, s.ReadOnlyPaths...), s.MaskedPaths...) {
-		if c := path.Clean(p); c != p || !(strings.HasPrefix(p, "/proc/") || strings.HasPrefix(p, "/sys/")) {
+		if c := path.Clean(p); c != p || !strings.HasPrefix(p, "/proc/") && !strings.HasPrefix(p, "/sys/") {
 			return fmt.Errorf("protected path %q is not a clean path under /proc or /sys", p)
 		}
 	}
@@ -57,7 +57,7 @@ func protectPaths(root *os.File, s *Spec) error {
 	}
 	defer dev.Close()
 	defer src.Close()
-	defer unix.Unlinkat(int(dev.Fd()), maskName, 0)
+	defer func() { _ = unix.Unlinkat(int(dev.Fd()), maskName, 0) }()
 	for _, p := range s.MaskedPaths {
 		if err := mask(root, p, src); err != nil {
 			return fmt.Errorf("mask %s: %w", p, err)

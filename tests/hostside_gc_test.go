@@ -165,7 +165,7 @@ func TestHostsideGCKilledAtEachStep(t *testing.T) {
 			pods := []string{exitedPod(t, data, img, "0"), exitedPod(t, data, img, "2")}
 			t.Setenv("POD1_TEST_GC_KILL_AT", step)
 			_, _, code := pod1(t, data, "gc", "--grace-period=0s")
-			os.Unsetenv("POD1_TEST_GC_KILL_AT")
+			must(t, os.Unsetenv("POD1_TEST_GC_KILL_AT"))
 			if code != 128+int(syscall.SIGKILL) {
 				t.Fatalf("gc was not killed at %s: %d", step, code)
 			}

@@ -86,10 +86,7 @@ func TestCapabilitiesAreEnforcedAndSurviveRestart(t *testing.T) {
 	if n := strings.Count(string(runs), "\n"); n != 2 {
 		t.Fatalf("lost ran %d times, want 2", n)
 	}
-	var bnd []string
-	for _, l := range r.Lines("status CapBnd") {
-		bnd = append(bnd, l)
-	}
+	bnd := r.Lines("status CapBnd")
 	want := "status CapBnd: " + capMask(t, slices.DeleteFunc(slices.Clone(rktDefaultCaps), func(c string) bool { return c == "CAP_CHOWN" })...)
 	if len(bnd) != 2 || bnd[0] != want || bnd[1] != want {
 		t.Fatalf("bounding sets of the two runs %q, want %q", bnd, want)

@@ -1,6 +1,7 @@
 package seccomp
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -90,7 +91,7 @@ func (p *program) resolve() ([]unix.SockFilter, error) {
 		p.insns[f.at].Jt, err1 = off(f.at, f.jt)
 		p.insns[f.at].Jf, err2 = off(f.at, f.jf)
 		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("assemble: %v %v", err1, err2)
+			return nil, fmt.Errorf("assemble: %w", errors.Join(err1, err2))
 		}
 	}
 	if len(p.insns) > maxInsns {

@@ -127,7 +127,7 @@ func isolation(cmd string, a []string) error {
 		}
 		t0 := time.Now()
 		for i := 0; i < n; i++ {
-			unix.RawSyscall(unix.SYS_GETPID, 0, 0, 0)
+			_, _, _ = unix.RawSyscall(unix.SYS_GETPID, 0, 0, 0)
 		}
 		fmt.Printf("bench-getpid %.1f ns/op\n", float64(time.Since(t0).Nanoseconds())/float64(n))
 	case "pwn-exe":
