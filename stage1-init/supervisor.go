@@ -152,9 +152,6 @@ func (s *supervisor) restart(a *app, code int, ended time.Time) bool {
 // applies.
 func (s *supervisor) finish(a *app, code int) {
 	a.state = stateDone
-	if err := s.dir.Write(a.name, code); err != nil {
-		s.logf("app %q: write status %d: %v", a.name, code, err)
-	}
 	if a.rec.ExitCode == nil {
 		a.rec.ExitCode = &code
 	}
@@ -162,7 +159,12 @@ func (s *supervisor) finish(a *app, code int) {
 	if a.removing {
 		a.rec.State = status.StateRemoving
 	}
+	// The record first: the status's durable write (fsync of the file
+	// and of the directory) then makes both durable at once.
 	s.writeRecord(a)
+	if err := s.dir.Write(a.name, code); err != nil {
+		s.logf("app %q: write status %d: %v", a.name, code, err)
+	}
 	s.answer(a)
 	// In a mutable pod apps come and go; only a stop ends the pod.
 	if s.stopping || s.pod.Mutable {

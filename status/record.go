@@ -61,7 +61,8 @@ func MarshalRecord(r *Record) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// WriteRecord atomically replaces the app's JSON record.
+// WriteRecord atomically replaces the app's JSON record (not durably: the
+// next Write of a status in the directory makes it so).
 func (d *Dir) WriteRecord(r *Record) error {
 	b, err := MarshalRecord(r)
 	if err != nil {
