@@ -293,6 +293,16 @@ func start(t *testing.T, p *Pod, o RunOpts) *Run {
 	t.Cleanup(func() {
 		r.cancel()
 		<-r.done
+		// A test that ends its pod by killing the stage1 (or whose
+		// timeout did) leaves the pod's cgroups, as rkt's gc would
+		// find them: the gc entry point removes them.
+		if len(cgroupDirs(p)) > 0 {
+			gc := exec.Command(filepath.Join(p.Dir, "stage1/rootfs/gc"), p.UUID)
+			gc.Dir = p.Dir
+			if out, err := gc.CombinedOutput(); err != nil {
+				t.Errorf("gc entry point: %v %s", err, out)
+			}
+		}
 	})
 	return r
 }
