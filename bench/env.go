@@ -1,0 +1,221 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/hostside/launch"
+)
+
+// bench holds what every measurement shares.
+type bench struct {
+	repo       string
+	work       string // scratch dir, removed at the end
+	stage1Init string
+	pod1Bin    string
+	probe      string
+	self       string
+	fixture    string // the app rootfs every peer runs
+	readyFifo  string
+	rounds     int
+	warmup     int
+	// warming is set while interleave runs a warm-up round.
+	warming bool
+
+	// tools found on the host, by name ("" if missing).
+	tools map[string]string
+	// versions of the peers, for the report.
+	versions []string
+	// notes for the report's preamble: what the bench changed on the host
+	// for the run and put back.
+	setupNotes []string
+	// undo runs at the end, last in first out.
+	undo []func() error
+	// leftovers lists what some run left behind (cgroups, mounts).
+	leftovers []string
+	log       *os.File
+	sections  []*section
+	targets   []target
+	started   time.Time
+}
+
+func (b *bench) logf(format string, a ...any) {
+	fmt.Fprintf(b.log, "bench: "+format+"\n", a...)
+}
+
+func (b *bench) atExit(f func() error) { b.undo = append(b.undo, f) }
+
+// cleanup undoes the setup, last first, and reports what it could not.
+func (b *bench) cleanup() {
+	for i := len(b.undo) - 1; i >= 0; i-- {
+		if err := b.undo[i](); err != nil {
+			b.logf("cleanup: %v", err)
+			b.leftovers = append(b.leftovers, err.Error())
+		}
+	}
+	b.undo = nil
+}
+
+// setup prepares the fixtures and the host.
+func (b *bench) setup() error {
+	var err error
+	b.work, err = os.MkdirTemp("", "pod1-bench-")
+	if err != nil {
+		return err
+	}
+	b.atExit(func() error {
+		// Whatever a failed round left mounted goes first.
+		if err := launch.UnmountAll(b.work); err != nil {
+			return err
+		}
+		return os.RemoveAll(b.work)
+	})
+	b.tools = map[string]string{}
+	for _, t := range []string{"crun", "runc", "systemd-nspawn", "tini", "catatonit", "conmon", "unshare", "chroot"} {
+		b.tools[t] = lookPath(t)
+	}
+	if err := b.makeFixture(); err != nil {
+		return fmt.Errorf("fixture: %w", err)
+	}
+	if err := b.enterCgroup(); err != nil {
+		return fmt.Errorf("bench cgroup: %w", err)
+	}
+	b.collectVersions()
+	return nil
+}
+
+// makeFixture writes the app rootfs every peer runs: the tiny executables,
+// the probe and the bench itself (for the in-pod helpers), the ready FIFO,
+// an empty /usr (systemd-nspawn refuses a tree without one) and the usual
+// mount points.
+func (b *bench) makeFixture() error {
+	b.fixture = filepath.Join(b.work, "rootfs")
+	for _, d := range []string{"etc", "tmp", "usr", "proc", "sys", "dev"} {
+		if err := os.MkdirAll(filepath.Join(b.fixture, d), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := os.Chmod(filepath.Join(b.fixture, "tmp"), 0o1777); err != nil {
+		return err
+	}
+	for name, code := range map[string][]byte{"true": codeTrue, "orphan": codeOrphan, "orphan-timed": codeOrphanTimed, "ready": codeReady} {
+		if err := writeTiny(filepath.Join(b.fixture, name), code); err != nil {
+			return err
+		}
+	}
+	if err := copyFile(b.probe, filepath.Join(b.fixture, "probe")); err != nil {
+		return err
+	}
+	if err := copyFile(b.self, filepath.Join(b.fixture, "bench")); err != nil {
+		return err
+	}
+	files := map[string]string{
+		"etc/passwd": "root:x:0:0:root:/root:/bin/sh\n",
+		"etc/group":  "root:x:0:\n",
+	}
+	for n, c := range files {
+		if err := os.WriteFile(filepath.Join(b.fixture, n), []byte(c), 0o644); err != nil {
+			return err
+		}
+	}
+	// One FIFO, hard-linked into every app's root as /ready.fifo: every
+	// app of the scale pod writes its byte into the same pipe.
+	b.readyFifo = filepath.Join(b.fixture, "ready.fifo")
+	return unix.Mkfifo(b.readyFifo, 0o666)
+}
+
+func copyFile(src, dst string) error {
+	if err := os.Link(src, dst); err == nil {
+		return nil
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, 0o755)
+}
+
+func indexOf(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+func (b *bench) collectVersions() {
+	add := func(name string, argv ...string) {
+		if b.tools[name] == "" {
+			b.versions = append(b.versions, name+": not installed")
+			return
+		}
+		argv[0] = b.tools[name]
+		out, _ := quiet(5*time.Second, argv...)
+		first := strings.SplitN(strings.TrimSpace(out), "\n", 2)[0]
+		b.versions = append(b.versions, fmt.Sprintf("%s: %s", name, first))
+	}
+	add("crun", "crun", "--version")
+	add("runc", "runc", "--version")
+	add("systemd-nspawn", "systemd-nspawn", "--version")
+	add("tini", "tini", "--version")
+	add("catatonit", "catatonit", "--version")
+	add("conmon", "conmon", "--version")
+	add("unshare", "unshare", "--version")
+}
+
+// machine describes the host for the report.
+func machine() string {
+	var u unix.Utsname
+	_ = unix.Uname(&u)
+	cpu := ""
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	var si unix.Sysinfo_t
+	_ = unix.Sysinfo(&si)
+	osName := ""
+	if b, err := os.ReadFile("/etc/os-release"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "PRETTY_NAME="); ok {
+				osName = strings.Trim(v, `"`)
+			}
+		}
+	}
+	return fmt.Sprintf("%s, Linux %s, %d × %s, %.0f GiB RAM",
+		osName, unix.ByteSliceToString(u.Release[:]), numCPU(), cpu,
+		float64(si.Totalram)*float64(si.Unit)/(1<<30))
+}
+
+func numCPU() int {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return 0
+	}
+	return set.Count()
+}
+
+// loadavg is the 1-minute load average at the time of the call.
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return "?"
+	}
+	return f[0]
+}
+
+func readFile(p string) string {
+	b, _ := os.ReadFile(p)
+	return string(b)
+}

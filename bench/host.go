@@ -1,0 +1,268 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// What the bench changes on the host for the run, and puts back: its own
+// cgroup, the v1 binding crun needs on a hybrid layout, a tmpfs for
+// systemd-nspawn's runtime state; and the cost of a cgroup move, which
+// says which of two kernels' paths the run had.
+
+// The bench moves itself into a cgroup of its own in the v2 tree and in
+// the name=systemd tree, so what the peers create below their own cgroup
+// (systemd-nspawn --keep-unit makes payload/ and supervisor/ there, and
+// does not remove them) is removed with it at the end, and nothing of
+// ours is mixed with the host's.
+func (b *bench) enterCgroup() error {
+	cur, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return err
+	}
+	mounts := map[string]string{} // hierarchy key -> mount point
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fl := strings.Fields(sc.Text())
+		i := indexOf(fl, "-")
+		if i < 0 || i+3 >= len(fl) {
+			continue
+		}
+		switch {
+		case fl[i+1] == "cgroup2":
+			mounts[""] = fl[4]
+		case fl[i+1] == "cgroup" && strings.Contains(fl[i+3], "name=systemd"):
+			mounts["name=systemd"] = fl[4]
+		}
+	}
+	f.Close()
+	for _, line := range strings.Split(strings.TrimSpace(string(cur)), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		mnt, ok := mounts[parts[1]]
+		if !ok {
+			continue
+		}
+		orig := filepath.Join(mnt, parts[2])
+		dir := filepath.Join(orig, fmt.Sprintf("pod1-bench-%d", os.Getpid()))
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+			_ = os.Remove(dir)
+			return err
+		}
+		b.atExit(func() error {
+			if err := os.WriteFile(filepath.Join(orig, "cgroup.procs"), []byte(strconv.Itoa(os.Getpid())), 0); err != nil {
+				return fmt.Errorf("leave %s: %w", dir, err)
+			}
+			return removeCgroupTree(dir)
+		})
+	}
+	return nil
+}
+
+// removeCgroupTree removes a cgroup and everything below it, deepest
+// first; a group that still has processes cannot go and is reported.
+func removeCgroupTree(dir string) error {
+	var dirs []string
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			dirs = append(dirs, p)
+		}
+		return nil
+	})
+	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
+	var errs []error
+	for _, d := range dirs {
+		var err error
+		for try := 0; try < 50; try++ {
+			if err = unix.Rmdir(d); err == nil || errors.Is(err, unix.ENOENT) {
+				err = nil
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("rmdir %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ensureHybridForCrun makes a hybrid cgroup layout one crun 1.8 accepts:
+// it refuses any controller left on the cgroup2 tree of a hybrid layout
+// ("cgroups in hybrid mode not supported, drop all controllers from
+// cgroupv2"), and on this kind of machine hugetlb is the one left there.
+// Each such controller is bound to a v1 hierarchy of its own for the run
+// and unbound after, which gives it back to cgroup2.
+func (b *bench) ensureHybridForCrun() {
+	if b.tools["crun"] == "" {
+		return
+	}
+	mi := readFile("/proc/self/mountinfo")
+	if !strings.Contains(mi, " - cgroup2 ") || !strings.Contains(mi, " - cgroup ") {
+		return // pure v1 or pure v2: crun copes
+	}
+	var v2 string
+	for _, l := range strings.Split(mi, "\n") {
+		if f := strings.Fields(l); len(f) > 4 && strings.Contains(l, " - cgroup2 ") {
+			v2 = f[4]
+		}
+	}
+	for _, ctrl := range strings.Fields(readFile(filepath.Join(v2, "cgroup.controllers"))) {
+		dir := filepath.Join("/sys/fs/cgroup", ctrl)
+		made, err := mkdirMade(dir)
+		if err != nil {
+			b.logf("crun: %s: %v", ctrl, err)
+			continue
+		}
+		if err := unix.Mount("cgroup", dir, "cgroup", 0, ctrl); err != nil {
+			b.logf("crun: bind %s to v1: %v", ctrl, err)
+			if made {
+				_ = os.Remove(dir)
+			}
+			continue
+		}
+		b.setupNotes = append(b.setupNotes, fmt.Sprintf("crun 1.8 refuses a hybrid cgroup layout while a controller is left on cgroup2 "+
+			"(\"cgroups in hybrid mode not supported\"); %s was: the bench mounted `cgroup -o %s` on %s for the run and unmounted it after.", ctrl, ctrl, dir))
+		b.atExit(func() error {
+			var err error
+			for try := 0; try < 50; try++ {
+				if err = unix.Unmount(dir, 0); err == nil {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if err != nil {
+				return fmt.Errorf("unmount %s: %w", dir, err)
+			}
+			if made {
+				return os.Remove(dir)
+			}
+			return nil
+		})
+	}
+}
+
+// mkdirMade creates dir if missing and says whether it did.
+func mkdirMade(dir string) (bool, error) {
+	if _, err := os.Stat(dir); err == nil {
+		return false, nil
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// ensureNspawnRun gives systemd-nspawn a tmpfs for its runtime state when
+// /run is not one (no systemd on this host): nspawn refuses to remove
+// directories on a disk file system and would leave
+// /run/systemd/nspawn/propagate/<machine> behind after every run.
+func (b *bench) ensureNspawnRun() {
+	if b.tools["systemd-nspawn"] == "" {
+		return
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs("/run", &st); err == nil && st.Type == unix.TMPFS_MAGIC {
+		return
+	}
+	dir := "/run/systemd/nspawn"
+	if err := unix.Statfs(dir, &st); err == nil && st.Type == unix.TMPFS_MAGIC {
+		return
+	}
+	var made []string
+	for _, d := range []string{"/run/systemd", dir} {
+		m, err := mkdirMade(d)
+		if err != nil {
+			b.logf("nspawn tmpfs: %v", err)
+			return
+		}
+		if m {
+			made = append(made, d)
+		}
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=755"); err != nil {
+		b.logf("nspawn tmpfs: %v", err)
+		return
+	}
+	b.setupNotes = append(b.setupNotes, "/run is not a tmpfs on this host (no systemd): systemd-nspawn's runtime directory /run/systemd/nspawn got a tmpfs for the run (unmounted after), as on a systemd host.")
+	b.atExit(func() error {
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			return err
+		}
+		for i := len(made) - 1; i >= 0; i-- {
+			if err := os.Remove(made[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// cgroupMoveCost times moving one process into a fresh cgroup (a write to
+// cgroup.procs), the way every runtime here places its processes. On most
+// kernels the first such write after a quiet spell waits for an RCU grace
+// period (cgroup_threadgroup_rwsem), several milliseconds on a small VM,
+// unless the cgroup2 hierarchy was ever mounted with favordynmods, after
+// which (Linux 6.17+) the kernel uses a per-thread-group lock until reboot.
+// It is reported so the reader knows which of the two machines this was.
+func (b *bench) cgroupMoveCost() string {
+	base := ""
+	for _, d := range cgroupsNamed(fmt.Sprintf("pod1-bench-%d", os.Getpid())) {
+		if _, err := os.Stat(filepath.Join(d, "cgroup.procs")); err == nil && strings.HasPrefix(d, "/sys/fs/cgroup/unified") {
+			base = d
+		}
+	}
+	if base == "" {
+		return ""
+	}
+	dir := filepath.Join(base, "move-probe")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return ""
+	}
+	defer func() { _ = removeCgroupTree(dir) }()
+	var m metric
+	for i := 0; i < 5; i++ {
+		c, err := start(spec{argv: []string{filepath.Join(b.fixture, "probe"), "sleep", "5s"}, noOut: true})
+		if err != nil {
+			return ""
+		}
+		time.Sleep(150 * time.Millisecond)
+		t := time.Now()
+		err = os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(fmt.Sprint(c.pid)), 0)
+		d := time.Since(t)
+		c.kill()
+		_ = c.wait(5 * time.Second)
+		if err != nil {
+			return ""
+		}
+		m.add(ms(d))
+	}
+	// The kernel does not say which lock it uses (dmesg says it once, and
+	// its ring buffer rotates): the cost itself tells.
+	mode := "the fast path (the kernel's per-thread-group lock, in use once favordynmods has been set on the cgroup2 mount " +
+		"since boot)"
+	if m.median() >= 2 {
+		mode = "the slow path (the writer of the global cgroup_threadgroup_rwsem waits for an RCU grace period)"
+	}
+	return fmt.Sprintf("Moving a process into a cgroup (one write to cgroup.procs after 150 ms of quiet) took %s ms median (%s–%s) on this kernel: "+
+		"%s. Every runtime here pays it at least once per start (the profile notes say what the slow path costs).",
+		num(m.median()), num(m.min()), num(m.max()), mode)
+}

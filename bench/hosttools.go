@@ -1,0 +1,144 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// measureHostTools is issue §5: `pod1 list` and `pod1 gc` over n exited
+// pods. One real pod is run with `pod1 run --no-overlay` (so nothing stays
+// mounted), and its directory is cloned n-1 times under new UUIDs with
+// hard links: n exited pods exactly as pod1 leaves them, made in a second.
+func (b *bench) measureHostTools(n int) []*section {
+	s := newSection("host", fmt.Sprintf("Host tools over %d exited pods", n), "ms")
+	s.noRatio = true
+	s.desc = fmt.Sprintf("`pod1 --dir=D list` (the table) over %d exited pods in D/pods/run, and `pod1 --dir=D gc "+
+		"--grace-period=0s`, which marks all of them exited-garbage, runs each pod's stage1 gc entry point, and "+
+		"removes them. The pods are one real pod run by `pod1 run --no-overlay` and cloned by hard links under new "+
+		"UUIDs; gc gets a fresh set each round (untimed).", n)
+	list := s.row("pod1 list", true)
+	gc := s.row("pod1 gc --grace-period=0s", true)
+	for _, c := range []struct {
+		r   *row
+		cmd string
+	}{{list, "list"}, {gc, "gc"}} {
+		if err := b.pod1Has(c.cmd); err != nil {
+			c.r.note = "not available: " + err.Error()
+		}
+	}
+	if list.note != "" && gc.note != "" {
+		return []*section{s}
+	}
+	dir := filepath.Join(b.work, "hosttools")
+	defer func() { _ = os.RemoveAll(dir) }()
+	tmpl, err := b.exitedPod(dir)
+	if err != nil {
+		list.note, gc.note = "setup failed: "+err.Error(), "setup failed: "+err.Error()
+		return []*section{s}
+	}
+	runCmd := func(r *row, args ...string) error {
+		argv := append([]string{b.pod1Bin, "--dir=" + dir}, args...)
+		c, err := run(spec{argv: argv}, 120*time.Second)
+		if c != nil {
+			defer c.close()
+		}
+		if err != nil {
+			return err
+		}
+		r.m[0].add(ms(c.elapsed()))
+		if args[0] == "list" {
+			if got := strings.Count(c.output(1<<24), "\n"); got < n {
+				return fmt.Errorf("list printed %d lines for %d pods", got, n)
+			}
+		}
+		return nil
+	}
+	if list.note == "" {
+		if err := clonePods(dir, tmpl, n); err != nil {
+			list.note = "setup failed: " + err.Error()
+		} else {
+			for i := -b.warmup; i < b.rounds; i++ {
+				if err := list.record(i < 0, func(r *row) error { return runCmd(r, "list") }); err != nil {
+					b.logf("host: list: %v", err)
+				}
+			}
+		}
+	}
+	if gc.note == "" {
+		for i := 0; i < 3; i++ {
+			if err := clonePods(dir, tmpl, n); err != nil {
+				gc.fail(err)
+				continue
+			}
+			err := gc.record(false, func(r *row) error {
+				if err := runCmd(r, "gc", "--grace-period=0s"); err != nil {
+					return err
+				}
+				k := 0
+				for _, d := range []string{"run", "exited-garbage", "garbage"} {
+					left, _ := os.ReadDir(filepath.Join(dir, "pods", d))
+					k += len(left)
+				}
+				if k > 0 {
+					return fmt.Errorf("gc left %d pods", k)
+				}
+				return nil
+			})
+			if err != nil {
+				b.logf("host: gc: %v", err)
+			}
+		}
+	}
+	fmt.Fprintln(os.Stderr)
+	return []*section{s}
+}
+
+// pod1Has says whether bin/pod1 has the command: its --help exits 0.
+func (b *bench) pod1Has(cmd string) error {
+	c, err := run(spec{argv: []string{b.pod1Bin, cmd, "--help"}}, 10*time.Second)
+	if c != nil {
+		defer c.close()
+	}
+	if err != nil {
+		return fmt.Errorf("`pod1 %s` is not a command of bin/pod1 yet (%w)", cmd, err)
+	}
+	return nil
+}
+
+// exitedPod runs one real pod with the launcher and moves its directory
+// aside as the template.
+func (b *bench) exitedPod(dir string) (string, error) {
+	aci, err := b.trueACI()
+	if err != nil {
+		return "", err
+	}
+	_, err = run(spec{argv: []string{b.pod1Bin, "--dir=" + dir, "--insecure-options=image", "run", "--no-overlay",
+		"--stage1-path=" + filepath.Join(b.repo, "build/stage1.aci"), "--net=none", aci}}, 30*time.Second)
+	if err != nil {
+		return "", err
+	}
+	ents, err := os.ReadDir(filepath.Join(dir, "pods", "run"))
+	if err != nil || len(ents) != 1 {
+		return "", errors.Join(err, fmt.Errorf("want one pod in run/, found %d", len(ents)))
+	}
+	tmpl := filepath.Join(dir, "template")
+	return tmpl, os.Rename(filepath.Join(dir, "pods", "run", ents[0].Name()), tmpl)
+}
+
+// clonePods fills pods/run with n hard-linked copies of the template.
+func clonePods(dir, tmpl string, n int) error {
+	for i := 0; i < n; i++ {
+		uuid, err := newUUID()
+		if err != nil {
+			return err
+		}
+		if err := linkTree(tmpl, filepath.Join(dir, "pods", "run", uuid)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,178 @@
+// Command bench runs pod1 side by side with the peers a user could choose
+// instead (crun, runc, systemd-nspawn with and without systemd, tini,
+// catatonit, conmon), interleaved round by round on the same machine, and
+// writes the medians, ranges and ratios as a Markdown report and an SVG
+// chart, with each performance target of issue 7 and whether it is met.
+//
+// It needs root and is run by `make bench`, which builds what it uses and
+// installs the peers from Debian. Every subprocess is bounded by a
+// timeout; the bench is the subreaper of everything it starts, and removes
+// what it set up (its cgroup, the mounts it added for the peers, its
+// scratch directory) before it exits.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "helper" {
+		os.Exit(helperMain(os.Args[2:]))
+	}
+	os.Exit(benchMain())
+}
+
+func benchMain() int {
+	b := &bench{log: os.Stderr, started: time.Now()}
+	out := flag.String("out", "docs/benchmarks.md", "Markdown report to write (\"\" for none)")
+	svg := flag.String("svg", "docs/benchmarks.svg", "SVG chart to write (\"\" for none)")
+	flag.StringVar(&b.repo, "repo", ".", "the pod1 source tree (bin/ and build/ are used)")
+	flag.IntVar(&b.rounds, "rounds", 15, "measured rounds of the fast measurements (slower ones use fewer)")
+	flag.IntVar(&b.warmup, "warmup", 2, "warm-up rounds, not recorded")
+	orphans := flag.Int("orphans", 20000, "orphans of the reaping measurement")
+	npods := flag.Int("pods", 1000, "pods of the host tools measurement")
+	only := flag.String("only", "", "comma-separated measurements to run (start,memory,reap,stop,host,scale); all by default")
+	flag.Parse()
+	if os.Getuid() != 0 {
+		fmt.Fprintln(os.Stderr, "bench: needs root (it starts pods and containers): sudo make bench")
+		return 1
+	}
+	var err error
+	if b.repo, err = filepath.Abs(b.repo); err != nil {
+		return fail(err)
+	}
+	b.stage1Init = filepath.Join(b.repo, "bin/stage1-init")
+	b.pod1Bin = filepath.Join(b.repo, "bin/pod1")
+	b.probe = filepath.Join(b.repo, "bin/probe")
+	for _, f := range []string{b.stage1Init, b.pod1Bin, b.probe, filepath.Join(b.repo, "build/stage1.aci")} {
+		if _, err := os.Stat(f); err != nil {
+			return fail(fmt.Errorf("%s missing: run make all image first (%w)", f, err))
+		}
+	}
+	if b.self, err = os.Executable(); err != nil {
+		return fail(err)
+	}
+	if err := startReaper(); err != nil {
+		return fail(err)
+	}
+	// Bound the whole run, and clean up on interruption.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, unix.SIGINT, unix.SIGTERM, unix.SIGHUP)
+	go func() {
+		select {
+		case s := <-sigs:
+			fmt.Fprintf(os.Stderr, "bench: %v: stopping\n", s)
+		case <-time.After(30 * time.Minute):
+			fmt.Fprintln(os.Stderr, "bench: ran 30 minutes: stopping")
+		}
+		killAll()
+		b.cleanup()
+		os.Exit(1)
+	}()
+	defer b.cleanup()
+	if err := b.setup(); err != nil {
+		return fail(err)
+	}
+	b.ensureHybridForCrun()
+	b.ensureNspawnRun()
+	if n := b.cgroupMoveCost(); n != "" {
+		b.setupNotes = append(b.setupNotes, n)
+	}
+	want := func(id string) bool {
+		if *only == "" {
+			return true
+		}
+		for _, x := range strings.Split(*only, ",") {
+			if x == id {
+				return true
+			}
+		}
+		return false
+	}
+	steps := []struct {
+		id  string
+		run func() []*section
+	}{
+		{"start", func() []*section { return []*section{b.measureStart()} }},
+		{"memory", func() []*section { return []*section{b.measureMemory()} }},
+		{"reap", func() []*section { return b.measureReap(*orphans) }},
+		{"stop", func() []*section { return []*section{b.measureStop()} }},
+		{"host", func() []*section { return b.measureHostTools(*npods) }},
+		{"scale", func() []*section { return b.measureScale() }},
+	}
+	for _, st := range steps {
+		if !want(st.id) {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "bench: %s (load %s) ", st.id, loadavg())
+		t := time.Now()
+		b.sections = append(b.sections, st.run()...)
+		b.logf("%s done in %v", st.id, time.Since(t).Round(time.Millisecond))
+	}
+	b.forgetContainers()
+	b.cleanup()
+	b.evaluateTargets()
+	md := b.markdown()
+	fmt.Print(md)
+	if *out != "" {
+		if err := os.WriteFile(*out, []byte(md), 0o644); err != nil {
+			return fail(err)
+		}
+	}
+	if *svg != "" {
+		if err := os.WriteFile(*svg, []byte(b.chart()), 0o644); err != nil {
+			return fail(err)
+		}
+	}
+	if len(b.leftovers) > 0 {
+		fmt.Fprintf(os.Stderr, "bench: left behind: %s\n", strings.Join(b.leftovers, "; "))
+		return 1
+	}
+	return 0
+}
+
+func fail(err error) int {
+	fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+	return 1
+}
+
+// killAll kills every process group we started that is still running.
+func killAll() {
+	reap.mu.Lock()
+	var cs []*child
+	for _, c := range reap.procs {
+		cs = append(cs, c)
+	}
+	reap.mu.Unlock()
+	for _, c := range cs {
+		c.kill()
+	}
+	for _, c := range cs {
+		select {
+		case <-c.done:
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
+// forgetContainers deletes any container of ours crun or runc still
+// knows (a round killed on timeout).
+func (b *bench) forgetContainers() {
+	prefix := fmt.Sprintf("pod1-bench-%d-", os.Getpid())
+	for tool, state := range map[string]string{"crun": "/run/crun", "runc": "/run/runc"} {
+		ents, _ := os.ReadDir(state)
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), prefix) {
+				b.ociForget(tool, e.Name())
+			}
+		}
+	}
+}

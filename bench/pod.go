@@ -1,0 +1,246 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A pod directory laid out as rkt's stage0 leaves it for the stage1's run
+// entry point (contract §5), after tests/harness_test.go's newPodRaw: the
+// pod manifest, a stage1 rootfs whose entry points are our binary, and one
+// rootfs per app made of hard links to the bench's fixture files, so that
+// preparing a pod costs a few dozen inode operations outside the timing.
+
+// podApp is one app of a bench pod.
+type podApp struct {
+	name string
+	exec []string
+	ann  map[string]string
+}
+
+// pod is a prepared pod directory.
+type pod struct {
+	dir, uuid string
+	apps      []podApp
+}
+
+func newUUID() (string, error) {
+	b, err := os.ReadFile("/proc/sys/kernel/random/uuid")
+	return strings.TrimSpace(string(b)), err
+}
+
+func annotations(m map[string]string) []map[string]string {
+	out := []map[string]string{}
+	for k, v := range m {
+		out = append(out, map[string]string{"name": k, "value": v})
+	}
+	return out
+}
+
+func podManifest(apps []podApp) ([]byte, error) {
+	var as []map[string]any
+	for _, a := range apps {
+		ra := map[string]any{
+			"name":  a.name,
+			"image": map[string]any{"name": "pod1.dev/bench", "id": "sha512-" + strings.Repeat("0", 64)},
+			"app": map[string]any{
+				"exec": a.exec, "user": "0", "group": "0",
+				"environment": []any{}, "workingDirectory": "/",
+			},
+		}
+		if a.ann != nil {
+			ra["annotations"] = annotations(a.ann)
+		}
+		as = append(as, ra)
+	}
+	return json.Marshal(map[string]any{
+		"acVersion": "1.30.0", "acKind": "PodManifest", "apps": as,
+		"volumes": []any{}, "isolators": nil,
+		"annotations": []map[string]string{{"name": "coreos.com/rkt/stage1/mutable", "value": "false"}},
+		"ports":       []any{},
+	})
+}
+
+var imageManifestJSON = []byte(`{"acKind":"ImageManifest","acVersion":"0.8.11","name":"pod1.dev/bench",` +
+	`"labels":[{"name":"os","value":"linux"},{"name":"arch","value":"amd64"}],` +
+	`"app":{"exec":["/true"],"user":"0","group":"0"}}`)
+
+// newPod prepares a pod directory under the bench's work dir.
+func (b *bench) newPod(apps []podApp) (*pod, error) {
+	uuid, err := newUUID()
+	if err != nil {
+		return nil, err
+	}
+	p := &pod{dir: filepath.Join(b.work, "pods", uuid), uuid: uuid, apps: apps}
+	s1 := filepath.Join(p.dir, "stage1/rootfs")
+	for _, d := range []string{"rkt/status", "rkt/env", "opt/stage2"} {
+		if err := os.MkdirAll(filepath.Join(s1, d), 0o755); err != nil {
+			return nil, err
+		}
+	}
+	for _, ep := range []string{"run", "stop", "gc"} {
+		if err := os.Symlink(b.stage1Init, filepath.Join(s1, ep)); err != nil {
+			return nil, err
+		}
+	}
+	m, err := podManifest(apps)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(p.dir, "pod"), m, 0o640); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(p.dir, "pod-created"), nil, 0o644); err != nil {
+		return nil, err
+	}
+	for _, a := range apps {
+		root := filepath.Join(s1, "opt/stage2", a.name, "rootfs")
+		if err := linkTree(b.fixture, root); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(filepath.Join(filepath.Dir(root), "manifest"), imageManifestJSON, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// linkTree recreates the directories of src under dst and hard-links
+// everything else (files, FIFOs); symlinks are copied.
+func linkTree(src, dst string) error {
+	return filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		target := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			st, err := os.Stat(path)
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				return err
+			}
+			return os.Chmod(target, st.Mode().Perm()|st.Mode()&os.ModeSticky)
+		case d.Type()&os.ModeSymlink != 0:
+			l, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(l, target)
+		default:
+			return os.Link(path, target)
+		}
+	})
+}
+
+// startPod execs the pod's run entry point as stage0 does: cwd the pod
+// dir, the pod directory flock'd exclusively on an inherited fd named by
+// RKT_LOCK_FD, argv --net=none UUID. Our copy of the lock fd is closed at
+// once, as stage0 keeps none (it execs the stage1).
+func (b *bench) startPod(p *pod) (*child, error) {
+	lock, err := os.Open(p.dir)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		return nil, err
+	}
+	run := filepath.Join(p.dir, "stage1/rootfs/run")
+	return start(spec{
+		argv:  []string{run, "--net=none", p.uuid},
+		dir:   p.dir,
+		env:   append(os.Environ(), "RKT_LOCK_FD=3"),
+		files: []*os.File{lock},
+		sys:   &syscall.SysProcAttr{},
+	})
+}
+
+// status reads an app's exit status as rkt does.
+func (p *pod) status(app string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(p.dir, "stage1/rootfs/rkt/status", app))
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// pid1 is the pod's PID 1 as a host pid, from the pid file.
+func (p *pod) pid1(timeout time.Duration) (int, error) {
+	var pid int
+	err := waitUntil(timeout, 200*time.Microsecond, "the pid file", func() bool {
+		b, err := os.ReadFile(filepath.Join(p.dir, "pid"))
+		if err != nil {
+			return false
+		}
+		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil
+	})
+	return pid, err
+}
+
+// checkStatuses verifies every app has a status; want < 0 accepts any.
+func (p *pod) checkStatuses(want int) error {
+	for _, a := range p.apps {
+		got, err := p.status(a.name)
+		if err != nil {
+			return fmt.Errorf("pod %s: app %s: no status: %w", p.uuid, a.name, err)
+		}
+		if want >= 0 && got != want {
+			return fmt.Errorf("pod %s: app %s: status %d, want %d", p.uuid, a.name, got, want)
+		}
+	}
+	return nil
+}
+
+// finish checks that the pod left no cgroup behind and removes its
+// directory.
+func (b *bench) finishPod(p *pod) error {
+	left := cgroupsNamed("pod1-" + p.uuid)
+	err := os.RemoveAll(p.dir)
+	if len(left) > 0 {
+		b.leftovers = append(b.leftovers, left...)
+		return errors.Join(err, fmt.Errorf("pod %s left cgroups: %s", p.uuid, strings.Join(left, " ")))
+	}
+	return err
+}
+
+// cgroupsNamed finds cgroup directories with this name in any hierarchy,
+// at any depth up to five.
+func cgroupsNamed(name string) []string {
+	var out []string
+	var walk func(dir string, depth int)
+	walk = func(dir string, depth int) {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return
+		}
+		for _, e := range ents {
+			if !e.IsDir() {
+				continue
+			}
+			p := filepath.Join(dir, e.Name())
+			if e.Name() == name {
+				out = append(out, p)
+				continue
+			}
+			if depth < 5 {
+				walk(p, depth+1)
+			}
+		}
+	}
+	walk("/sys/fs/cgroup", 0)
+	return out
+}
