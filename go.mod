@@ -3,15 +3,19 @@ module github.com/pod1/pod1
 go 1.26.0
 
 require (
-	github.com/appc/spec v0.8.11 // indirect
+	github.com/appc/spec v0.8.11
+	github.com/cyphar/filepath-securejoin v0.7.0
+	github.com/moby/sys/capability v0.5.0
+	github.com/vishvananda/netlink v1.3.1
+	golang.org/x/sys v0.50.0
+)
+
+require (
+	cyphar.com/go-pathrs v0.2.5 // indirect
 	github.com/coreos/go-semver v0.3.1 // indirect
-	github.com/cyphar/filepath-securejoin v0.7.0 // indirect
-	github.com/moby/sys/capability v0.5.0 // indirect
-	github.com/moby/sys/mountinfo v0.7.3 // indirect
+	github.com/google/gofuzz v1.2.0 // indirect
 	github.com/spf13/pflag v1.1.0 // indirect
-	github.com/vishvananda/netlink v1.3.1 // indirect
 	github.com/vishvananda/netns v0.0.5 // indirect
 	go4.org v0.0.0-20260112195520-a5071408f32f // indirect
-	golang.org/x/sys v0.50.0 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 )
