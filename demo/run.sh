@@ -42,5 +42,12 @@ else
 fi
 echo "pid:     $(cat "$POD/pid")  (the pod's PID 1, as the host sees it)"
 for s in "$POD"/overlay/*/upper/rkt/status/*; do
-	echo "status:  app $(basename "$s") exited $(cat "$s")"
+	case "$s" in *.json) continue ;; esac
+	echo "status:  $(basename "$s") exited $(cat "$s")   (rkt/status/$(basename "$s"), rkt's format)"
 done
+echo
+echo "== pod1 status $UUID"
+bin/pod1 --dir="$DATA" status "$UUID"
+echo
+echo "== pod1 list"
+bin/pod1 --dir="$DATA" list
