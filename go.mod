@@ -6,6 +6,7 @@ require (
 	github.com/appc/spec v0.8.11
 	github.com/cyphar/filepath-securejoin v0.7.0
 	github.com/moby/sys/capability v0.5.0
+	github.com/moby/sys/mountinfo v0.7.3
 	github.com/vishvananda/netlink v1.3.1
 	golang.org/x/sys v0.50.0
 )

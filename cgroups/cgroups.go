@@ -8,13 +8,15 @@
 package cgroups
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/moby/sys/mountinfo"
 )
 
 // v1Controllers are the v1 hierarchies a group is created in: pids for
@@ -36,48 +38,31 @@ type Group struct {
 	Unified bool `json:"unified,omitempty"`
 }
 
-// mounts lists cgroup and cgroup2 mounts from this process's mountinfo.
+// mounts lists cgroup and cgroup2 mounts from this process's mountinfo:
+// the first cgroup2 mount, and for each v1 controller we use the first
+// hierarchy it is bound to.
 func mounts() (v2 string, v1 map[string]string, err error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	infos, err := mountinfo.GetMounts(mountinfo.FSTypeFilter("cgroup", "cgroup2"))
 	if err != nil {
 		return "", nil, err
 	}
-	defer f.Close()
 	v1 = map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		i := indexOf(fields, "-")
-		if i < 0 || i+3 >= len(fields) {
+	for _, in := range infos {
+		if in.FSType == "cgroup2" {
+			if v2 == "" {
+				v2 = in.Mountpoint
+			}
 			continue
 		}
-		switch fields[i+1] {
-		case "cgroup2":
-			if v2 == "" {
-				v2 = fields[4]
-			}
-		case "cgroup":
-			for _, opt := range strings.Split(fields[i+3], ",") {
-				for _, c := range v1Controllers {
-					if opt == c {
-						if _, seen := v1[c]; !seen {
-							v1[c] = fields[4]
-						}
-					}
+		for _, opt := range strings.Split(in.VFSOptions, ",") {
+			if slices.Contains(v1Controllers, opt) {
+				if _, seen := v1[opt]; !seen {
+					v1[opt] = in.Mountpoint
 				}
 			}
 		}
 	}
-	return v2, v1, sc.Err()
-}
-
-func indexOf(s []string, v string) int {
-	for i, x := range s {
-		if x == v {
-			return i
-		}
-	}
-	return -1
+	return v2, v1, nil
 }
 
 // selfPaths reads the calling process's cgroup in each hierarchy.

@@ -113,12 +113,6 @@ func TestUnmountUnder(t *testing.T) {
 	}
 }
 
-func TestUnescape(t *testing.T) {
-	if got := unescape(`/a\040b\134c\011d`); got != "/a b\\c\td" {
-		t.Fatalf("%q", got)
-	}
-}
-
 // Marking never replaces a pod directory of the same name.
 func TestRenameNoReplace(t *testing.T) {
 	root := t.TempDir()

@@ -1,14 +1,12 @@
 package gc
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
-	"strconv"
 	"strings"
 
+	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -24,33 +22,19 @@ type mount struct {
 
 // readMounts lists this mount namespace's mounts.
 func readMounts() ([]mount, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	infos, err := mountinfo.GetMounts(nil)
 	if err != nil {
 		return nil, fmt.Errorf("read mountinfo: %w", err)
 	}
-	defer f.Close()
-	var out []mount
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		// proc_pid_mountinfo(5): ID PARENT MAJ:MIN ROOT POINT OPTS [OPTIONAL...] - ...
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 7 {
-			continue
-		}
-		m := mount{point: unescape(fields[4])}
-		for _, opt := range fields[6:] {
-			if opt == "-" {
-				break
-			}
+	out := make([]mount, 0, len(infos))
+	for _, in := range infos {
+		m := mount{point: in.Mountpoint}
+		for _, opt := range strings.Fields(in.Optional) {
 			if strings.HasPrefix(opt, "shared:") || strings.HasPrefix(opt, "master:") {
 				m.propagates = true
 			}
 		}
 		out = append(out, m)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read mountinfo: %w", err)
 	}
 	return out, nil
 }
@@ -108,24 +92,4 @@ func unmountUnder(dir string, known []mount) error {
 		errs = append(errs, fmt.Errorf("%w: %s", ErrMountsLeft, strings.Join(points, " ")))
 	}
 	return errors.Join(errs...)
-}
-
-// unescape undoes the kernel's octal escaping of space, tab, newline and
-// backslash in mountinfo paths.
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

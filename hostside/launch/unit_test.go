@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/appc/spec/schema/types"
+	"golang.org/x/sys/unix"
 )
 
 func TestNewUUID(t *testing.T) {
@@ -152,16 +153,24 @@ func TestStage1Env(t *testing.T) {
 	}
 }
 
-func TestUnescapeMountinfo(t *testing.T) {
-	for in, want := range map[string]string{
-		`/a\040b`:  "/a b",
-		`/x\134y`:  `/x\y`,
-		`/plain`:   "/plain",
-		`/trail\0`: `/trail\0`,
-	} {
-		if got := unescapeMountinfo(in); got != want {
-			t.Errorf("unescape(%q) = %q, want %q", in, got, want)
+// Mount points come back as the kernel names them, unescaped (mountinfo
+// writes a space as \040), and only those at or below the directory.
+func TestMountsUnderUnescapes(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "a b")
+	sibling := filepath.Join(base, "a bc")
+	for _, d := range []string{dir, sibling} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
 		}
+		if err := unix.Mount("tmpfs", d, "tmpfs", 0, ""); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = unix.Unmount(d, unix.MNT_DETACH) })
+	}
+	got, err := MountsUnder(dir)
+	if err != nil || len(got) != 1 || got[0] != dir {
+		t.Fatalf("MountsUnder(%q) = %q, %v", dir, got, err)
 	}
 }
 
