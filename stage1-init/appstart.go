@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/status"
 )
 
@@ -29,6 +30,11 @@ func (s *supervisor) start(a *app) error {
 		return err
 	}
 	if err := s.ensureCgroup(a); err != nil {
+		// Limits the pod manifest asks for are not optional: an app
+		// whose limits cannot be set does not run unlimited.
+		if a.cfg.Resources != (cgroups.Limits{}) {
+			return fmt.Errorf("cgroup: %w", err)
+		}
 		s.logf("app %q: cgroup: %v (running without one)", a.name, err)
 	}
 	pr, pw, err := os.Pipe()

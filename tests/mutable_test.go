@@ -424,3 +424,49 @@ func copyFile(t *testing.T, from, to string) {
 	must(t, err)
 	must(t, os.WriteFile(to, b, 0o755))
 }
+
+// An app whose resource limits cannot be put on a cgroup does not run
+// unlimited: its start fails. (The pod's cgroup is made unable to have
+// more children, which is what the host would do to a pod out of cgroups.)
+func TestLimitsThatCannotBeSetFailTheStart(t *testing.T) {
+	p, r := sandbox(t, nil)
+	defer func() {
+		stop := exec.Command(filepath.Join(p.Dir, "stage1/rootfs/stop"), p.UUID)
+		stop.Dir = p.Dir
+		_ = stop.Run()
+		r.Wait(t)
+	}()
+	v2, _ := filepath.Glob("/sys/fs/cgroup/unified/pod1-" + p.UUID)
+	if len(v2) == 0 {
+		v2, _ = filepath.Glob("/sys/fs/cgroup/pod1-" + p.UUID)
+	}
+	if len(v2) != 1 {
+		t.Skip("no cgroup v2 hierarchy to constrain")
+	}
+	// stage1/ is the one descendant it has; no app cgroup can be made.
+	must(t, os.WriteFile(filepath.Join(v2[0], "cgroup.max.descendants"), []byte("1"), 0))
+	a := App{Name: "limited", Exec: probe("sleep", "60s")}
+	addAppStage0Only(t, p, a)
+	// The app entry in the manifest gets a memory limit.
+	var pm map[string]any
+	b, _ := os.ReadFile(filepath.Join(p.Dir, "pod"))
+	must(t, json.Unmarshal(b, &pm))
+	for _, x := range pm["apps"].([]any) {
+		app := x.(map[string]any)
+		if app["name"] == "limited" {
+			app["app"].(map[string]any)["isolators"] = []any{isolator("resource/memory", map[string]any{"limit": "64Mi"})}
+		}
+	}
+	b, _ = json.Marshal(pm)
+	must(t, os.WriteFile(filepath.Join(p.Dir, "pod"), b, 0o640))
+	if code, out := entry(t, p, "app-add", "--debug=false", "--uuid="+p.UUID, "--app=limited"); code != 0 {
+		t.Fatalf("add: %d %s", code, out)
+	}
+	code, out := startApp(t, p, "limited")
+	if code != 254 || !strings.Contains(out, "cgroup") {
+		t.Fatalf("start of an app whose limits cannot be set: %d %q", code, out)
+	}
+	if got := recState(t, p, "limited"); got != status.StateExited {
+		t.Fatalf("state %s", got)
+	}
+}
