@@ -10,7 +10,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/appc/spec/schema/types"
 	"golang.org/x/sys/unix"
@@ -84,6 +86,9 @@ func enterMain(args []string) int {
 	}
 	if rec.State != status.StateRunning || rec.Pid <= 0 {
 		return fail(fmt.Errorf("enter: app %q is not running (%s)", app, rec.State))
+	}
+	if err := awaitExec(rec.Pid, 10*time.Second); err != nil {
+		return fail(fmt.Errorf("enter: app %q: %w", app, err))
 	}
 	// Our own binary, opened while the host's /proc is ours: the child
 	// runs it again from inside the app.
@@ -239,5 +244,26 @@ func enterCommand(s *appexec.Spec, argv []string) []string {
 func forwardSignals(sigs chan os.Signal, pid int) {
 	for sig := range sigs {
 		_ = unix.Kill(-pid, sig.(unix.Signal))
+	}
+}
+
+// awaitExec waits until the app's first process has become the app. The
+// record says "running" from the clone on, while the process is still the
+// stage1 (argv[0] pod1-app) setting up the app's mounts and root: joining
+// its mount namespace then would land in the pod's, not the app's.
+func awaitExec(pid int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			return fmt.Errorf("its process %d is gone: %w", pid, err)
+		}
+		if arg0, _, _ := strings.Cut(string(b), "\x00"); arg0 != roleApp {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("its process %d did not start the app within %v", pid, timeout)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
