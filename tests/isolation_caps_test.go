@@ -3,7 +3,6 @@ package tests
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -136,12 +135,6 @@ func TestEscapeCapabilitiesAreWarnedAbout(t *testing.T) {
 // (seccomp, masked paths) too.
 func TestAppAddedLaterGetsItsIsolation(t *testing.T) {
 	p, r := sandbox(t, nil)
-	defer func() {
-		stop := exec.Command(filepath.Join(p.Dir, "stage1/rootfs/stop"), p.UUID)
-		stop.Dir = p.Dir
-		_ = stop.Run()
-		r.Wait(t)
-	}()
 	a := App{Name: "late", Exec: probe("status", "+", "stat", "/proc/timer_list", "+", "sleep", "60s")}
 	root := filepath.Join(p.Dir, "stage1/rootfs/opt/stage2", a.Name, "rootfs")
 	must(t, os.MkdirAll(filepath.Join(root, "bin"), 0o755))

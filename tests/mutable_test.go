@@ -28,6 +28,14 @@ func sandbox(t *testing.T, vols []map[string]any) (*Pod, *Run) {
 			t.Logf("stage1 stderr:\n%s", r.Stderr)
 		}
 	})
+	// Runs before start's cleanup (which kills the stage1): stop the pod
+	// as a user would. A pod the test already stopped ignores it.
+	t.Cleanup(func() {
+		stop := exec.Command(filepath.Join(p.Dir, "stage1/rootfs/stop"), p.UUID)
+		stop.Dir = p.Dir
+		_ = stop.Run()
+		r.Wait(t)
+	})
 	waitFor(t, 10*time.Second, "supervisor ready", func() bool {
 		l, err := os.Readlink(filepath.Join(p.Dir, "stage1/rootfs/rkt/supervisor-status"))
 		return err == nil && l == "ready"
@@ -232,12 +240,6 @@ func TestMutablePodAppLifecycle(t *testing.T) {
 // path is outside its root, and a peer inside the pod is refused anyway.
 func TestControlChannelRefusesApps(t *testing.T) {
 	p, r := sandbox(t, nil)
-	defer func() {
-		stop := exec.Command(filepath.Join(p.Dir, "stage1/rootfs/stop"), p.UUID)
-		stop.Dir = p.Dir
-		_ = stop.Run()
-		r.Wait(t)
-	}()
 	// A process inside the pod's namespaces that can see the socket (a
 	// bind of it into an app's root) is still refused.
 	sock := filepath.Join(p.Dir, "stage1/rootfs/rkt/pod1/control.sock")
@@ -271,12 +273,6 @@ func TestControlChannelRefusesApps(t *testing.T) {
 // killed while it waited, an rm whose app/rm never ran.
 func TestInterruptedAppOperationsReconcile(t *testing.T) {
 	p, r := sandbox(t, nil)
-	defer func() {
-		stop := exec.Command(filepath.Join(p.Dir, "stage1/rootfs/stop"), p.UUID)
-		stop.Dir = p.Dir
-		_ = stop.Run()
-		r.Wait(t)
-	}()
 	// stage0 did its part of the add; its app/add caller died.
 	a := App{Name: "orphan", Exec: probe("ignore-term", "+", "sleep", "60s"), Annotations: map[string]string{"pod1/stop-grace-period": "500ms"}}
 	addAppStage0Only(t, p, a)
@@ -366,13 +362,7 @@ func pid1Usage(t *testing.T, pid int, podDir string) (mounts, fds, rssKB int) {
 // fds are the same at the end as after the first cycle, its memory within
 // a small bound, and no cgroup, record or spec of a removed app remains.
 func TestManyAppCyclesLeakNothing(t *testing.T) {
-	p, r := sandbox(t, nil)
-	defer func() {
-		stop := exec.Command(filepath.Join(p.Dir, "stage1/rootfs/stop"), p.UUID)
-		stop.Dir = p.Dir
-		_ = stop.Run()
-		r.Wait(t)
-	}()
+	p, _ := sandbox(t, nil)
 	pid := podPid(t, p)
 	const cycles = 500
 	var m1, f1, rss1 int
@@ -429,13 +419,7 @@ func copyFile(t *testing.T, from, to string) {
 // unlimited: its start fails. (The pod's cgroup is made unable to have
 // more children, which is what the host would do to a pod out of cgroups.)
 func TestLimitsThatCannotBeSetFailTheStart(t *testing.T) {
-	p, r := sandbox(t, nil)
-	defer func() {
-		stop := exec.Command(filepath.Join(p.Dir, "stage1/rootfs/stop"), p.UUID)
-		stop.Dir = p.Dir
-		_ = stop.Run()
-		r.Wait(t)
-	}()
+	p, _ := sandbox(t, nil)
 	v2, _ := filepath.Glob("/sys/fs/cgroup/unified/pod1-" + p.UUID)
 	if len(v2) == 0 {
 		v2, _ = filepath.Glob("/sys/fs/cgroup/pod1-" + p.UUID)
