@@ -168,6 +168,30 @@ func (b *bench) startPod(p *pod) (*child, error) {
 	})
 }
 
+// runPodToEnd starts a prepared pod and waits for it to end, which must
+// be with 0 and every app's status 0. The caller closes the child (on
+// success) and reads its timings.
+func (b *bench) runPodToEnd(p *pod, timeout time.Duration) (*child, error) {
+	c, err := b.startPod(p)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.wait(timeout); err != nil {
+		c.close()
+		return nil, err
+	}
+	if c.code() != 0 {
+		err := fmt.Errorf("exit %d: %s", c.code(), c.output(600))
+		c.close()
+		return nil, err
+	}
+	if err := p.checkStatuses(0); err != nil {
+		c.close()
+		return nil, err
+	}
+	return c, nil
+}
+
 // status reads an app's exit status as rkt does.
 func (p *pod) status(app string) (int, error) {
 	b, err := os.ReadFile(filepath.Join(p.dir, "stage1/rootfs/rkt/status", app))
