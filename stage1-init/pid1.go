@@ -133,8 +133,13 @@ func (s *supervisor) loop(sigs chan os.Signal) int {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		s.handle(s.pending)
+		// Handling an exit can reap others (cleanCgroup reaps while it
+		// empties the app's cgroup), which it appends to s.pending: take
+		// the batch first, so those are handled next time round and
+		// never dropped.
+		exits := s.pending
 		s.pending = nil
+		s.handle(exits)
 		next := s.tick(time.Now())
 		if s.finished() {
 			break
@@ -150,7 +155,7 @@ func (s *supervisor) loop(sigs chan os.Signal) int {
 		case sig := <-sigs:
 			switch sig {
 			case unix.SIGCHLD:
-				s.pending = s.reaper.Reap()
+				s.pending = append(s.pending, s.reaper.Reap()...)
 			case unix.SIGUSR1:
 				s.stop("forced stop requested", true)
 			default:
@@ -164,7 +169,7 @@ func (s *supervisor) loop(sigs chan os.Signal) int {
 			debug.FreeOSMemory()
 		case <-timer.C:
 		case <-sweep.C:
-			s.pending = s.reaper.Reap()
+			s.pending = append(s.pending, s.reaper.Reap()...)
 		}
 	}
 	_ = unix.Kill(-1, unix.SIGKILL)

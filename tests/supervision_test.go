@@ -355,3 +355,36 @@ func TestAppsStartWithCleanSignalState(t *testing.T) {
 		}
 	}
 }
+
+// Apps that end while PID 1 is still emptying another app's cgroup are not
+// lost: that cleanup reaps them, and their ends are handled like any other.
+// Eight apps, each with twenty daemons, all end at once on a stop; before
+// the fix one of them was regularly dropped and the pod never ended.
+func TestExitsDuringAnotherAppsCleanupAreKept(t *testing.T) {
+	for round := 0; round < 4; round++ {
+		vol := t.TempDir()
+		mp, vols := volume(vol)
+		var apps []App
+		for i := 0; i < 8; i++ {
+			n := "a" + strconv.Itoa(i)
+			apps = append(apps, App{Name: n, Exec: probe("spawn", "20", "600s", "+", "touch", "/vol/"+n, "+", "sleep", "600s"), MPoints: mp})
+		}
+		p := newPod(t, apps, vols)
+		r := start(t, p, RunOpts{Args: []string{"--debug", "--net=none"}, Timeout: 30 * time.Second})
+		waitFor(t, 20*time.Second, "every app's daemons", func() bool {
+			for _, a := range apps {
+				if _, err := os.Stat(filepath.Join(vol, a.Name)); err != nil {
+					return false
+				}
+			}
+			return true
+		})
+		must(t, r.Cmd.Process.Signal(unix.SIGTERM))
+		r.Wait(t)
+		for _, a := range apps {
+			if got := p.Status(t, a.Name); got != 143 {
+				t.Fatalf("round %d: %s: status %d; stderr %s", round, a.Name, got, r.Stderr)
+			}
+		}
+	}
+}
