@@ -26,6 +26,9 @@ const maxSpecSize = 32 << 20
 // exist, 126 when it cannot be executed, 254 when the pod could not set up
 // the app (the message on stderr says which).
 func Child() int {
+	if len(os.Args) > 1 && (os.Args[1] == userNSFlag || os.Args[1] == enterUserNSFlag) {
+		return childInUserNS()
+	}
 	// Credentials, capabilities and the final execve are per-thread
 	// operations: everything happens on the main thread.
 	runtime.LockOSThread()
@@ -35,7 +38,9 @@ func Child() int {
 		return status.CodeStage1Failure
 	}
 	code, err := become(spec)
-	fmt.Fprintf(os.Stderr, "stage1: app %q: %v\n", spec.App, err)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "stage1: app %q: %v\n", spec.App, err)
+	}
 	return code
 }
 
@@ -66,6 +71,9 @@ func become(s *Spec) (int, error) {
 		return setupFailed, err
 	}
 	unix.Umask(0o022)
+	if s.UserNS != nil {
+		return startInUserNS(s)
+	}
 	// A session of its own: the app has no controlling terminal it could
 	// push input into (TIOCSTI, CVE-2017-5226), and the pod can signal
 	// the app's whole process group.

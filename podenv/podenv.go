@@ -5,13 +5,14 @@ package podenv
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
 // Setup prepares the namespaces PID 1 was cloned into.
-func Setup(hostname string, newNet bool) error {
+func Setup(hostname string, newNet, privateUsers bool) error {
 	// Host mounts still propagate in (stage0 mounts app overlays for apps
 	// added later); nothing mounted in the pod propagates out.
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
@@ -23,6 +24,29 @@ func Setup(hostname string, newNet bool) error {
 	if newNet {
 		if err := loopbackUp(); err != nil {
 			return err
+		}
+		if privateUsers {
+			if err := unprivilegedNet(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// unprivilegedNet lets apps in user namespaces bind ports below 1024 and
+// ping, in the pod's own network namespace only. The namespace is the host
+// root's, so CAP_NET_BIND_SERVICE and CAP_NET_RAW in an app's user
+// namespace do not count in it; these two sysctls are what the kernel
+// offers instead (as Docker sets them for its containers). Raw sockets
+// other than ping stay out of reach.
+func unprivilegedNet() error {
+	for _, s := range []struct{ file, value string }{
+		{"/proc/sys/net/ipv4/ip_unprivileged_port_start", "0"},
+		{"/proc/sys/net/ipv4/ping_group_range", "0 2147483647"},
+	} {
+		if err := os.WriteFile(s.file, []byte(s.value), 0); err != nil {
+			return fmt.Errorf("private users: %w", err)
 		}
 	}
 	return nil

@@ -40,6 +40,7 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 		Debug:        opts.Debug,
 		Hostname:     opts.Hostname,
 		NewNet:       !opts.NetHost(),
+		PrivateUsers: opts.PrivateUsers != nil,
 		Mutable:      opts.Mutable,
 		GracePeriod:  DefaultGracePeriod,
 		EmptyVolumes: shared,
@@ -249,6 +250,20 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 	}
 	if spec.GID, err = resolveGroup(rootfs, app.Group); err != nil {
 		return nil, errorf(field("group"), "%w", err)
+	}
+	if u := opts.PrivateUsers; u != nil {
+		spec.UserNS = &appexec.UserNS{HostID: u.HostID, Size: u.Size}
+		if !u.Contains(spec.UID) {
+			return nil, errorf(field("user"), "uid %d is outside the pod's user namespace (0-%d, --private-users)", spec.UID, u.Size-1)
+		}
+		if !u.Contains(spec.GID) {
+			return nil, errorf(field("group"), "gid %d is outside the pod's user namespace (0-%d, --private-users)", spec.GID, u.Size-1)
+		}
+		for _, g := range spec.Groups {
+			if !u.Contains(g) {
+				return nil, errorf(field("supplementaryGIDs"), "gid %d is outside the pod's user namespace (0-%d, --private-users)", g, u.Size-1)
+			}
+		}
 	}
 	mounts, err := appMounts(podDir, ra, app, vols, opts)
 	if err != nil {

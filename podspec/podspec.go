@@ -55,6 +55,9 @@ type Options struct {
 	DisableCapabilities bool
 	DisablePaths        bool
 	DisableSeccomp      bool
+	// PrivateUsers is --private-users: every app gets a user namespace
+	// with this mapping.
+	PrivateUsers *appexec.UserNS `json:",omitempty"`
 }
 
 // NetHost reports whether the pod stays in the host's network namespace.
@@ -70,13 +73,15 @@ func (o *Options) NetHost() bool {
 // Pod is what the pod's PID 1 carries out. It crosses from the run
 // entrypoint to PID 1 as JSON.
 type Pod struct {
-	UUID        string        `json:"uuid"`
-	Debug       bool          `json:"debug,omitempty"`
-	Hostname    string        `json:"hostname"`
-	NewNet      bool          `json:"newNet"`
-	Mutable     bool          `json:"mutable,omitempty"`
-	GracePeriod time.Duration `json:"gracePeriod"`
-	Apps        []App         `json:"apps"`
+	UUID     string `json:"uuid"`
+	Debug    bool   `json:"debug,omitempty"`
+	Hostname string `json:"hostname"`
+	NewNet   bool   `json:"newNet"`
+	// PrivateUsers: the apps run in user namespaces (--private-users).
+	PrivateUsers bool          `json:"privateUsers,omitempty"`
+	Mutable      bool          `json:"mutable,omitempty"`
+	GracePeriod  time.Duration `json:"gracePeriod"`
+	Apps         []App         `json:"apps"`
 	// ExitPolicy and MainApp decide when the pod ends.
 	ExitPolicy string `json:"exitPolicy"`
 	MainApp    string `json:"mainApp,omitempty"`

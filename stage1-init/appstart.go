@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -48,13 +49,21 @@ func (s *supervisor) start(a *app) error {
 	// (os.checkPidfd) on the first app's start path, for a pidfd the
 	// reaper, which owns wait4, never uses.
 	files := []uintptr{os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd(), pr.Fd()}
-	pid, err := s.reaper.Start(a, func() (int, error) {
+	fork := func() (int, error) {
 		return syscall.ForkExec("/proc/self/exe", []string{roleApp}, &syscall.ProcAttr{
 			Env:   os.Environ(),
 			Files: files,
 			Sys:   attr,
 		})
-	})
+	}
+	if a.cfg.Spec.UserNS != nil {
+		// The setup process gets its spec inside fork; none is left
+		// to send after it.
+		b := spec
+		fork = func() (int, error) { return s.forkInUserNS(a, files, attr, pw, b) }
+		spec = nil
+	}
+	pid, err := s.reaper.Start(a, fork)
 	pr.Close()
 	if err != nil {
 		return err
@@ -76,10 +85,64 @@ func (s *supervisor) start(a *app) error {
 	s.debugf("app %q: started as pid %d (host pid %d)", a.name, pid, a.rec.Pid)
 	// A child that dies before reading gives EPIPE here; its exit is
 	// reaped and recorded like any other.
+	if spec != nil {
+		if _, err := pw.Write(spec); err != nil {
+			s.debugf("app %q: send spec: %v", a.name, err)
+		}
+	}
+	return nil
+}
+
+// setupTimeout bounds how long PID 1 waits for an app's setup process to
+// report the app's process in its user namespace (mounts on a hung file
+// system could block it).
+const setupTimeout = 30 * time.Second
+
+// forkInUserNS starts an app whose process lives in a user namespace
+// (appexec.startInUserNS): the setup process is cloned, moved into the
+// app's cgroup and given its spec, and reports the pid of the app's
+// process, which it cloned as our child. That pid is the app's; the setup
+// process's exit is then an orphan's. If it reports nothing, it failed,
+// and its pid, whose exit status says how, stands for the app. It runs
+// inside reaper.Start, so no exit is collected before the app's pid is
+// registered.
+func (s *supervisor) forkInUserNS(a *app, files []uintptr, attr *syscall.SysProcAttr, pw *os.File, spec []byte) (int, error) {
+	rr, rw, err := os.Pipe()
+	if err != nil {
+		return 0, err
+	}
+	defer rr.Close()
+	pid, err := syscall.ForkExec("/proc/self/exe", []string{roleApp}, &syscall.ProcAttr{
+		Env:   os.Environ(),
+		Files: append(files[:len(files):len(files)], rw.Fd()),
+		Sys:   attr,
+	})
+	rw.Close()
+	if err != nil {
+		return 0, err
+	}
+	// In its cgroup before it reads its spec: the app's process is
+	// born there.
+	if a.cg != nil {
+		if err := a.cg.Add(pid); err != nil {
+			s.logf("app %q: %v", a.name, err)
+		}
+	}
 	if _, err := pw.Write(spec); err != nil {
 		s.debugf("app %q: send spec: %v", a.name, err)
 	}
-	return nil
+	pw.Close()
+	_ = rr.SetReadDeadline(time.Now().Add(setupTimeout))
+	b, err := io.ReadAll(io.LimitReader(rr, 32))
+	if err != nil {
+		s.logf("app %q: setup did not report the app's process: %v", a.name, err)
+		_ = unix.Kill(pid, unix.SIGKILL)
+		return pid, nil
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 {
+		return n, nil
+	}
+	return pid, nil
 }
 
 func (s *supervisor) ensureCgroup(a *app) error {

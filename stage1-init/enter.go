@@ -172,6 +172,11 @@ type enterOrders struct {
 // through its own fd there. It gets a session of its own: it cannot push
 // input into the caller's terminal (CVE-2017-5226).
 func spawnInApp(s *appexec.Spec, argv []string, exe *os.File) (*os.Process, error) {
+	// No Pdeathsig: Go's child kills itself when getppid() differs
+	// from its parent's pid, and in the pod's pid namespace its
+	// parent is outside (getppid() is 0). A command outliving
+	// enter stays in the app's cgroups and dies with the app.
+	sys := &syscall.SysProcAttr{Setsid: true}
 	orders, err := json.Marshal(enterOrders{Spec: s, Argv: argv})
 	if err != nil {
 		return nil, err
@@ -183,11 +188,7 @@ func spawnInApp(s *appexec.Spec, argv []string, exe *os.File) (*os.Process, erro
 	defer w.Close()
 	p, err := os.StartProcess(fmt.Sprintf("/proc/self/fd/%d", enterExeFd), []string{roleEnter, enterExecFlag}, &os.ProcAttr{
 		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, r, exe},
-		// No Pdeathsig: Go's child kills itself when getppid() differs
-		// from its parent's pid, and in the pod's pid namespace its
-		// parent is outside (getppid() is 0). A command outliving
-		// enter stays in the app's cgroups and dies with the app.
-		Sys: &syscall.SysProcAttr{Setsid: true},
+		Sys:   sys,
 	})
 	r.Close()
 	if err != nil {
@@ -218,6 +219,16 @@ func enterExecMain() int {
 	}
 	// The app's own umask (appexec gives it 022), not the caller's.
 	unix.Umask(0o022)
+	if o.Spec.UserNS != nil {
+		// Cloned from here, inside the pod's pid namespace, the
+		// command's pid is the one the app's /proc shows, where its
+		// id maps are written.
+		code, err := appexec.RunInUserNS(o.Spec, o.Argv)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "stage1: enter: app %q: %v\n", o.Spec.App, err)
+		}
+		return code
+	}
 	code, err := appexec.Exec(o.Spec, o.Argv)
 	fmt.Fprintf(os.Stderr, "stage1: enter: app %q: %v\n", o.Spec.App, err)
 	return code

@@ -8,6 +8,7 @@ import (
 
 	"github.com/appc/spec/schema/types"
 
+	"github.com/pod1/pod1/appexec"
 	"github.com/pod1/pod1/podspec"
 )
 
@@ -82,9 +83,11 @@ func (f *runFlags) check() error {
 		}
 	}
 	if f.privUsers != "" {
-		// Running without the user namespace asked for would silently
-		// give the apps host root; refuse until it is implemented.
-		return &usageError{"--private-users: user namespaces are not supported by this stage1 yet (docs/security.md)"}
+		u, err := appexec.ParseUserNS(f.privUsers)
+		if err != nil {
+			return &usageError{fmt.Sprintf("--private-users=%q: %v", f.privUsers, err)}
+		}
+		f.opts.PrivateUsers = u
 	}
 	f.opts.ResolvMode, f.opts.HostsMode = "default", "default"
 	if f.dnsConfMode == "" {

@@ -51,8 +51,10 @@ func warnIsolation(pod *podspec.Pod, f *runFlags) {
 	for _, a := range pod.Apps {
 		iso := a.Spec.Isolation
 		// A non-root app gets no capability at execve, and with
-		// no_new_privs no setuid binary can give it one.
-		if iso.UnrestrictedCapabilities || a.Spec.UID != 0 && iso.NoNewPrivileges {
+		// no_new_privs no setuid binary can give it one. In a user
+		// namespace the capabilities are that namespace's only: none
+		// of them reaches PID 1 or the host.
+		if iso.UnrestrictedCapabilities || a.Spec.UID != 0 && iso.NoNewPrivileges || a.Spec.UserNS != nil {
 			continue
 		}
 		var risky []string

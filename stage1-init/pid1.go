@@ -40,7 +40,7 @@ func initMain() int {
 	if err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
-	if err := podenv.Setup(pod.Hostname, pod.NewNet); err != nil {
+	if err := podenv.Setup(pod.Hostname, pod.NewNet, pod.PrivateUsers); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
 	dir, err := status.OpenDir(podspec.StatusDir)

@@ -116,7 +116,11 @@ func TestBadFlagsAreRefused(t *testing.T) {
 		{"bad-ipc", []string{"--ipc=weird"}, `--ipc="weird"`},
 		{"bad-dns", []string{"--dns-conf-mode=resolv=foo"}, "--dns-conf-mode"},
 		{"host-and-more", []string{"--net=host,default"}, "--net="},
-		{"private-users", []string{"--private-users=100000:65536"}, "--private-users"},
+		{"private-users-form", []string{"--private-users=100000"}, `--private-users="100000": want BASE:COUNT`},
+		{"private-users-number", []string{"--private-users=1e5:65536"}, `--private-users="1e5:65536": want BASE:COUNT, two decimal numbers`},
+		{"private-users-host-root", []string{"--private-users=0:65536"}, "BASE 0 would make the apps' root the host's root"},
+		{"private-users-empty", []string{"--private-users=100000:0"}, "COUNT must be at least 1"},
+		{"private-users-overflow", []string{"--private-users=4294967290:65536"}, "past the last uid 4294967294"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -125,6 +129,15 @@ func TestBadFlagsAreRefused(t *testing.T) {
 			assertRefused(t, p, r, c.want)
 		})
 	}
+	// An app whose user the mapping does not cover would run as the
+	// overflow uid, or not at all.
+	t.Run("private-users-app-uid", func(t *testing.T) {
+		a := okApp("a")
+		a.User = "1000"
+		p := newPod(t, []App{a}, nil)
+		r := runPod(t, p, RunOpts{Args: []string{"--net=none", "--private-users=100000:1000"}})
+		assertRefused(t, p, r, `app "a": user: uid 1000 is outside the pod's user namespace (0-999, --private-users)`)
+	})
 	t.Run("malformed-uuid", func(t *testing.T) {
 		p := newPod(t, []App{okApp("a")}, nil)
 		p.UUID = "not-a-uuid"

@@ -3,6 +3,7 @@ package tests
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,14 @@ import (
 // same errno), OOM score, masked paths and read-only root as the app's own
 // process, read by both from inside.
 func TestEnterGetsTheAppsIsolation(t *testing.T) {
-	check := probe("status", "+", "cat", "/proc/self/oom_score_adj", "+", "syscall", "sysinfo", "+", "syscall", "unshare", "0",
+	t.Run("host-users", func(t *testing.T) { enterGetsTheAppsIsolation(t, false) })
+	// In a user namespace (--private-users) the entered command gets
+	// one with the app's mapping, and the same isolation in it.
+	t.Run("private-users", func(t *testing.T) { enterGetsTheAppsIsolation(t, true) })
+}
+
+func enterGetsTheAppsIsolation(t *testing.T, private bool) {
+	check := probe("cat", "/proc/self/uid_map", "+", "ids", "+", "status", "+", "cat", "/proc/self/oom_score_adj", "+", "syscall", "sysinfo", "+", "syscall", "unshare", "0",
 		"+", "open-write", "/etc/passwd", "+", "stat", "/proc/timer_list")
 	isos := []map[string]any{
 		isolator("os/linux/capabilities-retain-set", map[string]any{"set": []string{"CAP_NET_BIND_SERVICE", "CAP_CHOWN", "CAP_SETUID"}}),
@@ -26,7 +34,12 @@ func TestEnterGetsTheAppsIsolation(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(p.Dir, "stage1/rootfs/enter")); err != nil {
 		must(t, os.Symlink(bin("stage1-init"), filepath.Join(p.Dir, "stage1/rootfs/enter")))
 	}
-	r := start(t, p, RunOpts{})
+	o := RunOpts{}
+	if private {
+		shiftOwnership(t, p, usersBase)
+		o.Args = []string{"--net=none", privateUsers}
+	}
+	r := start(t, p, o)
 	appPid(t, p, "a")
 	waitFor(t, 10*time.Second, "the app's report", func() bool { return strings.Contains(r.Stdout.String(), "stat /proc/timer_list") })
 	out, errOut, code := rktEnter(t, p, "a", check...)
@@ -45,6 +58,13 @@ func TestEnterGetsTheAppsIsolation(t *testing.T) {
 	app, entered := keep(r.Stdout.String()), keep(out)
 	if strings.Join(app, "\n") != strings.Join(entered, "\n") {
 		t.Fatalf("entered process:\n%s\nthe app:\n%s", strings.Join(entered, "\n"), strings.Join(app, "\n"))
+	}
+	wantMap := "0 0 4294967295"
+	if private {
+		wantMap = "0 " + strconv.Itoa(usersBase) + " " + strconv.Itoa(usersCount)
+	}
+	if got := strings.Join(strings.Fields(strings.SplitN(out, "\n", 2)[0]), " "); got != "cat "+wantMap {
+		t.Errorf("entered process's uid map %q, want %q", got, wantMap)
 	}
 	for _, w := range []string{"status NoNewPrivs: 1", "status Seccomp: 2", "cat 600", "syscall sysinfo ENOTSUP",
 		"open-write /etc/passwd EROFS", "status CapEff: " + capMask(t, "CAP_CHOWN", "CAP_SETUID", "CAP_NET_BIND_SERVICE")} {

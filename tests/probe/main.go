@@ -258,6 +258,21 @@ func report(cmd string, a []string) error {
 			return nil
 		}
 		fmt.Printf("stat %s mode=%o rdev=%d:%d\n", arg(a, 0), st.Mode, unix.Major(st.Rdev), unix.Minor(st.Rdev))
+	case "owner":
+		var st unix.Stat_t
+		if err := unix.Lstat(arg(a, 0), &st); err != nil {
+			fmt.Printf("owner %s error %v\n", arg(a, 0), err)
+			return nil
+		}
+		fmt.Printf("owner %s uid=%d gid=%d\n", arg(a, 0), st.Uid, st.Gid)
+	case "listen":
+		l, err := net.Listen("tcp", arg(a, 0))
+		if err != nil {
+			fmt.Printf("listen %s error %v\n", arg(a, 0), err)
+			return nil
+		}
+		l.Close()
+		fmt.Printf("listen %s ok\n", arg(a, 0))
 	case "ls":
 		ents, err := os.ReadDir(arg(a, 0))
 		if err != nil {
