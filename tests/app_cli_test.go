@@ -35,12 +35,12 @@ func pod1cli(t *testing.T, env []string, args ...string) (int, string) {
 
 // cliSandbox starts `pod1 app sandbox` and returns the data dir and UUID;
 // the pod is stopped and its overlays unmounted at the end.
-func cliSandbox(t *testing.T) (string, string) {
+func cliSandbox(t *testing.T, flags ...string) (string, string) {
 	t.Helper()
 	data := dataDir(t)
 	uuidFile := filepath.Join(t.TempDir(), "uuid")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	cmd := exec.CommandContext(ctx, bin("pod1"), "app", "sandbox", "--dir="+data, "--stage1-path="+stage1ACI(t), "--net=none", "--uuid-file-save="+uuidFile)
+	cmd := exec.CommandContext(ctx, bin("pod1"), append([]string{"app", "sandbox", "--dir=" + data, "--stage1-path=" + stage1ACI(t), "--net=none", "--uuid-file-save=" + uuidFile}, flags...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	must(t, cmd.Start())

@@ -3,6 +3,7 @@ package launch
 import (
 	"errors"
 	"fmt"
+	"github.com/pod1/pod1/appexec"
 	"os"
 	"path/filepath"
 	"sort"
@@ -23,6 +24,15 @@ func RenderApp(podDir, dataDir string, a AppOptions) (*schema.RuntimeApp, error)
 	o := Options{Dir: dataDir}
 	_, err := os.Stat(filepath.Join(podDir, "overlay-prepared"))
 	o.NoOverlay = err != nil
+	if b, err := os.ReadFile(filepath.Join(podDir, PrivateUsersFile)); err == nil {
+		u, err := appexec.ParseUserNS(strings.TrimSpace(string(b)))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", PrivateUsersFile, err)
+		}
+		o.PrivateUsers = u
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
 	img, err := images.Open(a.Image, o.storeDir())
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", a.Image, err)

@@ -3,6 +3,7 @@ package launch
 import (
 	"errors"
 	"fmt"
+	"github.com/pod1/pod1/appexec"
 	"io"
 	"io/fs"
 	"os"
@@ -18,8 +19,11 @@ import (
 // state, not image content. Every destination entry is created exclusively
 // and without following symlinks, so a link copied earlier cannot redirect
 // a later write.
-func copyTree(src, dst string) error {
-	c := treeCopier{links: make(map[fileID]string)}
+//
+// With shift (--private-users) every owner id N becomes shift's N+BASE,
+// as rkt's stage0 shifts the trees it copies; an id past COUNT is refused.
+func copyTree(src, dst string, shift *appexec.UserNS) error {
+	c := treeCopier{links: make(map[fileID]string), shift: shift}
 	err := filepath.WalkDir(src, func(path string, _ fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -56,6 +60,20 @@ type dirTimes struct {
 type treeCopier struct {
 	links map[fileID]string // first copy of each multiply-linked file
 	dirs  []dirTimes
+	shift *appexec.UserNS
+}
+
+// owner is the owner a copy gets.
+func (c *treeCopier) owner(st *unix.Stat_t) (int, int, error) {
+	if c.shift == nil {
+		return int(st.Uid), int(st.Gid), nil
+	}
+	for _, id := range []uint32{st.Uid, st.Gid} {
+		if !c.shift.Contains(int(id)) {
+			return 0, 0, fmt.Errorf("owner id %d is outside the pod's user namespace (0-%d, --private-users)", id, c.shift.Size-1)
+		}
+	}
+	return int(st.Uid + c.shift.HostID), int(st.Gid + c.shift.HostID), nil
 }
 
 func (c *treeCopier) copyEntry(src, dst string) error {
@@ -70,7 +88,7 @@ func (c *treeCopier) copyEntry(src, dst string) error {
 			return fmt.Errorf("mkdir: %w", err)
 		}
 		c.dirs = append(c.dirs, dirTimes{dst, st})
-		return chownChmod(dst, &st, perm)
+		return c.chownChmod(dst, &st, perm)
 	case unix.S_IFREG:
 		id := fileID{uint64(st.Dev), st.Ino}
 		if st.Nlink > 1 {
@@ -85,7 +103,7 @@ func (c *treeCopier) copyEntry(src, dst string) error {
 		if err := copyFile(src, dst); err != nil {
 			return err
 		}
-		if err := chownChmod(dst, &st, perm); err != nil {
+		if err := c.chownChmod(dst, &st, perm); err != nil {
 			return err
 		}
 	case unix.S_IFLNK:
@@ -96,14 +114,18 @@ func (c *treeCopier) copyEntry(src, dst string) error {
 		if err := unix.Symlink(target, dst); err != nil {
 			return fmt.Errorf("symlink: %w", err)
 		}
-		if err := unix.Lchown(dst, int(st.Uid), int(st.Gid)); err != nil {
+		uid, gid, err := c.owner(&st)
+		if err != nil {
+			return err
+		}
+		if err := unix.Lchown(dst, uid, gid); err != nil {
 			return fmt.Errorf("chown: %w", err)
 		}
 	case unix.S_IFCHR, unix.S_IFBLK, unix.S_IFIFO:
 		if err := unix.Mknod(dst, st.Mode, int(st.Rdev)); err != nil {
 			return fmt.Errorf("mknod: %w", err)
 		}
-		if err := chownChmod(dst, &st, perm); err != nil {
+		if err := c.chownChmod(dst, &st, perm); err != nil {
 			return err
 		}
 	default:
@@ -114,8 +136,12 @@ func (c *treeCopier) copyEntry(src, dst string) error {
 
 // chownChmod sets owner, then mode: chown clears setuid/setgid. dst was
 // just created by us and is not a symlink, so following is harmless.
-func chownChmod(dst string, st *unix.Stat_t, perm uint32) error {
-	if err := unix.Lchown(dst, int(st.Uid), int(st.Gid)); err != nil {
+func (c *treeCopier) chownChmod(dst string, st *unix.Stat_t, perm uint32) error {
+	uid, gid, err := c.owner(st)
+	if err != nil {
+		return err
+	}
+	if err := unix.Lchown(dst, uid, gid); err != nil {
 		return fmt.Errorf("chown: %w", err)
 	}
 	if err := unix.Chmod(dst, perm); err != nil {

@@ -30,6 +30,9 @@ func stage1Argv(entrypoint string, o Options, version int, uuid string) []string
 	if o.Interactive {
 		argv = append(argv, "--interactive")
 	}
+	if o.PrivateUsers != nil {
+		argv = append(argv, "--private-users="+o.PrivateUsers.String())
+	}
 	argv = append(argv, "--local-config="+o.LocalConfig)
 	if o.Hostname != "" {
 		// An interface-1 stage1 would reject the flag; rkt warns and

@@ -8,6 +8,7 @@ package launch
 
 import (
 	"fmt"
+	"github.com/pod1/pod1/appexec"
 	"io"
 	"os"
 	"path/filepath"
@@ -53,6 +54,10 @@ type Options struct {
 	// NoOverlay copies image trees into the pod instead of mounting
 	// overlays over them.
 	NoOverlay bool
+	// PrivateUsers passes --private-users: the image trees are copied
+	// with their owners shifted into the range, as rkt's stage0 does
+	// (which is why it implies NoOverlay).
+	PrivateUsers *appexec.UserNS
 	// UUIDFileSave, if set, receives the pod UUID (written atomically).
 	UUIDFileSave string
 	// Volumes become the pod manifest's volumes.
@@ -109,6 +114,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr
+	}
+	if o.PrivateUsers != nil {
+		o.NoOverlay = true
 	}
 	if o.Stage1 == "" {
 		return o, fmt.Errorf("--stage1-path: %w", ErrNoStage1)

@@ -198,6 +198,10 @@ func fill(p *Prepared, pl *plan, o Options) error {
 	return nil
 }
 
+// PrivateUsersFile holds BASE:COUNT in a pod run with --private-users
+// (rkt's name): apps added later are shifted the same way.
+const PrivateUsersFile = "private-users-prepared"
+
 // writePodFiles writes the top-level pod files.
 func writePodFiles(p *Prepared, pl *plan, o Options) error {
 	files := []podFile{
@@ -210,6 +214,9 @@ func writePodFiles(p *Prepared, pl *plan, o Options) error {
 		// Tells rkt gc / status / enter that the stage1 and app trees are
 		// overlays whose upper dirs live under overlay/.
 		files = append(files, podFile{"overlay-prepared", nil, filePerm})
+	}
+	if o.PrivateUsers != nil {
+		files = append(files, podFile{PrivateUsersFile, []byte(o.PrivateUsers.String()), filePerm})
 	}
 	for _, f := range files {
 		if err := WriteFileAtomic(filepath.Join(p.Dir, f.name), f.data, f.perm); err != nil {

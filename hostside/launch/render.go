@@ -29,7 +29,7 @@ func prepareStage1(p *Prepared, pl *plan, o Options) error {
 		return nil
 	}
 	o.debugf("pod %s: copying stage1 tree from %s", p.UUID, s1.Rootfs())
-	return copyTree(s1.Rootfs(), filepath.Join(dir, "rootfs"))
+	return copyTree(s1.Rootfs(), filepath.Join(dir, "rootfs"), o.PrivateUsers)
 }
 
 // mountStage1 mounts the stage1 overlay (rkt stage0 setupStage1Image).
@@ -60,7 +60,7 @@ func prepareApp(p *Prepared, a plannedApp, o Options) error {
 		return err
 	}
 	o.debugf("pod %s: copying app %s tree from %s", p.UUID, a.name, a.img.Rootfs())
-	if err := copyTree(a.img.Rootfs(), filepath.Join(appDir, "rootfs")); err != nil {
+	if err := copyTree(a.img.Rootfs(), filepath.Join(appDir, "rootfs"), o.PrivateUsers); err != nil {
 		return err
 	}
 	return ensureMtab(filepath.Join(appDir, "rootfs"))

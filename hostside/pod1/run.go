@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/pod1/pod1/appexec"
 	"io"
 	"os"
 	"path/filepath"
@@ -60,6 +61,7 @@ type runFlags struct {
 	uuidFile    string
 	noOverlay   bool
 	interactive bool
+	privUsers   string
 	volumes     volumeFlag
 	env         envFlag
 }
@@ -73,6 +75,7 @@ func newRunFlagSet(g *globalFlags, rf *runFlags) *flag.FlagSet {
 	fs.StringVar(&rf.uuidFile, "uuid-file-save", "", "write the pod UUID to this file")
 	fs.BoolVar(&rf.noOverlay, "no-overlay", false, "copy image trees instead of mounting overlays")
 	fs.BoolVar(&rf.interactive, "interactive", false, "give the (single) app the terminal")
+	fs.StringVar(&rf.privUsers, "private-users", "", "BASE:COUNT: run the apps in user namespaces, their ids 0..COUNT-1 the host's BASE onwards (implies --no-overlay)")
 	fs.Var(&rf.volumes, "volume", "NAME,kind=host|empty[,source=PATH][,readOnly=BOOL][,mode=M,uid=U,gid=G] (repeatable)")
 	fs.Var(&rf.env, "set-env", "K=V set for every app, before each app's own --set-env (repeatable)")
 	return fs
@@ -105,6 +108,14 @@ func parsePodArgs(g *globalFlags, args []string, stderr io.Writer, withApps bool
 	for i := range apps {
 		apps[i].Env = append(append([]types.EnvironmentVariable(nil), rf.env...), apps[i].Env...)
 	}
+	var users *appexec.UserNS
+	if rf.privUsers != "" {
+		u, err := appexec.ParseUserNS(rf.privUsers)
+		if err != nil {
+			return launch.Options{}, fmt.Errorf("--private-users=%q: %w", rf.privUsers, err)
+		}
+		users = u
+	}
 	if rf.stage1 == "" {
 		return launch.Options{}, errors.New("--stage1-path: not set and no default (cannot locate the pod1 executable)")
 	}
@@ -116,6 +127,7 @@ func parsePodArgs(g *globalFlags, args []string, stderr io.Writer, withApps bool
 		Debug:        g.debug,
 		Interactive:  rf.interactive,
 		NoOverlay:    rf.noOverlay,
+		PrivateUsers: users,
 		UUIDFileSave: rf.uuidFile,
 		Volumes:      rf.volumes,
 		Apps:         apps,
