@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
-
 )
 
 // The range rkt gave its pods in the contract's observation.
