@@ -114,6 +114,18 @@ func (g *Group) Remove() error {
 	return errors.Join(errs...)
 }
 
+// RemoveEmpty deletes the group from every hierarchy with one rmdir each,
+// and fails at once if any is refused (children or processes left): the
+// cheap path for a group its owner has already emptied, before RemoveTree.
+func (g *Group) RemoveEmpty() error {
+	for _, d := range g.dirs() {
+		if err := unix.Rmdir(d); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("remove cgroup %s: %w", d, err)
+		}
+	}
+	return nil
+}
+
 // SetPidsMax limits how many tasks (processes and threads) the group may
 // hold; a fork bomb in one app then fails with EAGAIN instead of starving
 // the pod (threats P9).

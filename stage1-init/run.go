@@ -227,6 +227,12 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, sigs chan os.Si
 	}
 	if pod.Cgroup != nil {
 		defer func() {
+			// PID 1 removed the apps' cgroups and is gone from its
+			// own: two rmdirs per hierarchy, unless something was
+			// left (PID 1 killed), which RemoveTree kills and walks.
+			if initCg != nil && initCg.RemoveEmpty() == nil && pod.Cgroup.RemoveEmpty() == nil {
+				return
+			}
 			if err := pod.Cgroup.RemoveTree(); err != nil {
 				fmt.Fprintf(os.Stderr, "stage1: remove cgroups: %v\n", err)
 			}
