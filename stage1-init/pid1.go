@@ -63,6 +63,7 @@ func initMain() int {
 	if err := markReady(); err != nil {
 		s.logf("supervisor-status: %v", err)
 	}
+	shedUnusedMemory()
 	return s.loop(sigs)
 }
 
@@ -164,9 +165,10 @@ func (s *supervisor) loop(sigs chan os.Signal) int {
 		case c := <-s.calls:
 			s.handleCall(c)
 			// App operations are rare and leave garbage (manifests
-			// parsed, specs decoded): return it to the kernel now so
-			// PID 1 stays small in a long-lived pod.
-			debug.FreeOSMemory()
+			// parsed, specs decoded) and map in code the loop does not
+			// use: give both back now so PID 1 stays small in a
+			// long-lived pod.
+			shedUnusedMemory()
 		case <-timer.C:
 		case <-sweep.C:
 			s.pending = append(s.pending, s.reaper.Reap()...)

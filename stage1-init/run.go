@@ -260,6 +260,7 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, sigs chan os.Si
 		fmt.Fprintf(os.Stderr, "stage1: send pod configuration: %v\n", werr)
 	}
 	go forwardStop(sigs, pid)
+	shedUnusedMemory()
 	ws := waitPid(pid)
 	switch {
 	case ws.Exited():

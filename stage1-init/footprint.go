@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bufio"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// shedUnusedMemory gives back, once the pod is set up, the memory that
+// only start-up used: the heap garbage of parsing and setup, and the pages
+// of the stage1 binary that were mapped in to run that code. The binary's
+// read-only mappings (code and constants) are dropped from this process's
+// page tables with MADV_DONTNEED; the pages stay in the page cache, shared
+// with every other pod running the same binary, and the few the waiting
+// and supervising code uses fault straight back in. Without this each of
+// the two long-lived stage1 processes keeps about 4 MiB of its binary
+// mapped for the pod's whole life (docs/benchmarks.md: memory).
+//
+// Only mappings of our own executable with no write permission are
+// touched: on a writable private mapping (the binary's data) MADV_DONTNEED
+// would throw modified pages away.
+func shedUnusedMemory() {
+	debug.FreeOSMemory()
+	var exe unix.Stat_t
+	if err := unix.Stat("/proc/self/exe", &exe); err != nil {
+		return
+	}
+	f, err := os.Open("/proc/self/maps")
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	type span struct{ start, end uintptr }
+	var spans []span
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// start-end perms offset major:minor inode path
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 6 || strings.Contains(fields[1], "w") || fields[1][3] != 'p' {
+			continue
+		}
+		if ino, err := strconv.ParseUint(fields[4], 10, 64); err != nil || ino != exe.Ino || !sameDev(fields[3], exe.Dev) {
+			continue
+		}
+		lo, hi, ok := strings.Cut(fields[0], "-")
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if ok && err1 == nil && err2 == nil {
+			spans = append(spans, span{uintptr(start), uintptr(end)})
+		}
+	}
+	for _, s := range spans {
+		_, _, _ = unix.Syscall(unix.SYS_MADVISE, s.start, s.end-s.start, unix.MADV_DONTNEED)
+	}
+}
+
+// sameDev compares /proc/self/maps' "major:minor" (hex) with a stat's dev.
+func sameDev(field string, dev uint64) bool {
+	ma, mi, ok := strings.Cut(field, ":")
+	major, err1 := strconv.ParseUint(ma, 16, 32)
+	minor, err2 := strconv.ParseUint(mi, 16, 32)
+	return ok && err1 == nil && err2 == nil && uint64(unix.Major(dev)) == major && uint64(unix.Minor(dev)) == minor
+}
