@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -112,5 +113,39 @@ func TestPrivateUsers(t *testing.T) {
 				t.Errorf("negative control: the app could not read PID 1's root, so the check proves nothing: %s", out)
 			}
 		})
+	}
+}
+
+// In a user namespace an app is still supervised like any other: each
+// restart is a new process in a new namespace with the same mapping, a stop
+// reaches it, and the statuses are written.
+func TestPrivateUsersRestartAndStop(t *testing.T) {
+	vol := t.TempDir()
+	must(t, os.Chmod(vol, 0o777))
+	mp, vols := volume(vol)
+	p := newPod(t, []App{
+		{Name: "crashy", MPoints: mp, Exec: probe("append", "/vol/runs", "+", "exit", "3"), Annotations: map[string]string{
+			"pod1/restart-policy": "on-failure", "pod1/restart-backoff": "10ms", "pod1/start-limit-burst": "3"}},
+		{Name: "long", Exec: probe("sleep", "60s")},
+	}, vols)
+	shiftOwnership(t, p, usersBase)
+	r := start(t, p, RunOpts{Args: []string{"--net=none", privateUsers}})
+	waitFor(t, 10*time.Second, "crashy to give up", func() bool { return p.Status(t, "crashy") == 3 })
+	if runs := len(runTimes(t, filepath.Join(vol, "runs"))); runs != 3 {
+		t.Errorf("crashy ran %d times, want 3", runs)
+	}
+	if u, _ := ownerOf(t, filepath.Join(vol, "runs")); u != usersBase {
+		t.Errorf("crashy's file is owned by %d, want %d", u, usersBase)
+	}
+	pid := appPid(t, p, "long")
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/uid_map")
+	must(t, err)
+	if got := strings.Join(strings.Fields(string(b)), " "); got != "0 "+strconv.Itoa(usersBase)+" "+strconv.Itoa(usersCount) {
+		t.Errorf("long's uid map %q", got)
+	}
+	must(t, r.Cmd.Process.Signal(unix.SIGTERM))
+	r.Wait(t)
+	if st := p.Status(t, "long"); st != 143 {
+		t.Fatalf("long: status %d; %s", st, r.Stderr)
 	}
 }
