@@ -63,6 +63,18 @@ func (r *Reaper) Start(tag any, fork func() (int, error)) (int, error) {
 	return pid, nil
 }
 
+// Retag gives a registered child a new tag, and reports whether pid was
+// registered (a child already reaped is not).
+func (r *Reaper) Retag(pid int, tag any) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.procs[pid]; !ok {
+		return false
+	}
+	r.procs[pid] = tag
+	return true
+}
+
 // Running reports how many registered children have not been reaped.
 func (r *Reaper) Running() int {
 	r.mu.Lock()

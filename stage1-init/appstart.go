@@ -38,6 +38,11 @@ func (s *supervisor) start(a *app) error {
 		}
 		s.logf("app %q: cgroup: %v (running without one)", a.name, err)
 	}
+	if sp := s.takeSpare(a); sp != nil {
+		defer sp.spec.Close()
+		s.started(a, sp.pid, sp.spec, spec)
+		return nil
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return err
@@ -68,6 +73,14 @@ func (s *supervisor) start(a *app) error {
 	if err != nil {
 		return err
 	}
+	s.started(a, pid, pw, spec)
+	return nil
+}
+
+// started records the app's first process, pid, moves it into the app's
+// cgroup and only then sends it its spec on pw (nothing when spec is nil:
+// it has it).
+func (s *supervisor) started(a *app, pid int, pw *os.File, spec []byte) {
 	now := time.Now()
 	a.state, a.pid = stateRunning, pid
 	a.starts = append(a.starts, now)
@@ -90,7 +103,6 @@ func (s *supervisor) start(a *app) error {
 			s.debugf("app %q: send spec: %v", a.name, err)
 		}
 	}
-	return nil
 }
 
 // setupTimeout bounds how long PID 1 waits for an app's setup process to

@@ -36,6 +36,10 @@ func initMain() int {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fail(fmt.Errorf("pod init: prctl dumpable: %w", err))
 	}
+	// Before the configuration: its Go start-up then overlaps run's
+	// preparation.
+	rp := reaper.New()
+	sp := startSpare(rp)
 	pod, err := readPodConfig()
 	if err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
@@ -47,7 +51,8 @@ func initMain() int {
 	if err != nil {
 		return fail(fmt.Errorf("pod init: status directory: %w", err))
 	}
-	s := newSupervisor(pod, dir)
+	s := newSupervisor(pod, dir, rp)
+	s.spare = sp
 	defer s.recoverPanic()
 	if pod.Mutable {
 		// App operations come over the control socket; it is up
@@ -60,6 +65,7 @@ func initMain() int {
 		defer closeCtl()
 	}
 	s.startAll()
+	s.dropSpare()
 	if err := markReady(); err != nil {
 		s.logf("supervisor-status: %v", err)
 	}
@@ -104,8 +110,8 @@ func (s *supervisor) recoverPanic() {
 	fmt.Fprintf(os.Stderr, "stage1: pod init panic: %v\n%s", r, debug.Stack())
 	_ = unix.Kill(-1, unix.SIGKILL)
 	for _, e := range s.reaper.WaitAll() {
-		a := e.Tag.(*app)
-		if a.state != stateDone {
+		a, ok := e.Tag.(*app)
+		if ok && a.state != stateDone {
 			_ = s.dir.Write(a.name, status.FromWaitStatus(e.Status))
 		}
 	}
@@ -186,6 +192,8 @@ func (s *supervisor) loop(sigs chan os.Signal) int {
 
 func (s *supervisor) handle(exits []reaper.Exit) {
 	for _, e := range exits {
-		s.onExit(e)
+		if _, ok := e.Tag.(*app); ok {
+			s.onExit(e)
+		}
 	}
 }

@@ -61,12 +61,15 @@ type supervisor struct {
 	// pending holds exits collected while waiting for a cgroup to empty,
 	// handled by the next turn of the loop.
 	pending []reaper.Exit
+	// spare is the app process started ahead of the configuration for
+	// the first app to take (spare.go).
+	spare *spare
 	// calls are app operations (mutable pods only; nil otherwise).
 	calls chan *control.Call
 }
 
-func newSupervisor(pod *podspec.Pod, dir *status.Dir) *supervisor {
-	s := &supervisor{pod: pod, dir: dir, reaper: reaper.New()}
+func newSupervisor(pod *podspec.Pod, dir *status.Dir, r *reaper.Reaper) *supervisor {
+	s := &supervisor{pod: pod, dir: dir, reaper: r}
 	for i := range pod.Apps {
 		a := &app{cfg: &pod.Apps[i], name: pod.Apps[i].Spec.App}
 		a.backoff = a.cfg.Supervision.Backoff

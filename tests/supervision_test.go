@@ -388,3 +388,61 @@ func TestExitsDuringAnotherAppsCleanupAreKept(t *testing.T) {
 		}
 	}
 }
+
+// children lists a process's children (every thread's).
+func children(t *testing.T, pid int) []string {
+	t.Helper()
+	var out []string
+	tasks, err := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	must(t, err)
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		out = append(out, strings.Fields(string(b))...)
+	}
+	return out
+}
+
+// PID 1 starts an app process ahead of its configuration for the first
+// app (stage1-init/spare.go). When no app takes it (a mutable pod starts
+// with none; an app in a user namespace starts its own way), it is gone
+// once the pod is ready, without a word on stderr; when the first app takes
+// it, it is that app, in that app's cgroup.
+func TestSpareAppProcessLeavesNoTrace(t *testing.T) {
+	t.Run("sandbox", func(t *testing.T) {
+		p, r := sandbox(t, nil)
+		pid := podPid(t, p)
+		waitFor(t, 5*time.Second, "PID 1 without children", func() bool { return len(children(t, pid)) == 0 })
+		if strings.Contains(r.Stderr.String(), "stage1: app") {
+			t.Errorf("stderr: %s", r.Stderr)
+		}
+	})
+	t.Run("private-users", func(t *testing.T) {
+		p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "60s")}}, nil)
+		shiftOwnership(t, p, usersBase)
+		r := start(t, p, RunOpts{Args: []string{"--net=none", privateUsers}})
+		app := appPid(t, p, "a")
+		pid := podPid(t, p)
+		waitFor(t, 5*time.Second, "PID 1's only child to be the app", func() bool {
+			c := children(t, pid)
+			return len(c) == 1 && c[0] == strconv.Itoa(app)
+		})
+		if strings.Contains(r.Stderr.String(), "stage1: app") {
+			t.Errorf("stderr: %s", r.Stderr)
+		}
+	})
+	t.Run("taken", func(t *testing.T) {
+		p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "60s")}, {Name: "b", Exec: probe("sleep", "60s")}}, nil)
+		start(t, p, RunOpts{})
+		for _, name := range []string{"a", "b"} {
+			app := appPid(t, p, name)
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(app) + "/cgroup")
+			must(t, err)
+			if !strings.Contains(string(b), "/pod1-"+p.UUID+"/app-"+name+"\n") {
+				t.Errorf("app %s is not in its cgroup:\n%s", name, b)
+			}
+		}
+		if c := children(t, podPid(t, p)); len(c) != 2 {
+			t.Errorf("PID 1's children: %v, want the two apps", c)
+		}
+	})
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/reaper"
+)
+
+// spare is an app process started before PID 1 knows its pod: the stage1
+// binary re-executed as pod1-app, through its Go start-up (3-4 ms) and
+// waiting for a spec. PID 1 starts it first thing, so that start-up
+// overlaps run's preparation of the pod and PID 1's own, instead of
+// following them on the way to the first app's exec
+// (docs/benchmarks.md, start to exit). The first app takes it; if none
+// can (no app, or one in a user namespace), it is killed once the apps are
+// started.
+type spare struct {
+	pid  int
+	spec *os.File // write end of its spec pipe
+}
+
+// spareTag tags the spare in the reaper until an app takes it over.
+type spareTag struct{}
+
+// startSpare clones the spare as start does an app's first process (a
+// mount namespace of its own, stdio, the spec pipe on appexec.SpecFd). It
+// is born before run moves PID 1 into its cgroup, so it is moved into the
+// app's when taken. It returns nil if it cannot be started: the first app
+// then starts the usual way.
+func startSpare(r *reaper.Reaper) *spare {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil
+	}
+	defer pr.Close()
+	files := []uintptr{os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd(), pr.Fd()}
+	pid, err := r.Start(spareTag{}, func() (int, error) {
+		return syscall.ForkExec("/proc/self/exe", []string{roleApp}, &syscall.ProcAttr{
+			Env:   os.Environ(),
+			Files: files,
+			Sys:   &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS},
+		})
+	})
+	if err != nil {
+		pw.Close()
+		return nil
+	}
+	return &spare{pid: pid, spec: pw}
+}
+
+// takeSpare hands the spare to a, registered under a's tag, or returns nil
+// when a must start its own: an app in a user namespace (its setup process
+// reports on a pipe the spare lacks), an app of a pod with cgroups that
+// could not get one (the spare is not in the pod's), or no spare left.
+func (s *supervisor) takeSpare(a *app) *spare {
+	sp := s.spare
+	if sp == nil || a.cfg.Spec.UserNS != nil || a.cg == nil && s.pod.Cgroup != nil {
+		return nil
+	}
+	s.spare = nil
+	if !s.reaper.Retag(sp.pid, a) {
+		// It died (and was reaped as the spare).
+		sp.spec.Close()
+		return nil
+	}
+	return sp
+}
+
+// dropSpare kills the spare if no app took it. Its exit is reaped under
+// its own tag and ignored.
+func (s *supervisor) dropSpare() {
+	if sp := s.spare; sp != nil {
+		s.spare = nil
+		_ = unix.Kill(sp.pid, unix.SIGKILL)
+		sp.spec.Close()
+	}
+}
