@@ -31,7 +31,7 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 	if len(pm.Apps) == 0 && !opts.Mutable {
 		return nil, errorf("pod manifest: apps", "pod must contain at least one application")
 	}
-	vols, shared, err := loadVolumes(podDir, pm.Volumes)
+	vols, shared, err := loadVolumes(podDir, pm.Volumes, opts.PrivateUsers)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +110,7 @@ func LoadApp(podDir string, opts *Options, name string) (*App, []SharedVolume, e
 	if ra == nil {
 		return nil, nil, errorf("--app", "the pod manifest has no app %q", name)
 	}
-	vols, shared, err := loadVolumes(podDir, pm.Volumes)
+	vols, shared, err := loadVolumes(podDir, pm.Volumes, opts.PrivateUsers)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -26,7 +26,10 @@ type volume struct {
 	file   bool
 }
 
-func loadVolumes(podDir string, vs []types.Volume) (map[types.ACName]volume, []SharedVolume, error) {
+// With users (--private-users) an empty volume's owner is an id of the
+// apps' user namespaces, shifted to the host's: by default the apps' root
+// owns it, as without one.
+func loadVolumes(podDir string, vs []types.Volume, users *appexec.UserNS) (map[types.ACName]volume, []SharedVolume, error) {
 	var shared []SharedVolume
 	out := make(map[types.ACName]volume, len(vs))
 	for _, v := range vs {
@@ -47,6 +50,15 @@ func loadVolumes(podDir string, vs []types.Volume) (map[types.ACName]volume, []S
 			sv, err := sharedVolume(&vol)
 			if err != nil {
 				return nil, nil, errorf(field, "%w", err)
+			}
+			if users != nil {
+				for _, id := range []int{sv.UID, sv.GID} {
+					if !users.Contains(id) {
+						return nil, nil, errorf(field, "owner id %d is outside the pod's user namespace (0-%d, --private-users)", id, users.Size-1)
+					}
+				}
+				sv.UID += int(users.HostID)
+				sv.GID += int(users.HostID)
 			}
 			shared = append(shared, sv)
 		default:

@@ -149,3 +149,33 @@ func TestPrivateUsersRestartAndStop(t *testing.T) {
 		t.Fatalf("long: status %d; %s", st, r.Stderr)
 	}
 }
+
+// An empty volume in a pod with --private-users is owned, on the host, by
+// the shifted ids: by default the apps' root owns it and can write to it,
+// as without user namespaces. An owner outside the range is refused.
+func TestPrivateUsersEmptyVolume(t *testing.T) {
+	mp := []map[string]any{{"name": "scratch", "path": "/scratch"}, {"name": "mine", "path": "/mine"}}
+	vols := []map[string]any{{"name": "scratch", "kind": "empty"}, {"name": "mine", "kind": "empty", "uid": 1000, "gid": 1000, "mode": "0700"}}
+	p := newPod(t, []App{
+		{Name: "a", MPoints: mp, Exec: probe("touch", "/scratch/x", "+", "owner", "/scratch", "+", "owner", "/mine")},
+		{Name: "u", MPoints: mp, User: "1000", Exec: probe("touch", "/mine/y")},
+	}, vols)
+	shiftOwnership(t, p, usersBase)
+	r := runPod(t, p, RunOpts{Args: []string{"--net=none", privateUsers}})
+	if r.Code != 0 || p.Status(t, "a") != 0 || p.Status(t, "u") != 0 {
+		t.Fatalf("exit %d, statuses %d %d\n%s\n%s", r.Code, p.Status(t, "a"), p.Status(t, "u"), r.Stdout, r.Stderr)
+	}
+	for _, w := range []string{"owner /scratch uid=0 gid=0", "owner /mine uid=1000 gid=1000"} {
+		if !strings.Contains(r.Stdout.String(), w+"\n") {
+			t.Errorf("app lacks %q:\n%s", w, r.Stdout)
+		}
+	}
+	if u, g := ownerOf(t, filepath.Join(p.Dir, "sharedVolumes/mine")); u != usersBase+1000 || g != usersBase+1000 {
+		t.Errorf("volume mine is owned by %d:%d on the host", u, g)
+	}
+
+	vols[1]["uid"] = 70000
+	p = newPod(t, []App{okApp("a")}, vols)
+	r = runPod(t, p, RunOpts{Args: []string{"--net=none", privateUsers}})
+	assertRefused(t, p, r, "pod manifest: volumes[mine]: owner id 70000 is outside the pod's user namespace (0-65535, --private-users)")
+}
