@@ -123,13 +123,20 @@ func TestPrivateUsersRestartAndStop(t *testing.T) {
 	vol := t.TempDir()
 	must(t, os.Chmod(vol, 0o777))
 	mp, vols := volume(vol)
-	p := newPod(t, []App{
+	apps := []App{
 		{Name: "crashy", MPoints: mp, Exec: probe("append", "/vol/runs", "+", "exit", "3"), Annotations: map[string]string{
 			"pod1/restart-policy": "on-failure", "pod1/restart-backoff": "10ms", "pod1/start-limit-burst": "3"}},
 		{Name: "long", Exec: probe("sleep", "60s")},
-	}, vols)
+	}
+	// The pod lives as long as "long" does, whatever becomes of crashy.
+	p := newPodRaw(t, manifestAnn(apps, vols, map[string]string{"pod1/exit-policy": "main-app", "pod1/main-app": "long"}), apps)
 	shiftOwnership(t, p, usersBase)
-	r := start(t, p, RunOpts{Args: []string{"--net=none", privateUsers}})
+	r := start(t, p, RunOpts{Args: []string{"--net=none", "--debug", privateUsers}})
+	defer func() {
+		if t.Failed() {
+			t.Logf("stderr: %s", r.Stderr)
+		}
+	}()
 	waitFor(t, 10*time.Second, "crashy to give up", func() bool { return p.Status(t, "crashy") == 3 })
 	if runs := len(runTimes(t, filepath.Join(vol, "runs"))); runs != 3 {
 		t.Errorf("crashy ran %d times, want 3", runs)
