@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 
@@ -218,31 +217,20 @@ func (d *Dir) readFile(name string, max int) ([]byte, error) {
 // readFileAt reads a regular file of at most max bytes from the directory,
 // never following a symlink and never blocking on a FIFO.
 func readFileAt(dirfd int, name string, max int) ([]byte, error) {
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		if errors.Is(err, unix.ELOOP) {
-			return nil, fmt.Errorf("%w: %s is a symlink", ErrMalformed, name)
-		}
-		return nil, &os.PathError{Op: "open", Path: name, Err: err}
-	}
-	f := os.NewFile(uintptr(fd), name)
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
+	b, err := ReadRegularAt(dirfd, name, int64(max))
+	switch {
+	case err == nil:
+	case errors.Is(err, unix.ELOOP):
+		return nil, fmt.Errorf("%w: %s is a symlink", ErrMalformed, name)
+	case errors.Is(err, ErrNotRegular):
 		return nil, fmt.Errorf("%w: %s is not a regular file", ErrMalformed, name)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
-	if err != nil {
+	case errors.Is(err, ErrTooLarge):
+		return nil, fmt.Errorf("%w: %s: %w", ErrMalformed, name, errTooLong)
+	default:
 		return nil, err
 	}
 	if len(b) == 0 {
 		return nil, fmt.Errorf("%w: %s is empty", ErrMalformed, name)
-	}
-	if len(b) > max {
-		return nil, fmt.Errorf("%w: %s: %w", ErrMalformed, name, errTooLong)
 	}
 	return b, nil
 }

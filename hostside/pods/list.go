@@ -18,8 +18,27 @@ import (
 // Entries that are not directories named by a UUID are not pods and are
 // left out, as rkt does.
 func UUIDs(dataDir string, include Include) ([]string, error) {
-	seen := map[string]bool{}
-	for _, d := range stateDirs {
+	ls, err := listUUIDs(dataDir, include)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(ls))
+	for i, l := range ls {
+		out[i] = l.uuid
+	}
+	return out, nil
+}
+
+// listed is a pod's UUID and the first state directory (in stateDirs
+// order, Read's) it was listed in.
+type listed struct {
+	uuid string
+	dir  int
+}
+
+func listUUIDs(dataDir string, include Include) ([]listed, error) {
+	seen := map[string]int{}
+	for di, d := range stateDirs {
 		if include&d.kind == 0 {
 			continue
 		}
@@ -31,16 +50,16 @@ func UUIDs(dataDir string, include Include) ([]string, error) {
 			return nil, fmt.Errorf("list pods: %w", err)
 		}
 		for _, e := range ents {
-			if e.IsDir() && isUUID(e.Name()) {
-				seen[e.Name()] = true
+			if _, dup := seen[e.Name()]; !dup && e.IsDir() && isUUID(e.Name()) {
+				seen[e.Name()] = di
 			}
 		}
 	}
-	out := make([]string, 0, len(seen))
-	for u := range seen {
-		out = append(out, u)
+	out := make([]listed, 0, len(seen))
+	for u, di := range seen {
+		out = append(out, listed{u, di})
 	}
-	sort.Strings(out)
+	sort.Slice(out, func(i, j int) bool { return out[i].uuid < out[j].uuid })
 	return out, nil
 }
 
@@ -55,7 +74,7 @@ func isUUID(s string) bool {
 // left out (rkt WalkPods); pods that cannot be read are reported in errs
 // and the others are still returned.
 func List(dataDir string, include Include) (pods []*Pod, errs []error) {
-	uuids, err := UUIDs(dataDir, include)
+	uuids, err := listUUIDs(dataDir, include)
 	if err != nil {
 		return nil, []error{err}
 	}
@@ -70,11 +89,15 @@ func List(dataDir string, include Include) (pods []*Pod, errs []error) {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				got[i], gotErr[i] = Read(dataDir, uuids[i])
-				if gotErr[i] == nil && got[i].ManifestErr != nil {
-					// Read while a collector removed it? Then it
-					// has moved on (to garbage/) or is gone.
-					got[i], gotErr[i] = Read(dataDir, uuids[i])
+				// Where it was listed first: the directories
+				// before it in Read's order did not have it a
+				// moment ago (three failed opens a pod saved).
+				got[i], gotErr[i] = readIn(dataDir, &stateDirs[uuids[i].dir], uuids[i].uuid)
+				if errors.Is(gotErr[i], os.ErrNotExist) || gotErr[i] == nil && got[i].ManifestErr != nil {
+					// Moved on since (to garbage/), or read
+					// while a collector removed it: look again
+					// everywhere.
+					got[i], gotErr[i] = Read(dataDir, uuids[i].uuid)
 				}
 			}
 		}()

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/status"
 )
 
 // Pod directory files (contract §5).
@@ -177,28 +179,14 @@ func pidAt(fd int) int {
 // readFileAt reads a regular file of the pod directory without following a
 // symlink and without blocking on a FIFO.
 func readFileAt(dirfd int, name string) ([]byte, error) {
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: name, Err: err}
-	}
-	f := os.NewFile(uintptr(fd), name)
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
+	b, err := status.ReadRegularAt(dirfd, name, maxFileSize)
+	switch {
+	case errors.Is(err, status.ErrNotRegular):
 		return nil, fmt.Errorf("%s: not a regular file", name)
-	}
-	if st.Size() > maxFileSize {
+	case errors.Is(err, status.ErrTooLarge):
 		return nil, fmt.Errorf("%s: larger than %d bytes", name, maxFileSize)
 	}
-	b := make([]byte, st.Size())
-	n, err := f.ReadAt(b, 0)
-	if err != nil && n != len(b) {
-		return nil, err
-	}
-	return b[:n], nil
+	return b, err
 }
 
 // fdPath names a path below an open directory for APIs that take paths;
