@@ -75,6 +75,14 @@ func (r *Reaper) Retag(pid int, tag any) bool {
 	return true
 }
 
+// Registered reports whether pid is a registered child not yet reaped.
+func (r *Reaper) Registered(pid int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.procs[pid]
+	return ok
+}
+
 // Running reports how many registered children have not been reaped.
 func (r *Reaper) Running() int {
 	r.mu.Lock()

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -69,12 +70,23 @@ func (s *supervisor) takeSpare(a *app) *spare {
 	return sp
 }
 
-// dropSpare kills the spare if no app took it. Its exit is reaped under
-// its own tag and ignored.
+// dropSpare kills the spare if no app took it, and reaps it (its exit,
+// under its own tag, is ignored; others collected meanwhile are kept), so
+// that once the pod says it is ready the pod holds only its apps.
 func (s *supervisor) dropSpare() {
-	if sp := s.spare; sp != nil {
-		s.spare = nil
-		_ = unix.Kill(sp.pid, unix.SIGKILL)
-		sp.spec.Close()
+	sp := s.spare
+	if sp == nil {
+		return
+	}
+	s.spare = nil
+	_ = unix.Kill(sp.pid, unix.SIGKILL)
+	sp.spec.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s.pending = append(s.pending, s.reaper.Reap()...)
+		if !s.reaper.Registered(sp.pid) || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(100 * time.Microsecond)
 	}
 }
