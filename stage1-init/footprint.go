@@ -6,9 +6,13 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
+
+// shedDelay is how long after the pod is up the first shedding runs.
+const shedDelay = 100 * time.Millisecond
 
 // shedUnusedMemory gives back, once the pod is set up, the memory that
 // only start-up used: the heap garbage of parsing and setup, and the pages
@@ -19,6 +23,10 @@ import (
 // and supervising code uses fault straight back in. Without this each of
 // the two long-lived stage1 processes keeps about 4 MiB of its binary
 // mapped for the pod's whole life (docs/benchmarks.md: memory).
+//
+// Once the pod is up it runs shedDelay later, not at once: it is a
+// garbage collection and a walk of the mappings, and a short-lived pod
+// ends before it (it would only compete with the apps' start for the CPU).
 //
 // Only mappings of our own executable with no write permission are
 // touched: on a writable private mapping (the binary's data) MADV_DONTNEED

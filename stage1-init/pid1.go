@@ -69,7 +69,7 @@ func initMain() int {
 	if err := markReady(); err != nil {
 		s.logf("supervisor-status: %v", err)
 	}
-	shedUnusedMemory()
+	time.AfterFunc(shedDelay, shedUnusedMemory)
 	return s.loop(sigs)
 }
 

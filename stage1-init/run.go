@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -260,7 +261,7 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, sigs chan os.Si
 		fmt.Fprintf(os.Stderr, "stage1: send pod configuration: %v\n", werr)
 	}
 	go forwardStop(sigs, pid)
-	shedUnusedMemory()
+	time.AfterFunc(shedDelay, shedUnusedMemory)
 	ws := waitPid(pid)
 	switch {
 	case ws.Exited():
