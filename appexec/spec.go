@@ -9,12 +9,7 @@
 // CVE-2019-10144/10145/10147).
 package appexec
 
-import (
-	"errors"
-	"fmt"
-	"strconv"
-	"strings"
-)
+import "github.com/pod1/pod1/idmap"
 
 // Spec is everything the child needs to become the app. It is built and
 // validated on the host side before the pod starts, so the child only
@@ -51,18 +46,8 @@ type Spec struct {
 	// UserNS, when set (--private-users), puts the app in a user
 	// namespace of its own whose ids 0 to Size-1 are the host's HostID
 	// onwards: the app's root is not the host's.
-	UserNS *UserNS `json:"userns,omitempty"`
+	UserNS *idmap.Range `json:"userns,omitempty"`
 }
-
-// UserNS is the id mapping of a pod's user namespaces: the same for uids
-// and gids, one contiguous range, as rkt's --private-users gives it.
-type UserNS struct {
-	HostID uint32 `json:"hostID"`
-	Size   uint32 `json:"size"`
-}
-
-// Contains reports whether id is mapped (is below Size).
-func (u *UserNS) Contains(id int) bool { return id >= 0 && uint64(id) < uint64(u.Size) }
 
 // Mount kinds.
 const (
@@ -94,30 +79,3 @@ type Mount struct {
 	SourceDev uint64 `json:"sourceDev,omitempty"`
 	SourceIno uint64 `json:"sourceIno,omitempty"`
 }
-
-// ParseUserNS reads rkt's BASE:COUNT (stage0 passes what it wrote to
-// private-users-prepared, e.g. 1010499584:65536).
-func ParseUserNS(v string) (*UserNS, error) {
-	b, c, ok := strings.Cut(v, ":")
-	if !ok {
-		return nil, errors.New("want BASE:COUNT")
-	}
-	base, err1 := strconv.ParseUint(b, 10, 32)
-	count, err2 := strconv.ParseUint(c, 10, 32)
-	switch {
-	case err1 != nil || err2 != nil:
-		return nil, errors.New("want BASE:COUNT, two decimal numbers")
-	case base == 0:
-		// Mapping the apps' root to the host's is no user namespace.
-		return nil, errors.New("BASE 0 would make the apps' root the host's root")
-	case count == 0:
-		return nil, errors.New("COUNT must be at least 1")
-	case base+count > 1<<32-1:
-		// (uid_t)-1 is not a uid.
-		return nil, fmt.Errorf("the range ends at %d, past the last uid %d", base+count-1, uint64(1<<32-2))
-	}
-	return &UserNS{HostID: uint32(base), Size: uint32(count)}, nil
-}
-
-// String is the BASE:COUNT form.
-func (u *UserNS) String() string { return fmt.Sprintf("%d:%d", u.HostID, u.Size) }

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/idmap"
 	"github.com/pod1/pod1/status"
 )
 
@@ -59,35 +60,17 @@ func startInUserNS(s *Spec) (int, error) {
 	if err != nil {
 		return setupFailed, err
 	}
-	b, err := json.Marshal(inner)
-	if err != nil {
-		return setupFailed, err
-	}
-	// Only what we name below may reach the app's process: the report
-	// fd (and any other we inherited) closes at its execve.
-	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		return setupFailed, fmt.Errorf("close_range: %w", err)
-	}
-	r, w, err := os.Pipe()
+	// The report fd (and any other we inherited) closes at the new
+	// process's execve.
+	pid, w, err := cloneInUserNS(s.UserNS, userNSFlag, unix.CLONE_PARENT)
 	if err != nil {
 		return setupFailed, err
 	}
 	defer w.Close()
-	// /proc is now the app's, of the pod's pid namespace; our own binary
-	// is still reached through the magic link.
-	pid, err := syscall.ForkExec("/proc/self/exe", []string{"pod1-app", userNSFlag}, &syscall.ProcAttr{
-		Env:   []string{},
-		Files: []uintptr{0, 1, 2, r.Fd()},
-		Sys:   UserNSAttr(s.UserNS, unix.CLONE_PARENT),
-	})
-	r.Close()
-	if err != nil {
-		return setupFailed, fmt.Errorf("clone into a user namespace: %w", err)
-	}
 	report := os.NewFile(ReportFd, "report")
 	_, rerr := report.WriteString(strconv.Itoa(pid) + "\n")
 	report.Close()
-	if _, err := w.Write(b); err != nil {
+	if err := json.NewEncoder(w).Encode(inner); err != nil {
 		// It died before reading; its exit status is the app's.
 		return 0, nil
 	}
@@ -100,10 +83,37 @@ func startInUserNS(s *Spec) (int, error) {
 	return 0, nil
 }
 
-// UserNSAttr is how a process is cloned into a new user namespace with
+// cloneInUserNS starts the stage1 binary again as pod1-app with flag,
+// cloned (with extra clone flags) into a new user namespace with the
+// mapping u, and returns its pid and the write end of the pipe it reads
+// its spec from. Only fds 0-2 and that pipe reach it: every other fd is
+// made close-on-exec first. /proc may be the app's by now (the pod's pid
+// namespace); our own binary is still reached through the magic link.
+func cloneInUserNS(u *idmap.Range, flag string, flags uintptr) (int, *os.File, error) {
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return 0, nil, fmt.Errorf("close_range: %w", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return 0, nil, err
+	}
+	defer r.Close()
+	pid, err := syscall.ForkExec("/proc/self/exe", []string{"pod1-app", flag}, &syscall.ProcAttr{
+		Env:   []string{},
+		Files: []uintptr{0, 1, 2, r.Fd()},
+		Sys:   userNSAttr(u, flags),
+	})
+	if err != nil {
+		w.Close()
+		return 0, nil, fmt.Errorf("clone into a user namespace: %w", err)
+	}
+	return pid, w, nil
+}
+
+// userNSAttr is how a process is cloned into a new user namespace with
 // the pod's mapping, written by us (host root) before it runs. setgroups
 // stays allowed: the app's supplementary groups are mapped ids.
-func UserNSAttr(u *UserNS, flags uintptr) *syscall.SysProcAttr {
+func userNSAttr(u *idmap.Range, flags uintptr) *syscall.SysProcAttr {
 	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(u.HostID), Size: int(u.Size)}}
 	return &syscall.SysProcAttr{
 		// Root of the new namespace before its execve, so the execve
@@ -171,30 +181,14 @@ func RunInUserNS(s *Spec, argv []string) (int, error) {
 		return setupFailed, err
 	}
 	inner.Exec = argv
-	b, err := json.Marshal(inner)
-	if err != nil {
-		return setupFailed, err
-	}
-	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		return setupFailed, fmt.Errorf("close_range: %w", err)
-	}
 	// The command resets every disposition before its execve (Exec).
 	signal.Ignore(unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT)
-	r, w, err := os.Pipe()
+	pid, w, err := cloneInUserNS(s.UserNS, enterUserNSFlag, 0)
 	if err != nil {
 		return setupFailed, err
 	}
-	pid, err := syscall.ForkExec("/proc/self/exe", []string{"pod1-app", enterUserNSFlag}, &syscall.ProcAttr{
-		Env:   []string{},
-		Files: []uintptr{0, 1, 2, r.Fd()},
-		Sys:   UserNSAttr(s.UserNS, 0),
-	})
-	r.Close()
-	if err != nil {
-		w.Close()
-		return setupFailed, fmt.Errorf("clone into a user namespace: %w", err)
-	}
-	_, _ = w.Write(b)
+	// A command that died before reading: its exit status says why.
+	_ = json.NewEncoder(w).Encode(inner)
 	w.Close()
 	var ws unix.WaitStatus
 	for {

@@ -14,6 +14,7 @@ import (
 	"github.com/appc/spec/schema/types"
 
 	"github.com/pod1/pod1/appexec"
+	"github.com/pod1/pod1/idmap"
 )
 
 // markerSuffixes are the names stage0 derives from an app name inside
@@ -252,7 +253,7 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 		return nil, errorf(field("group"), "%w", err)
 	}
 	if u := opts.PrivateUsers; u != nil {
-		spec.UserNS = &appexec.UserNS{HostID: u.HostID, Size: u.Size}
+		spec.UserNS = &idmap.Range{HostID: u.HostID, Size: u.Size}
 		if !u.Contains(spec.UID) {
 			return nil, errorf(field("user"), "uid %d is outside the pod's user namespace (0-%d, --private-users)", spec.UID, u.Size-1)
 		}

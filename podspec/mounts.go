@@ -14,6 +14,7 @@ import (
 	"github.com/appc/spec/schema/types"
 
 	"github.com/pod1/pod1/appexec"
+	"github.com/pod1/pod1/idmap"
 )
 
 // HostsFile is where the stage1 writes the pod's generated /etc/hosts
@@ -29,7 +30,7 @@ type volume struct {
 // With users (--private-users) an empty volume's owner is an id of the
 // apps' user namespaces, shifted to the host's: by default the apps' root
 // owns it, as without one.
-func loadVolumes(podDir string, vs []types.Volume, users *appexec.UserNS) (map[types.ACName]volume, []SharedVolume, error) {
+func loadVolumes(podDir string, vs []types.Volume, users *idmap.Range) (map[types.ACName]volume, []SharedVolume, error) {
 	var shared []SharedVolume
 	out := make(map[types.ACName]volume, len(vs))
 	for _, v := range vs {
@@ -52,13 +53,12 @@ func loadVolumes(podDir string, vs []types.Volume, users *appexec.UserNS) (map[t
 				return nil, nil, errorf(field, "%w", err)
 			}
 			if users != nil {
-				for _, id := range []int{sv.UID, sv.GID} {
-					if !users.Contains(id) {
-						return nil, nil, errorf(field, "owner id %d is outside the pod's user namespace (0-%d, --private-users)", id, users.Size-1)
-					}
+				if sv.UID, err = users.ToHost(sv.UID); err == nil {
+					sv.GID, err = users.ToHost(sv.GID)
 				}
-				sv.UID += int(users.HostID)
-				sv.GID += int(users.HostID)
+				if err != nil {
+					return nil, nil, errorf(field, "%w", err)
+				}
 			}
 			shared = append(shared, sv)
 		default:

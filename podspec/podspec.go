@@ -12,6 +12,7 @@ import (
 
 	"github.com/pod1/pod1/appexec"
 	"github.com/pod1/pod1/cgroups"
+	"github.com/pod1/pod1/idmap"
 )
 
 // Paths relative to the pod directory (contract §5).
@@ -57,7 +58,7 @@ type Options struct {
 	DisableSeccomp      bool
 	// PrivateUsers is --private-users: every app gets a user namespace
 	// with this mapping.
-	PrivateUsers *appexec.UserNS `json:",omitempty"`
+	PrivateUsers *idmap.Range `json:",omitempty"`
 }
 
 // NetHost reports whether the pod stays in the host's network namespace.

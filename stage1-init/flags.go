@@ -8,7 +8,7 @@ import (
 
 	"github.com/appc/spec/schema/types"
 
-	"github.com/pod1/pod1/appexec"
+	"github.com/pod1/pod1/idmap"
 	"github.com/pod1/pod1/podspec"
 )
 
@@ -83,7 +83,7 @@ func (f *runFlags) check() error {
 		}
 	}
 	if f.privUsers != "" {
-		u, err := appexec.ParseUserNS(f.privUsers)
+		u, err := idmap.Parse(f.privUsers)
 		if err != nil {
 			return &usageError{fmt.Sprintf("--private-users=%q: %v", f.privUsers, err)}
 		}

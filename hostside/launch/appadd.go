@@ -3,7 +3,6 @@ package launch
 import (
 	"errors"
 	"fmt"
-	"github.com/pod1/pod1/appexec"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,6 +11,7 @@ import (
 	"github.com/appc/spec/schema"
 
 	"github.com/pod1/pod1/hostside/images"
+	"github.com/pod1/pod1/idmap"
 )
 
 // RenderApp does stage0's part of `rkt app add` for the image of a: the
@@ -25,7 +25,7 @@ func RenderApp(podDir, dataDir string, a AppOptions) (*schema.RuntimeApp, error)
 	_, err := os.Stat(filepath.Join(podDir, "overlay-prepared"))
 	o.NoOverlay = err != nil
 	if b, err := os.ReadFile(filepath.Join(podDir, PrivateUsersFile)); err == nil {
-		u, err := appexec.ParseUserNS(strings.TrimSpace(string(b)))
+		u, err := idmap.Parse(strings.TrimSpace(string(b)))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", PrivateUsersFile, err)
 		}

@@ -3,13 +3,14 @@ package launch
 import (
 	"errors"
 	"fmt"
-	"github.com/pod1/pod1/appexec"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/idmap"
 )
 
 // copyTree copies the tree at src to dst (which must not exist yet) for
@@ -22,7 +23,7 @@ import (
 //
 // With shift (--private-users) every owner id N becomes shift's N+BASE,
 // as rkt's stage0 shifts the trees it copies; an id past COUNT is refused.
-func copyTree(src, dst string, shift *appexec.UserNS) error {
+func copyTree(src, dst string, shift *idmap.Range) error {
 	c := treeCopier{links: make(map[fileID]string), shift: shift}
 	err := filepath.WalkDir(src, func(path string, _ fs.DirEntry, err error) error {
 		if err != nil {
@@ -60,7 +61,7 @@ type dirTimes struct {
 type treeCopier struct {
 	links map[fileID]string // first copy of each multiply-linked file
 	dirs  []dirTimes
-	shift *appexec.UserNS
+	shift *idmap.Range
 }
 
 // owner is the owner a copy gets.
@@ -68,12 +69,12 @@ func (c *treeCopier) owner(st *unix.Stat_t) (int, int, error) {
 	if c.shift == nil {
 		return int(st.Uid), int(st.Gid), nil
 	}
-	for _, id := range []uint32{st.Uid, st.Gid} {
-		if !c.shift.Contains(int(id)) {
-			return 0, 0, fmt.Errorf("owner id %d is outside the pod's user namespace (0-%d, --private-users)", id, c.shift.Size-1)
-		}
+	uid, err := c.shift.ToHost(int(st.Uid))
+	if err != nil {
+		return 0, 0, err
 	}
-	return int(st.Uid + c.shift.HostID), int(st.Gid + c.shift.HostID), nil
+	gid, err := c.shift.ToHost(int(st.Gid))
+	return uid, gid, err
 }
 
 func (c *treeCopier) copyEntry(src, dst string) error {

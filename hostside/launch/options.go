@@ -8,7 +8,6 @@ package launch
 
 import (
 	"fmt"
-	"github.com/pod1/pod1/appexec"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/appc/spec/schema"
 	"github.com/appc/spec/schema/types"
+
+	"github.com/pod1/pod1/idmap"
 )
 
 // Defaults are rkt's, so a pod prepared by pod1 looks like one prepared by
@@ -57,7 +58,7 @@ type Options struct {
 	// PrivateUsers passes --private-users: the image trees are copied
 	// with their owners shifted into the range, as rkt's stage0 does
 	// (which is why it implies NoOverlay).
-	PrivateUsers *appexec.UserNS
+	PrivateUsers *idmap.Range
 	// UUIDFileSave, if set, receives the pod UUID (written atomically).
 	UUIDFileSave string
 	// Volumes become the pod manifest's volumes.

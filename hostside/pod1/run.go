@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/pod1/pod1/appexec"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"github.com/appc/spec/schema/types"
 
 	"github.com/pod1/pod1/hostside/launch"
+	"github.com/pod1/pod1/idmap"
 )
 
 const runUsage = `usage: pod1 run [flags] IMAGE [app flags] [-- ARGS...] [--- IMAGE [app flags] [-- ARGS...]]...
@@ -108,9 +108,9 @@ func parsePodArgs(g *globalFlags, args []string, stderr io.Writer, withApps bool
 	for i := range apps {
 		apps[i].Env = append(append([]types.EnvironmentVariable(nil), rf.env...), apps[i].Env...)
 	}
-	var users *appexec.UserNS
+	var users *idmap.Range
 	if rf.privUsers != "" {
-		u, err := appexec.ParseUserNS(rf.privUsers)
+		u, err := idmap.Parse(rf.privUsers)
 		if err != nil {
 			return launch.Options{}, fmt.Errorf("--private-users=%q: %w", rf.privUsers, err)
 		}
