@@ -222,6 +222,15 @@ func report(cmd string, a []string) error {
 			fmt.Printf("env %q\n", kv)
 		}
 	case "ids":
+		// The real, effective and saved ids must all be the app's: a
+		// stage1 that set the real id but left the effective one
+		// root fails here (execve itself resets the saved id to the
+		// effective one).
+		ru, eu, su := unix.Getresuid()
+		rg, eg, sg := unix.Getresgid()
+		if eu != ru || su != ru || eg != rg || sg != rg {
+			return fmt.Errorf("ids differ: uid %d/%d/%d gid %d/%d/%d (real/effective/saved)", ru, eu, su, rg, eg, sg)
+		}
 		groups, _ := unix.Getgroups()
 		sort.Ints(groups)
 		fmt.Printf("ids uid=%d gid=%d groups=%v\n", os.Getuid(), os.Getgid(), groups)
