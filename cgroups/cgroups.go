@@ -21,8 +21,9 @@ import (
 
 // v1Controllers are the v1 hierarchies a group is created in: pids for
 // pids.max, memory and cpu for the resource isolators. The first one found
-// also tracks processes when there is no v2 hierarchy.
-var v1Controllers = []string{"pids", "memory", "cpu", "freezer"}
+// also tracks processes when there is no v2 hierarchy. (freezer was on the
+// list but nothing used it: three more cgroups to make and remove per pod.)
+var v1Controllers = []string{"pids", "memory", "cpu"}
 
 // Group is one cgroup, present in every hierarchy this package uses. It is
 // plain data so it can cross from the run entry point to PID 1 as JSON and
@@ -115,6 +116,10 @@ func Current() (*Group, error) {
 	return g, nil
 }
 
+// dirs lists the group's directories: v2 first, then the v1 ones in
+// v1Controllers' order, then any other v1 hierarchy the group names (a
+// group saved by an older stage1 that used more, which gc must still
+// remove).
 func (g *Group) dirs() []string {
 	var ds []string
 	if g.V2 != "" {
@@ -124,6 +129,16 @@ func (g *Group) dirs() []string {
 		if d, ok := g.V1[c]; ok {
 			ds = append(ds, d)
 		}
+	}
+	var other []string
+	for c := range g.V1 {
+		if !slices.Contains(v1Controllers, c) {
+			other = append(other, c)
+		}
+	}
+	slices.Sort(other)
+	for _, c := range other {
+		ds = append(ds, g.V1[c])
 	}
 	return ds
 }
