@@ -174,3 +174,83 @@ func TestWaitAllDrains(t *testing.T) {
 		t.Fatalf("children left: %v", err)
 	}
 }
+
+// waitExited waits for one report on c, or fails.
+func waitExited(t *testing.T, c <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit reported in 10s")
+	}
+}
+
+// Exited wakes the caller at a child's exit with no SIGCHLD registered
+// (nothing here listens for it), including the first child
+// started after the process had none (waitid's ECHILD), and it does not
+// spin once everything is reaped.
+func TestExitedReportsExitsWithoutSIGCHLD(t *testing.T) {
+	r := New()
+	// Nothing of an earlier test may be left to wake us.
+	for {
+		if _, err := unix.Wait4(-1, nil, 0, nil); err == unix.ECHILD {
+			break
+		}
+	}
+	exited := r.Exited()
+	time.Sleep(20 * time.Millisecond) // let the watcher find no child
+	for _, code := range []int{7, 9} {
+		pid := startHelper(t, r, code, "exit", code)
+		waitExited(t, exited)
+		var got []Exit
+		for deadline := time.Now().Add(10 * time.Second); len(got) == 0; {
+			// The report may precede the Go helper's last thread
+			// (see zombiesOf): collect until its exit is in.
+			got = append(got, r.Reap()...)
+			if len(got) == 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("exit of %d reported but not reaped", pid)
+				}
+				select {
+				case <-exited:
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+		}
+		if len(got) != 1 || got[0].Pid != pid || got[0].Status.ExitStatus() != code {
+			t.Fatalf("exits %+v, want pid %d code %d", got, pid, code)
+		}
+	}
+	wakes := 0
+	for end := time.After(300 * time.Millisecond); ; {
+		select {
+		case <-exited:
+			wakes++
+			r.Reap()
+			continue
+		case <-end:
+		}
+		break
+	}
+	if wakes > 2 {
+		t.Fatalf("%d wake-ups in 300ms with no child exiting: the watcher spins", wakes)
+	}
+}
+
+// An exit from before the watcher started is reported too: it waits as a
+// zombie, which waitid sees at once.
+func TestExitedSeesAnExitFromBeforeItStarted(t *testing.T) {
+	r := New()
+	pid := startHelper(t, r, "early", "exit", 3)
+	for deadline := time.Now().Add(10 * time.Second); reapableZombiesOf(t, os.Getpid()) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the helper did not exit")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	waitExited(t, r.Exited())
+	got := r.Reap()
+	if len(got) != 1 || got[0].Pid != pid || got[0].Status.ExitStatus() != 3 {
+		t.Fatalf("exits %+v", got)
+	}
+}

@@ -25,11 +25,12 @@ const podConfigFd = 3
 // the pod with 254; after that PID 1 never dies on an error: it logs, stops
 // the apps in order and exits with the pod's code (catatonit's rule).
 func initMain() int {
-	// SIGCHLD first, before anything can fork: no exit may be missed
-	// (dumb-init #104). The buffer is large because signals coalesce
-	// anyway; it only has to cover bursts of distinct signals.
-	sigs := make(chan os.Signal, 2048)
-	signal.Notify(sigs, unix.SIGCHLD, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGUSR1)
+	// Stop requests are registered first. Exits need no registration:
+	// the reaper's watcher (reaper.Exited, started by the loop) sees a
+	// child that exited at any time before, as a zombie waiting for us,
+	// so none can be missed (dumb-init #104); SIGCHLD is not used.
+	sigs := make(chan os.Signal, 64)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGUSR1)
 
 	// Nothing in the pod may ptrace PID 1 or read its /proc/1/root,
 	// /proc/1/fd, /proc/1/environ (CVE-2016-9962, threats T2, T4).
@@ -133,8 +134,11 @@ func (s *supervisor) debugf(format string, a ...any) {
 // and reaped, and the cgroups removed, before PID 1 exits and the lock can
 // be released.
 func (s *supervisor) loop(sigs chan os.Signal) int {
-	// A periodic sweep as well as SIGCHLD: cheap insurance against a lost
-	// wake-up (containerd #12678).
+	// Woken by the reaper's watcher at each exit, and by a periodic sweep
+	// as well: cheap insurance against a lost wake-up (containerd
+	// #12678), and what reaps an orphan re-parented to us while we have
+	// no child of our own (see reaper.Exited).
+	exited := s.reaper.Exited()
 	sweep := time.NewTicker(time.Second)
 	defer sweep.Stop()
 	timer := time.NewTimer(time.Hour)
@@ -159,10 +163,10 @@ func (s *supervisor) loop(sigs chan os.Signal) int {
 			timer.Stop()
 		}
 		select {
+		case <-exited:
+			s.pending = append(s.pending, s.reaper.Reap()...)
 		case sig := <-sigs:
 			switch sig {
-			case unix.SIGCHLD:
-				s.pending = append(s.pending, s.reaper.Reap()...)
 			case unix.SIGUSR1:
 				s.stop("forced stop requested", true)
 			default:
