@@ -35,7 +35,8 @@ func (b *bench) reapSection(n int, mode, title, desc string) *section {
 	}
 	s.desc = fmt.Sprintf(desc, n) + "Each orphan writes its CLOCK_MONOTONIC time to a pipe as its last act " +
 		"before exit_group, so the largest time read is the last exit; after EOF on that pipe (every orphan past " +
-		"exit) the helper lists the pod's /proc until only PID 1 and itself are left (zero zombies). \"last exit → " +
+		"exit) the helper lists the pod's /proc, yielding its CPU between listings, until only PID 1 and itself are " +
+		"left (zero zombies). \"last exit → " +
 		"zero zombies\" is therefore an upper bound that includes the helper's own wake-up and one /proc listing. " +
 		"tini and catatonit run as PID 1 of `unshare -pf --mount-proc`. Warm-up rounds use a tenth of the orphans."
 	orphan := map[string]string{"burst": "orphan", "timed": "orphan-timed"}[mode]
