@@ -119,46 +119,75 @@ func (d *Dir) WriteFile(name string, data []byte) error {
 	return d.write(name, data, false)
 }
 
-func (d *Dir) write(name string, data []byte, durable bool) (retErr error) {
+func (d *Dir) write(name string, data []byte, durable bool) error {
 	tmp := "." + name + ".tmp"
 	dirfd := d.Fd()
-	// A temp file left by a crash (or planted) is removed first: O_EXCL
-	// below then guarantees we write a fresh regular file of our own.
-	if err := unix.Unlinkat(dirfd, tmp, 0); err != nil && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("remove stale %s: %w", tmp, err)
-	}
-	fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	fd, err := createTemp(dirfd, tmp)
 	if err != nil {
-		return fmt.Errorf("create %s: %w", tmp, err)
+		return err
 	}
-	f := os.NewFile(uintptr(fd), tmp)
-	defer func() {
-		if retErr != nil {
-			_ = f.Close()
-			_ = unix.Unlinkat(dirfd, tmp, 0)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
+	// The raw descriptor, not an *os.File: this runs a dozen times on a
+	// pod's start and at every app's exit, and os.NewFile costs an fcntl.
+	err = fill(fd, tmp, data, durable)
+	if cerr := unix.Close(fd); err == nil && cerr != nil {
+		err = fmt.Errorf("close %s: %w", tmp, cerr)
 	}
-	if durable {
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("fsync %s: %w", tmp, err)
+	if err == nil {
+		// renameat replaces a planted symlink named <name> itself; it
+		// never follows it.
+		if rerr := unix.Renameat(dirfd, tmp, dirfd, name); rerr != nil {
+			err = fmt.Errorf("rename %s: %w", name, rerr)
 		}
 	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", tmp, err)
-	}
-	// renameat replaces a planted symlink named <name> itself; it never
-	// follows it.
-	if err := unix.Renameat(dirfd, tmp, dirfd, name); err != nil {
-		return fmt.Errorf("rename %s: %w", name, err)
+	if err != nil {
+		_ = unix.Unlinkat(dirfd, tmp, 0)
+		return err
 	}
 	if durable {
 		// Also makes durable the renames of every WriteFile before it
 		// in this directory (an app's record, written just before).
 		if err := unix.Fsync(dirfd); err != nil {
 			return fmt.Errorf("fsync status dir: %w", err)
+		}
+	}
+	return nil
+}
+
+// createTemp creates tmp in the directory as a fresh regular file of our
+// own: O_EXCL|O_NOFOLLOW refuses whatever is already there (a temp file
+// left by a crash, or one planted, a symlink included), which is then
+// removed and the create tried once more. Removing it only when it is
+// there saves a system call on every write.
+func createTemp(dirfd int, tmp string) (int, error) {
+	const flags = unix.O_WRONLY | unix.O_CREAT | unix.O_EXCL | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Openat(dirfd, tmp, flags, 0o644)
+	if errors.Is(err, unix.EEXIST) {
+		if err := unix.Unlinkat(dirfd, tmp, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+			return -1, fmt.Errorf("remove stale %s: %w", tmp, err)
+		}
+		fd, err = unix.Openat(dirfd, tmp, flags, 0o644)
+	}
+	if err != nil {
+		return -1, fmt.Errorf("create %s: %w", tmp, err)
+	}
+	return fd, nil
+}
+
+// fill writes data to fd and, if durable, fsyncs it.
+func fill(fd int, tmp string, data []byte, durable bool) error {
+	for len(data) > 0 {
+		n, err := unix.Write(fd, data)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("write %s: %w", tmp, err)
+		}
+		data = data[n:]
+	}
+	if durable {
+		if err := unix.Fsync(fd); err != nil {
+			return fmt.Errorf("fsync %s: %w", tmp, err)
 		}
 	}
 	return nil
