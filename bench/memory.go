@@ -93,11 +93,7 @@ func (b *bench) measureMemory() *section {
 	}
 	peers := []*peer{
 		{name: "pod1 stage1", pod1: true, round: func(r *row) error {
-			p, err := b.newPod([]podApp{{name: "app", exec: sleepArgv}})
-			if err != nil {
-				return err
-			}
-			c, err := b.startPod(p)
+			p, c, err := b.newStartedPod([]podApp{{name: "app", exec: sleepArgv}})
 			if err != nil {
 				return err
 			}

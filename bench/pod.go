@@ -168,6 +168,20 @@ func (b *bench) startPod(p *pod) (*child, error) {
 	})
 }
 
+// newStartedPod prepares a pod of apps and starts it (startPod). The
+// caller closes the child.
+func (b *bench) newStartedPod(apps []podApp) (*pod, *child, error) {
+	p, err := b.newPod(apps)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := b.startPod(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, c, nil
+}
+
 // runPodToEnd starts a prepared pod and waits for it to end, which must
 // be with 0 and every app's status 0. The caller closes the child (on
 // success) and reads its timings.

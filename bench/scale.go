@@ -98,16 +98,12 @@ func drain(f *os.File) {
 }
 
 func (b *bench) scaleRestarts(r *row, n int) error {
-	p, err := b.newPod([]podApp{{name: "app", exec: []string{"/true"}, ann: map[string]string{
+	p, c, err := b.newStartedPod([]podApp{{name: "app", exec: []string{"/true"}, ann: map[string]string{
 		"pod1/restart-policy":       "always",
 		"pod1/restart-backoff":      "0s",
 		"pod1/start-limit-burst":    fmt.Sprint(n),
 		"pod1/start-limit-interval": "1h",
 	}}})
-	if err != nil {
-		return err
-	}
-	c, err := b.startPod(p)
 	if err != nil {
 		return err
 	}

@@ -89,11 +89,7 @@ func stopAndTime(r *row, c *child, app int, timeout time.Duration) error {
 
 func (b *bench) pod1StopPeer(name string, argv []string, ann map[string]string, ready string, want int) *peer {
 	return &peer{name: name, pod1: true, round: func(r *row) error {
-		p, err := b.newPod([]podApp{{name: "app", exec: argv, ann: ann}})
-		if err != nil {
-			return err
-		}
-		c, err := b.startPod(p)
+		p, c, err := b.newStartedPod([]podApp{{name: "app", exec: argv, ann: ann}})
 		if err != nil {
 			return err
 		}
