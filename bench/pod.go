@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/layout"
 )
 
 // A pod directory laid out as rkt's stage0 leaves it for the stage1's run
@@ -65,7 +67,7 @@ func podManifest(apps []podApp) ([]byte, error) {
 	return json.Marshal(map[string]any{
 		"acVersion": "1.30.0", "acKind": "PodManifest", "apps": as,
 		"volumes": []any{}, "isolators": nil,
-		"annotations": []map[string]string{{"name": "coreos.com/rkt/stage1/mutable", "value": "false"}},
+		"annotations": []map[string]string{{"name": layout.AnnMutable, "value": "false"}},
 		"ports":       []any{},
 	})
 }
@@ -81,8 +83,8 @@ func (b *bench) newPod(apps []podApp) (*pod, error) {
 		return nil, err
 	}
 	p := &pod{dir: filepath.Join(b.work, "pods", uuid), uuid: uuid, apps: apps}
-	s1 := filepath.Join(p.dir, "stage1/rootfs")
-	for _, d := range []string{"rkt/status", "rkt/env", "opt/stage2"} {
+	s1 := filepath.Join(p.dir, layout.Stage1RootFS)
+	for _, d := range []string{layout.StatusDirIn, layout.EnvDirIn, layout.Stage2DirIn} {
 		if err := os.MkdirAll(filepath.Join(s1, d), 0o755); err != nil {
 			return nil, err
 		}
@@ -96,18 +98,17 @@ func (b *bench) newPod(apps []podApp) (*pod, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(p.dir, "pod"), m, 0o640); err != nil {
+	if err := os.WriteFile(filepath.Join(p.dir, layout.PodManifest), m, 0o640); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(p.dir, "pod-created"), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(p.dir, layout.PodCreated), nil, 0o644); err != nil {
 		return nil, err
 	}
 	for _, a := range apps {
-		root := filepath.Join(s1, "opt/stage2", a.name, "rootfs")
-		if err := linkTree(b.fixture, root); err != nil {
+		if err := linkTree(b.fixture, filepath.Join(p.dir, layout.AppRootfs(a.name))); err != nil {
 			return nil, err
 		}
-		if err := os.WriteFile(filepath.Join(filepath.Dir(root), "manifest"), imageManifestJSON, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(p.dir, layout.AppManifest(a.name)), imageManifestJSON, 0o644); err != nil {
 			return nil, err
 		}
 	}
@@ -158,7 +159,7 @@ func (b *bench) startPod(p *pod) (*child, error) {
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
 		return nil, err
 	}
-	run := filepath.Join(p.dir, "stage1/rootfs/run")
+	run := filepath.Join(p.dir, layout.Stage1RootFS, "run")
 	return start(spec{
 		argv:  []string{run, "--net=none", p.uuid},
 		dir:   p.dir,
@@ -208,7 +209,7 @@ func (b *bench) runPodToEnd(p *pod, timeout time.Duration) (*child, error) {
 
 // status reads an app's exit status as rkt does.
 func (p *pod) status(app string) (int, error) {
-	b, err := os.ReadFile(filepath.Join(p.dir, "stage1/rootfs/rkt/status", app))
+	b, err := os.ReadFile(filepath.Join(p.dir, layout.StatusDir, app))
 	if err != nil {
 		return 0, err
 	}
@@ -219,7 +220,7 @@ func (p *pod) status(app string) (int, error) {
 func (p *pod) pid1(timeout time.Duration) (int, error) {
 	var pid int
 	err := waitUntil(timeout, 200*time.Microsecond, "the pid file", func() bool {
-		b, err := os.ReadFile(filepath.Join(p.dir, "pid"))
+		b, err := os.ReadFile(filepath.Join(p.dir, layout.Pid))
 		if err != nil {
 			return false
 		}

@@ -15,12 +15,14 @@ import (
 	"net"
 	"os"
 	"time"
+
+	"github.com/pod1/pod1/layout"
 )
 
 // SocketPath is the socket, relative to the pod directory (the cwd of PID 1
 // and of every entry point; a relative path also keeps clear of the 108
 // bytes a socket address may hold).
-const SocketPath = "stage1/rootfs/rkt/pod1/control.sock"
+const SocketPath = layout.ControlSocket
 
 // Operations.
 const (

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pod1/pod1/appexec"
 	"github.com/pod1/pod1/idmap"
+	"github.com/pod1/pod1/layout"
 )
 
 // markerSuffixes are the names stage0 derives from an app name inside
@@ -65,7 +66,7 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 }
 
 func readManifest(podDir string) (*schema.PodManifest, error) {
-	raw, err := readCapped(filepath.Join(podDir, ManifestFile))
+	raw, err := readCapped(filepath.Join(podDir, layout.PodManifest))
 	if err != nil {
 		return nil, errorf("pod manifest", "%w", err)
 	}
@@ -196,7 +197,7 @@ func checkAppNames(raw []byte) error {
 func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types.ACName]volume) (*App, error) {
 	name := ra.Name.String()
 	field := func(f string) string { return fmt.Sprintf("app %q: %s", name, f) }
-	appDir := filepath.Join(podDir, Stage1RootFS, "opt/stage2", name)
+	appDir := filepath.Join(podDir, layout.AppDir(name))
 	// stage0 always renders the image manifest beside the app's rootfs;
 	// a pod without it was not prepared completely.
 	raw, err := readCapped(filepath.Join(appDir, "manifest"))

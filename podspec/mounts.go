@@ -15,11 +15,8 @@ import (
 
 	"github.com/pod1/pod1/appexec"
 	"github.com/pod1/pod1/idmap"
+	"github.com/pod1/pod1/layout"
 )
-
-// HostsFile is where the stage1 writes the pod's generated /etc/hosts
-// (relative to the pod directory), for --dns-conf-mode hosts=default.
-const HostsFile = Stage1RootFS + "/rkt/hosts"
 
 type volume struct {
 	types.Volume
@@ -47,7 +44,7 @@ func loadVolumes(podDir string, vs []types.Volume, users *idmap.Range) (map[type
 			}
 			vol.source, vol.file = v.Source, !st.IsDir()
 		case "empty":
-			vol.source = filepath.Join(podDir, SharedVols, v.Name.String())
+			vol.source = filepath.Join(podDir, layout.SharedVolumes, v.Name.String())
 			sv, err := sharedVolume(&vol)
 			if err != nil {
 				return nil, nil, errorf(field, "%w", err)
@@ -144,15 +141,15 @@ func dnsMounts(podDir string, opts *Options) []appexec.Mount {
 	case "host":
 		bind("/etc/hosts", "/etc/hosts")
 	case "stage0":
-		bind(filepath.Join(podDir, Stage1RootFS, "etc/rkt-hosts"), "/etc/hosts")
+		bind(filepath.Join(podDir, layout.Stage1RootFS, layout.HostHostsIn), "/etc/hosts")
 	default:
-		bind(filepath.Join(podDir, HostsFile), "/etc/hosts")
+		bind(filepath.Join(podDir, layout.HostsFile), "/etc/hosts")
 	}
 	switch opts.ResolvMode {
 	case "host":
 		bind("/etc/resolv.conf", "/etc/resolv.conf")
 	case "stage0":
-		bind(filepath.Join(podDir, Stage1RootFS, "etc/rkt-resolv.conf"), "/etc/resolv.conf")
+		bind(filepath.Join(podDir, layout.Stage1RootFS, layout.HostResolvIn), "/etc/resolv.conf")
 	}
 	return ms
 }
@@ -172,8 +169,8 @@ type SharedVolume struct {
 
 // Create makes the volume's directory if it does not exist yet.
 func (v *SharedVolume) Create(podDir string) error {
-	if err := os.MkdirAll(filepath.Join(podDir, SharedVols), 0o750); err != nil {
-		return fmt.Errorf("create %s: %w", SharedVols, err)
+	if err := os.MkdirAll(filepath.Join(podDir, layout.SharedVolumes), 0o750); err != nil {
+		return fmt.Errorf("create %s: %w", layout.SharedVolumes, err)
 	}
 	if err := os.Mkdir(v.Path, v.Mode); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("create volume %s: %w", v.Path, err)

@@ -15,20 +15,6 @@ import (
 	"github.com/pod1/pod1/idmap"
 )
 
-// Paths relative to the pod directory (contract §5).
-const (
-	ManifestFile = "pod"
-	Stage1RootFS = "stage1/rootfs"
-	StatusDir    = Stage1RootFS + "/rkt/status"
-	EnvDir       = Stage1RootFS + "/rkt/env"
-	SharedVols   = "sharedVolumes"
-	// SpecDir holds each app's resolved appexec.Spec as "<app>.json",
-	// written before PID 1 starts, for the entry points that build a
-	// process like the app's (enter).
-	SpecDir = Stage1RootFS + "/rkt/pod1"
-	PidFile = "pid"
-)
-
 // MaxManifestSize caps how much of a manifest is read: a stage1 that reads
 // an unbounded file can be made to exhaust memory, and PID 1 running out of
 // memory ends the pod without statuses (threats B2).

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pod1/pod1/control"
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/status"
 )
@@ -23,10 +24,6 @@ const (
 	roleAppStop  = "app-stop"
 	roleAppRm    = "app-rm"
 )
-
-// OptionsFile saves the pod's run options, which the app entry points need
-// to resolve an added app exactly as run resolved the first ones.
-const OptionsFile = podspec.SpecDir + "/options.json"
 
 // opTimeout bounds how long an entry point waits for PID 1: a stop waits
 // out the app's grace period, which is at most an hour.
@@ -82,7 +79,7 @@ func appOpMain(role string, args []string) int {
 // and resolves it with the pod's run options, on the host side, before
 // PID 1 hears of it.
 func resolveAddedApp(uuid, name string) (json.RawMessage, error) {
-	b, err := os.ReadFile(OptionsFile)
+	b, err := os.ReadFile(layout.OptionsFile)
 	if err != nil {
 		return nil, fmt.Errorf("pod options: %w", err)
 	}
@@ -115,5 +112,5 @@ func saveOptions(podDir string, opts *podspec.Options) error {
 	if err != nil {
 		return err
 	}
-	return status.WriteFileIn(filepath.Join(podDir, podspec.SpecDir), filepath.Base(OptionsFile), b)
+	return status.WriteFileIn(filepath.Join(podDir, layout.Pod1Dir), filepath.Base(layout.OptionsFile), b)
 }

@@ -18,7 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/appexec"
-	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/status"
 )
 
@@ -80,7 +80,7 @@ func enterMain(args []string) int {
 	if err != nil {
 		return fail(fmt.Errorf("enter: app %q: %w", app, err))
 	}
-	rec, err := status.ReadRecord(podspec.StatusDir, app)
+	rec, err := status.ReadRecord(layout.StatusDir, app)
 	if err != nil {
 		return fail(fmt.Errorf("enter: app %q: read record: %w", app, err))
 	}
@@ -135,7 +135,7 @@ func parseEnterArgs(args []string) (pid int, app string, cmd []string, err error
 
 // loadSpec reads the spec the run entry point saved for the app.
 func loadSpec(app string) (*appexec.Spec, error) {
-	b, err := os.ReadFile(filepath.Join(podspec.SpecDir, app+".json"))
+	b, err := os.ReadFile(layout.AppSpec(app))
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
 	}

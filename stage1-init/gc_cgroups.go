@@ -7,22 +7,23 @@ import (
 	"os"
 
 	"github.com/pod1/pod1/cgroups"
+	"github.com/pod1/pod1/layout"
 )
 
 // gcCgroups removes the pod's cgroups when the run entry point could not
 // (it was killed): whatever is still in them is killed first. A pod that
 // never got as far as making them has nothing to remove.
 func gcCgroups() error {
-	b, err := os.ReadFile(CgroupsFile)
+	b, err := os.ReadFile(layout.CgroupsFile)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("read %s: %w", CgroupsFile, err)
+		return fmt.Errorf("read %s: %w", layout.CgroupsFile, err)
 	}
 	var g cgroups.Group
 	if err := json.Unmarshal(b, &g); err != nil {
-		return fmt.Errorf("decode %s: %w", CgroupsFile, err)
+		return fmt.Errorf("decode %s: %w", layout.CgroupsFile, err)
 	}
 	return g.RemoveTree()
 }

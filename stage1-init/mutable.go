@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/control"
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/status"
 )
@@ -87,7 +88,7 @@ func (s *supervisor) addApp(name string, raw json.RawMessage) error {
 		return err
 	}
 	// Saved first: enter builds its process from it.
-	if err := status.WriteFileIn(podspec.SpecDir, name+".json", b); err != nil {
+	if err := status.WriteFileIn(layout.AppSpecDir, name+".json", b); err != nil {
 		return fmt.Errorf("save spec: %w", err)
 	}
 	a := &app{cfg: &cfg, name: name, state: stateNew, backoff: cfg.Supervision.Backoff}
@@ -191,7 +192,7 @@ func (s *supervisor) forget(name string) {
 			s.logf("app %q: remove %s: %v", name, f, err)
 		}
 	}
-	if err := os.Remove(filepath.Join(podspec.SpecDir, name+".json")); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(layout.AppSpec(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		s.logf("app %q: remove spec: %v", name, err)
 	}
 }
@@ -229,7 +230,7 @@ func (s *supervisor) reconcile(skip string) {
 		if n == skip || s.find(n) != nil {
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(podspec.StatusDir, n+"-created")); err != nil {
+		if _, err := os.Stat(filepath.Join(layout.StatusDir, n+"-created")); err != nil {
 			continue // stage0 is still adding it
 		}
 		if err := s.adopt(podDir, n); err != nil {
@@ -248,7 +249,7 @@ func (s *supervisor) reconcile(skip string) {
 // adopt adds an app whose app/add was interrupted, resolving it as the
 // entry point would have.
 func (s *supervisor) adopt(podDir, name string) error {
-	b, err := os.ReadFile(OptionsFile)
+	b, err := os.ReadFile(layout.OptionsFile)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/control"
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/podenv"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/reaper"
@@ -48,7 +49,7 @@ func initMain() int {
 	if err := podenv.Setup(pod.Hostname, pod.NewNet, pod.PrivateUsers); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
-	dir, err := status.OpenDir(podspec.StatusDir)
+	dir, err := status.OpenDir(layout.StatusDir)
 	if err != nil {
 		return fail(fmt.Errorf("pod init: status directory: %w", err))
 	}
@@ -91,13 +92,13 @@ func readPodConfig() (*podspec.Pod, error) {
 // markReady writes rkt/supervisor-status -> "ready" (contract §4) as a
 // symlink made under a temporary name and renamed into place.
 func markReady() error {
-	const dir = podspec.Stage1RootFS + "/rkt"
+	const dir = layout.RktDir
 	tmp := dir + "/.supervisor-status.tmp"
 	_ = os.Remove(tmp)
 	if err := os.Symlink("ready", tmp); err != nil {
 		return err
 	}
-	return os.Rename(tmp, dir+"/supervisor-status")
+	return os.Rename(tmp, layout.SupervisorStatus)
 }
 
 // recoverPanic turns a panic in the supervisor into the same orderly end as

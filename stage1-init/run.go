@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/cgroups"
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/status"
 )
@@ -62,7 +63,7 @@ func runMain(args []string) int {
 		return fail(err)
 	}
 	warnIsolation(pod, f)
-	statusDir, err := status.OpenDir(filepath.Join(podDir, podspec.StatusDir))
+	statusDir, err := status.OpenDir(filepath.Join(podDir, layout.StatusDir))
 	if err != nil {
 		return fail(fmt.Errorf("status directory: %w", err))
 	}
@@ -81,12 +82,12 @@ func runMain(args []string) int {
 
 // prepareHost creates what the apps' mounts need in the pod directory.
 func prepareHost(podDir string, pod *podspec.Pod, opts *podspec.Options) error {
-	d, err := status.OpenDir(filepath.Join(podDir, podspec.Stage1RootFS, "rkt"))
+	d, err := status.OpenDir(filepath.Join(podDir, layout.RktDir))
 	if err != nil {
 		return fmt.Errorf("stage1 rkt directory: %w", err)
 	}
 	defer d.Close()
-	if err := d.WriteFile(filepath.Base(podspec.HostsFile), podspec.HostsContent(pod.Hostname)); err != nil {
+	if err := d.WriteFile(filepath.Base(layout.HostsFile), podspec.HostsContent(pod.Hostname)); err != nil {
 		return fmt.Errorf("write hosts file: %w", err)
 	}
 	for _, v := range pod.EmptyVolumes {
@@ -103,13 +104,14 @@ func prepareHost(podDir string, pod *podspec.Pod, opts *podspec.Options) error {
 // writeSpecs saves each app's resolved spec, so that enter builds its
 // process from exactly what the app got.
 func writeSpecs(podDir string, apps []podspec.App) error {
-	dir := filepath.Join(podDir, podspec.SpecDir)
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("create %s: %w", podspec.SpecDir, err)
+	for _, dir := range []string{layout.Pod1Dir, layout.AppSpecDir} {
+		if err := os.Mkdir(filepath.Join(podDir, dir), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("create %s: %w", dir, err)
+		}
 	}
-	d, err := status.OpenDir(dir)
+	d, err := status.OpenDir(filepath.Join(podDir, layout.AppSpecDir))
 	if err != nil {
-		return fmt.Errorf("open %s: %w", podspec.SpecDir, err)
+		return fmt.Errorf("open %s: %w", layout.AppSpecDir, err)
 	}
 	defer d.Close()
 	for i := range apps {
@@ -123,10 +125,6 @@ func writeSpecs(podDir string, apps []podspec.App) error {
 	}
 	return nil
 }
-
-// CgroupsFile saves the pod's cgroup (cgroups.Group as JSON) for the gc
-// entry point, which must remove it if the stage1 was killed.
-const CgroupsFile = podspec.SpecDir + "/cgroups.json"
 
 // makeCgroups creates the pod's cgroup below ours, and in it the one PID 1
 // lives in (apps get their own, siblings of it). subcgroup is written
@@ -148,10 +146,10 @@ func makeCgroups(podDir string, pod *podspec.Pod) (*cgroups.Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := status.WriteFileIn(filepath.Join(podDir, podspec.SpecDir), "cgroups.json", b); err != nil {
+	if err := status.WriteFileIn(filepath.Join(podDir, layout.Pod1Dir), filepath.Base(layout.CgroupsFile), b); err != nil {
 		return nil, fmt.Errorf("save cgroups: %w", err)
 	}
-	if err := status.WriteFileIn(podDir, "subcgroup", []byte(pg.Path()+"\n")); err != nil {
+	if err := status.WriteFileIn(podDir, layout.Subcgroup, []byte(pg.Path()+"\n")); err != nil {
 		return nil, fmt.Errorf("write subcgroup: %w", err)
 	}
 	return pg.Child("stage1")
@@ -301,7 +299,7 @@ func waitPid(pid int) unix.WaitStatus {
 // writePid names PID 1 for rkt enter and the host tools (contract §4),
 // atomically, unlike rkt's own stage1.
 func writePid(podDir string, pid int) error {
-	if err := status.WriteFileIn(podDir, podspec.PidFile, []byte(strconv.Itoa(pid)+"\n")); err != nil {
+	if err := status.WriteFileIn(podDir, layout.Pid, []byte(strconv.Itoa(pid)+"\n")); err != nil {
 		return fmt.Errorf("write pid: %w", err)
 	}
 	return nil
@@ -315,7 +313,7 @@ func writePid(podDir string, pid int) error {
 // (systemd's default, but not everyone's). The bind is undone when the pod
 // ends, or by gc, which unmounts everything left under a pod.
 func shareStage2(podDir string) (func(), error) {
-	dir := filepath.Join(podDir, podspec.Stage1RootFS, "opt/stage2")
+	dir := filepath.Join(podDir, layout.Stage2Dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create opt/stage2: %w", err)
 	}

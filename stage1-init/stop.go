@@ -12,7 +12,7 @@ import (
 	"github.com/appc/spec/schema/types"
 	"golang.org/x/sys/unix"
 
-	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/layout"
 )
 
 // stopMain is the stop entry point ([--force] UUID, cwd = pod dir): it asks
@@ -31,7 +31,7 @@ func stopMain(args []string) int {
 	if _, err := types.NewUUID(fs.Arg(0)); err != nil {
 		return fail(fmt.Errorf("UUID %q is malformed: %w", fs.Arg(0), err))
 	}
-	b, err := os.ReadFile(podspec.PidFile)
+	b, err := os.ReadFile(layout.Pid)
 	if err != nil {
 		return fail(fmt.Errorf("read pid: %w", err))
 	}

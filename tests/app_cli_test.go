@@ -12,6 +12,7 @@ import (
 
 	"github.com/pod1/pod1/hostside/launch"
 	"github.com/pod1/pod1/hostside/pods"
+	"github.com/pod1/pod1/layout"
 )
 
 // pod1cli runs the pod1 CLI with a timeout and returns its exit code and
@@ -53,7 +54,7 @@ func cliSandbox(t *testing.T, flags ...string) (string, string) {
 			return false
 		}
 		uuid = strings.TrimSpace(string(b))
-		_, err = os.Readlink(filepath.Join(data, "pods/run", uuid, "stage1/rootfs/rkt/supervisor-status"))
+		_, err = os.Readlink(filepath.Join(data, "pods/run", uuid, layout.SupervisorStatus))
 		return err == nil
 	})
 	// Registered after dataDir's cleanup, so it runs first: stop the pod,
@@ -96,15 +97,15 @@ func appState(t *testing.T, data, uuid, app string) (string, string) {
 func assertAppGone(t *testing.T, data, uuid, app string) {
 	t.Helper()
 	dir := filepath.Join(data, "pods/run", uuid)
-	for _, f := range []string{"stage1/rootfs/opt/stage2/" + app, "appsinfo/" + app, "appops/" + app,
-		"stage1/rootfs/rkt/status/" + app, "stage1/rootfs/rkt/status/" + app + ".json",
-		"stage1/rootfs/rkt/status/" + app + "-created", "stage1/rootfs/rkt/status/" + app + "-started",
-		"stage1/rootfs/rkt/pod1/" + app + ".json"} {
+	for _, f := range []string{layout.AppDir(app), layout.AppInfoDir(app), "appops/" + app,
+		layout.StatusDir + "/" + app, layout.StatusDir + "/" + app + ".json",
+		layout.StatusDir + "/" + app + "-created", layout.StatusDir + "/" + app + "-started",
+		layout.AppSpec(app)} {
 		if _, err := os.Lstat(filepath.Join(dir, f)); err == nil {
 			t.Errorf("app %s: %s left", app, f)
 		}
 	}
-	if m, _ := launch.MountsUnder(filepath.Join(dir, "stage1/rootfs/opt/stage2", app)); len(m) != 0 {
+	if m, _ := launch.MountsUnder(filepath.Join(dir, layout.Stage2Dir, app)); len(m) != 0 {
 		t.Errorf("app %s: mounts left: %v", app, m)
 	}
 	if m, _ := filepath.Glob("/sys/fs/cgroup/*/pod1-" + uuid + "/app-" + app); len(m) != 0 {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/layout"
 )
 
 func TestAppEnvironment(t *testing.T) {
@@ -241,10 +243,10 @@ func TestStopEntryPoint(t *testing.T) {
 			r := start(t, p, RunOpts{})
 			podPid(t, p)
 			waitFor(t, 5*time.Second, "app running", func() bool {
-				_, err := os.Lstat(filepath.Join(p.Dir, "stage1/rootfs/rkt/supervisor-status"))
+				_, err := os.Lstat(filepath.Join(p.Dir, layout.SupervisorStatus))
 				return err == nil && (c.name != "force" || strings.Contains(r.Stdout.String(), "ignore-term ready"))
 			})
-			cmd := exec.Command(filepath.Join(p.Dir, "stage1/rootfs/stop"), append(c.args, p.UUID)...)
+			cmd := exec.Command(filepath.Join(p.Dir, layout.Stage1RootFS, "stop"), append(c.args, p.UUID)...)
 			cmd.Dir = p.Dir
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("stop: %v %s", err, out)
@@ -265,7 +267,7 @@ func TestGCEntryPointIsIdempotent(t *testing.T) {
 	p := newPod(t, []App{okApp("a")}, nil)
 	runPod(t, p, RunOpts{})
 	for i := 0; i < 2; i++ {
-		cmd := exec.Command(filepath.Join(p.Dir, "stage1/rootfs/gc"), "--debug", "--local-config", "/etc/rkt", p.UUID)
+		cmd := exec.Command(filepath.Join(p.Dir, layout.Stage1RootFS, "gc"), "--debug", "--local-config", "/etc/rkt", p.UUID)
 		cmd.Dir = p.Dir
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("gc: %v %s", err, out)

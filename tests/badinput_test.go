@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/pod1/pod1/layout"
 )
 
 // assertRefused checks the rule for bad input: exit 254 before anything
@@ -24,7 +26,7 @@ func assertRefused(t *testing.T, p *Pod, r *Run, want string) {
 	if r.Stdout.Len() != 0 {
 		t.Errorf("an app ran: %q", r.Stdout)
 	}
-	for _, f := range []string{"pid", "stage1/rootfs/rkt/supervisor-status", "stage1/rootfs/rkt/hosts", "stage1/rootfs/rkt/pod1", "sharedVolumes"} {
+	for _, f := range []string{layout.Pid, layout.SupervisorStatus, layout.HostsFile, layout.Pod1Dir, layout.SharedVolumes} {
 		if _, err := os.Lstat(filepath.Join(p.Dir, f)); err == nil {
 			t.Errorf("%s was created", f)
 		}

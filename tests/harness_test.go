@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/hostside/launch"
+	"github.com/pod1/pod1/layout"
 )
 
 var repoRoot = func() string {
@@ -68,7 +69,7 @@ type Pod struct {
 	UUID string
 }
 
-func (p *Pod) statusDir() string { return filepath.Join(p.Dir, "stage1/rootfs/rkt/status") }
+func (p *Pod) statusDir() string { return filepath.Join(p.Dir, layout.StatusDir) }
 
 // Status returns the app's recorded exit code, or -1 when no file exists.
 func (p *Pod) Status(t *testing.T, app string) int {
@@ -186,17 +187,17 @@ func newPodRaw(t *testing.T, podManifest []byte, apps []App) *Pod {
 			t.Errorf("unmount %s: %v", p.Dir, err)
 		}
 	})
-	s1 := filepath.Join(p.Dir, "stage1/rootfs")
-	for _, d := range []string{"rkt/status", "rkt/env", "opt/stage2"} {
+	s1 := filepath.Join(p.Dir, layout.Stage1RootFS)
+	for _, d := range []string{layout.StatusDirIn, layout.EnvDirIn, layout.Stage2DirIn} {
 		must(t, os.MkdirAll(filepath.Join(s1, d), 0o755))
 	}
 	for _, ep := range []string{"run", "stop", "gc", "enter", "app-add", "app-start", "app-stop", "app-rm"} {
 		must(t, os.Symlink(bin("stage1-init"), filepath.Join(s1, ep)))
 	}
-	must(t, os.WriteFile(filepath.Join(p.Dir, "pod"), podManifest, 0o640))
-	must(t, os.WriteFile(filepath.Join(p.Dir, "pod-created"), nil, 0o644))
+	must(t, os.WriteFile(filepath.Join(p.Dir, layout.PodManifest), podManifest, 0o640))
+	must(t, os.WriteFile(filepath.Join(p.Dir, layout.PodCreated), nil, 0o644))
 	for _, a := range apps {
-		root := filepath.Join(s1, "opt/stage2", a.Name, "rootfs")
+		root := filepath.Join(p.Dir, layout.AppRootfs(a.Name))
 		for _, d := range []string{"bin", "etc", "tmp"} {
 			must(t, os.MkdirAll(filepath.Join(root, d), 0o755))
 		}
@@ -262,7 +263,7 @@ func start(t *testing.T, p *Pod, o RunOpts) *Run {
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
-	argv := append(append(append([]string{}, o.Wrapper...), filepath.Join(p.Dir, "stage1/rootfs/run")), append(o.Args, p.UUID)...)
+	argv := append(append(append([]string{}, o.Wrapper...), filepath.Join(p.Dir, layout.Stage1RootFS, "run")), append(o.Args, p.UUID)...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = p.Dir
 	cmd.Env = append(os.Environ(), o.Env...)
@@ -297,7 +298,7 @@ func start(t *testing.T, p *Pod, o RunOpts) *Run {
 		// timeout did) leaves the pod's cgroups, as rkt's gc would
 		// find them: the gc entry point removes them.
 		if len(cgroupDirs(p)) > 0 {
-			gc := exec.Command(filepath.Join(p.Dir, "stage1/rootfs/gc"), p.UUID)
+			gc := exec.Command(filepath.Join(p.Dir, layout.Stage1RootFS, "gc"), p.UUID)
 			gc.Dir = p.Dir
 			if out, err := gc.CombinedOutput(); err != nil {
 				t.Errorf("gc entry point: %v %s", err, out)
@@ -368,7 +369,7 @@ func podPid(t *testing.T, p *Pod) int {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		b, err := os.ReadFile(filepath.Join(p.Dir, "pid"))
+		b, err := os.ReadFile(filepath.Join(p.Dir, layout.Pid))
 		if err == nil {
 			n, err := strconv.Atoi(strings.TrimSpace(string(b)))
 			must(t, err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/status"
 )
 
@@ -93,8 +94,8 @@ func TestHostsideEnterIsTheApp(t *testing.T) {
 		{Name: "b", Exec: probe("sleep", "60s")},
 		{Name: "c", Exec: probe("exit", "0")},
 	}, nil)
-	if _, err := os.Lstat(filepath.Join(p.Dir, "stage1/rootfs/enter")); err != nil {
-		must(t, os.Symlink(bin("stage1-init"), filepath.Join(p.Dir, "stage1/rootfs/enter")))
+	if _, err := os.Lstat(filepath.Join(p.Dir, layout.Stage1RootFS, "enter")); err != nil {
+		must(t, os.Symlink(bin("stage1-init"), filepath.Join(p.Dir, layout.Stage1RootFS, "enter")))
 	}
 	start(t, p, RunOpts{})
 	pid1, a, b := podPid(t, p), appPid(t, p, "a"), appPid(t, p, "b")

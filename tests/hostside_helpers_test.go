@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/pod1/pod1/hostside/launch"
+	"github.com/pod1/pod1/layout"
 	"golang.org/x/sys/unix"
 )
 
@@ -143,20 +144,20 @@ func fakePod(t *testing.T, data, state string, codes map[string]int, ran bool) s
 	t.Helper()
 	uuid := newUUID(t)
 	dir := filepath.Join(data, "pods", state, uuid)
-	s1 := filepath.Join(dir, "stage1/rootfs")
-	must(t, os.MkdirAll(filepath.Join(s1, "rkt/status"), 0o755))
+	s1 := filepath.Join(dir, layout.Stage1RootFS)
+	must(t, os.MkdirAll(filepath.Join(s1, layout.StatusDirIn), 0o755))
 	var apps []App
 	for name, code := range codes {
 		apps = append(apps, App{Name: name, Exec: probe("exit", "0")})
 		if code >= 0 {
-			must(t, os.WriteFile(filepath.Join(s1, "rkt/status", name), []byte(fmt.Sprintf("%d\n", code)), 0o644))
+			must(t, os.WriteFile(filepath.Join(s1, layout.StatusDirIn, name), []byte(fmt.Sprintf("%d\n", code)), 0o644))
 		}
 	}
-	must(t, os.WriteFile(filepath.Join(dir, "pod"), manifest(apps, nil), 0o640))
-	must(t, os.WriteFile(filepath.Join(dir, "pod-created"), nil, 0o640))
+	must(t, os.WriteFile(filepath.Join(dir, layout.PodManifest), manifest(apps, nil), 0o640))
+	must(t, os.WriteFile(filepath.Join(dir, layout.PodCreated), nil, 0o640))
 	m, err := os.ReadFile(filepath.Join(repoRoot, "rootfs/manifest.json"))
 	must(t, err)
-	must(t, os.WriteFile(filepath.Join(dir, "stage1/manifest"), m, 0o640))
+	must(t, os.WriteFile(filepath.Join(dir, layout.Stage1Manifest), m, 0o640))
 	// As in the image: the binary in the rootfs, entrypoints relative
 	// symlinks to it (gc resolves them inside the rootfs).
 	if err := os.Link(bin("stage1-init"), filepath.Join(s1, "stage1-init")); err != nil {
@@ -168,7 +169,7 @@ func fakePod(t *testing.T, data, state string, codes map[string]int, ran bool) s
 		must(t, os.Symlink("stage1-init", filepath.Join(s1, ep)))
 	}
 	if ran {
-		must(t, os.WriteFile(filepath.Join(dir, "pid"), []byte("99999\n"), 0o644))
+		must(t, os.WriteFile(filepath.Join(dir, layout.Pid), []byte("99999\n"), 0o644))
 	}
 	return uuid
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pod1/pod1/layout"
 )
 
 const rktTimeLayout = "2006-01-02 15:04:05.999 -0700 MST"
@@ -58,7 +60,7 @@ func TestHostsideStatusAndList(t *testing.T) {
 		_, err := os.Stat(filepath.Join(statusDir, "ok"))
 		return err == nil
 	})
-	created, started := mtime(t, filepath.Join(p.Dir, "pod-created")), mtime(t, filepath.Join(p.Dir, "pid"))
+	created, started := mtime(t, filepath.Join(p.Dir, layout.PodCreated)), mtime(t, filepath.Join(p.Dir, layout.Pid))
 
 	// Running: rkt prints no app- lines yet.
 	out, errOut, code := pod1(t, data, "status", p.UUID[:8])
@@ -102,7 +104,7 @@ func TestHostsideStatusAndList(t *testing.T) {
 	}
 
 	// Let app three fail: it stops the pod, long gets SIGTERM.
-	must(t, os.WriteFile(filepath.Join(p.Dir, "stage1/rootfs/opt/stage2/three/rootfs/tmp/go"), nil, 0o644))
+	must(t, os.WriteFile(filepath.Join(p.Dir, layout.AppRootfs("three"), "tmp/go"), nil, 0o644))
 	if c := p.wait(t); c != 3 {
 		t.Fatalf("pod exited %d, want 3: %s", c, p.Stderr)
 	}

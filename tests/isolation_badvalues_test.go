@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/pod1/pod1/layout"
 )
 
 // Every bad isolator value is refused before anything starts: exit 254,
@@ -71,7 +73,7 @@ func TestBadIsolatorsFromTheImageAndPodLevel(t *testing.T) {
 			"app": map[string]any{"exec": []string{"/bin/probe"}, "user": "0", "group": "0",
 				"isolators": []any{isolator("os/linux/cpu-shares", 1)}},
 		})
-		must(t, os.WriteFile(filepath.Join(p.Dir, "stage1/rootfs/opt/stage2/a/manifest"), im, 0o644))
+		must(t, os.WriteFile(filepath.Join(p.Dir, layout.AppManifest("a")), im, 0o644))
 		r := runPod(t, p, RunOpts{})
 		assertRefused(t, p, r, `app "a": image manifest: isolator os/linux/cpu-shares: must be between 2 and 262144, got 1`)
 	})

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/layout"
 )
 
 // T-CAP-1 (CVE-2022-29162): every app's sets, read by the app itself from
@@ -136,12 +138,12 @@ func TestEscapeCapabilitiesAreWarnedAbout(t *testing.T) {
 func TestAppAddedLaterGetsItsIsolation(t *testing.T) {
 	p, r := sandbox(t, nil)
 	a := App{Name: "late", Exec: probe("status", "+", "stat", "/proc/timer_list", "+", "sleep", "60s")}
-	root := filepath.Join(p.Dir, "stage1/rootfs/opt/stage2", a.Name, "rootfs")
+	root := filepath.Join(p.Dir, layout.AppRootfs(a.Name))
 	must(t, os.MkdirAll(filepath.Join(root, "bin"), 0o755))
 	copyFile(t, bin("probe"), filepath.Join(root, "bin/probe"))
 	must(t, os.WriteFile(filepath.Join(root, "..", "manifest"), imageManifest(a.Name), 0o644))
 	var pm, cur map[string]any
-	b, err := os.ReadFile(filepath.Join(p.Dir, "pod"))
+	b, err := os.ReadFile(filepath.Join(p.Dir, layout.PodManifest))
 	must(t, err)
 	must(t, json.Unmarshal(b, &pm))
 	must(t, json.Unmarshal(withIsolators(t, manifest([]App{a}, nil), Isolators{"late": {
@@ -151,7 +153,7 @@ func TestAppAddedLaterGetsItsIsolation(t *testing.T) {
 	apps, _ := pm["apps"].([]any)
 	pm["apps"] = append(apps, cur["apps"].([]any)[0])
 	b, _ = json.Marshal(pm)
-	must(t, os.WriteFile(filepath.Join(p.Dir, "pod"), b, 0o640))
+	must(t, os.WriteFile(filepath.Join(p.Dir, layout.PodManifest), b, 0o640))
 	must(t, os.WriteFile(filepath.Join(p.statusDir(), a.Name+"-created"), nil, 0o644))
 	if code, out := entry(t, p, "app-add", "--debug=false", "--uuid="+p.UUID, "--app="+a.Name); code != 0 {
 		t.Fatalf("app add: %d %s", code, out)

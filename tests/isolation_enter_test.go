@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pod1/pod1/layout"
 )
 
 // T-ENTER-1 (CVE-2019-10144, 10145, 10147): a process entered into an app
@@ -31,8 +33,8 @@ func enterGetsTheAppsIsolation(t *testing.T, private bool) {
 		isolator("os/linux/oom-score-adj", 600),
 	}
 	p := isoPod(t, []App{{Name: "a", Exec: append(append([]string{}, check...), "+", "sleep", "60s")}}, Isolators{"a": isos}, nil, "a")
-	if _, err := os.Lstat(filepath.Join(p.Dir, "stage1/rootfs/enter")); err != nil {
-		must(t, os.Symlink(bin("stage1-init"), filepath.Join(p.Dir, "stage1/rootfs/enter")))
+	if _, err := os.Lstat(filepath.Join(p.Dir, layout.Stage1RootFS, "enter")); err != nil {
+		must(t, os.Symlink(bin("stage1-init"), filepath.Join(p.Dir, layout.Stage1RootFS, "enter")))
 	}
 	o := RunOpts{}
 	if private {

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/moby/sys/capability"
+
+	"github.com/pod1/pod1/layout"
 )
 
 // Isolators maps an app name to the isolators of its app section.
@@ -112,7 +114,7 @@ func procStatus(t *testing.T, out string) map[string]string {
 // are links to the stage1 binary): what rkt gc will run as host root.
 func stage1Hashes(t *testing.T, p *Pod) map[string]string {
 	t.Helper()
-	root := filepath.Join(p.Dir, "stage1/rootfs")
+	root := filepath.Join(p.Dir, layout.Stage1RootFS)
 	out := map[string]string{}
 	err := filepath.Walk(root, func(path string, fi os.FileInfo, err error) error {
 		if err != nil {

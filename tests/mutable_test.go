@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/status"
 )
 
@@ -31,13 +32,13 @@ func sandbox(t *testing.T, vols []map[string]any) (*Pod, *Run) {
 	// Runs before start's cleanup (which kills the stage1): stop the pod
 	// as a user would. A pod the test already stopped ignores it.
 	t.Cleanup(func() {
-		stop := exec.Command(filepath.Join(p.Dir, "stage1/rootfs/stop"), p.UUID)
+		stop := exec.Command(filepath.Join(p.Dir, layout.Stage1RootFS, "stop"), p.UUID)
 		stop.Dir = p.Dir
 		_ = stop.Run()
 		r.Wait(t)
 	})
 	waitFor(t, 10*time.Second, "supervisor ready", func() bool {
-		l, err := os.Readlink(filepath.Join(p.Dir, "stage1/rootfs/rkt/supervisor-status"))
+		l, err := os.Readlink(filepath.Join(p.Dir, layout.SupervisorStatus))
 		return err == nil && l == "ready"
 	})
 	return p, r
@@ -47,9 +48,9 @@ func sandbox(t *testing.T, vols []map[string]any) (*Pod, *Run) {
 // with cwd = pod dir and only the crossing variables in its environment.
 func entry(t *testing.T, p *Pod, ep string, args ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(p.Dir, "stage1/rootfs", ep), args...)
+	cmd := exec.Command(filepath.Join(p.Dir, layout.Stage1RootFS, ep), args...)
 	cmd.Dir = p.Dir
-	cmd.Env = []string{"RKT_STAGE1_ENTERCMD=" + filepath.Join(p.Dir, "stage1/rootfs/enter"),
+	cmd.Env = []string{"RKT_STAGE1_ENTERCMD=" + filepath.Join(p.Dir, layout.Stage1RootFS, "enter"),
 		"RKT_STAGE1_ENTERPID=" + fmt.Sprint(podPid(t, p)), "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	cmd.WaitDelay = time.Second
 	done := make(chan struct{})
@@ -76,14 +77,14 @@ func entry(t *testing.T, p *Pod, ep string, args ...string) (int, string) {
 // pod manifest, the -created marker) and calls app/add.
 func addApp(t *testing.T, p *Pod, a App) (int, string) {
 	t.Helper()
-	root := filepath.Join(p.Dir, "stage1/rootfs/opt/stage2", a.Name, "rootfs")
+	root := filepath.Join(p.Dir, layout.AppRootfs(a.Name))
 	must(t, os.MkdirAll(filepath.Join(root, "bin"), 0o755))
 	must(t, os.MkdirAll(filepath.Join(root, "etc"), 0o755))
 	_ = os.Remove(filepath.Join(root, "bin/probe"))
 	copyFile(t, bin("probe"), filepath.Join(root, "bin/probe"))
 	must(t, os.WriteFile(filepath.Join(root, "..", "manifest"), imageManifest(a.Name), 0o644))
 	var pm map[string]any
-	b, err := os.ReadFile(filepath.Join(p.Dir, "pod"))
+	b, err := os.ReadFile(filepath.Join(p.Dir, layout.PodManifest))
 	must(t, err)
 	must(t, json.Unmarshal(b, &pm))
 	var cur map[string]any
@@ -92,7 +93,7 @@ func addApp(t *testing.T, p *Pod, a App) (int, string) {
 	pm["apps"] = append(apps, cur["apps"].([]any)[0])
 	b, _ = json.Marshal(pm)
 	must(t, os.WriteFile(filepath.Join(p.Dir, "pod.tmp"), b, 0o640))
-	must(t, os.Rename(filepath.Join(p.Dir, "pod.tmp"), filepath.Join(p.Dir, "pod")))
+	must(t, os.Rename(filepath.Join(p.Dir, "pod.tmp"), filepath.Join(p.Dir, layout.PodManifest)))
 	must(t, os.WriteFile(filepath.Join(p.statusDir(), a.Name+"-created"), nil, 0o644))
 	return entry(t, p, "app-add", "--debug=false", "--uuid="+p.UUID, "--app="+a.Name)
 }
@@ -115,10 +116,10 @@ func rmApp(t *testing.T, p *Pod, name string) (int, string) {
 	if code != 0 {
 		return code, out
 	}
-	must(t, os.RemoveAll(filepath.Join(p.Dir, "stage1/rootfs/opt/stage2", name)))
+	must(t, os.RemoveAll(filepath.Join(p.Dir, layout.Stage2Dir, name)))
 	_ = os.Remove(filepath.Join(p.statusDir(), name))
 	var pm map[string]any
-	b, _ := os.ReadFile(filepath.Join(p.Dir, "pod"))
+	b, _ := os.ReadFile(filepath.Join(p.Dir, layout.PodManifest))
 	must(t, json.Unmarshal(b, &pm))
 	var keep []any
 	for _, a := range pm["apps"].([]any) {
@@ -131,7 +132,7 @@ func rmApp(t *testing.T, p *Pod, name string) (int, string) {
 	}
 	pm["apps"] = keep
 	b, _ = json.Marshal(pm)
-	must(t, os.WriteFile(filepath.Join(p.Dir, "pod"), b, 0o640))
+	must(t, os.WriteFile(filepath.Join(p.Dir, layout.PodManifest), b, 0o640))
 	return 0, out
 }
 
@@ -198,7 +199,7 @@ func TestMutablePodAppLifecycle(t *testing.T) {
 			t.Errorf("status/%s left after rm", f)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(p.Dir, "stage1/rootfs/rkt/pod1/web.json")); err == nil {
+	if _, err := os.Stat(filepath.Join(p.Dir, layout.AppSpec("web"))); err == nil {
 		t.Error("spec left after rm")
 	}
 	if m, _ := filepath.Glob("/sys/fs/cgroup/*/pod1-" + p.UUID + "/app-web"); len(m) != 0 {
@@ -228,7 +229,7 @@ func TestMutablePodAppLifecycle(t *testing.T) {
 	if !locked(t, p.Dir) {
 		t.Fatal("the sandbox ended by itself")
 	}
-	stop := exec.Command(filepath.Join(p.Dir, "stage1/rootfs/stop"), p.UUID)
+	stop := exec.Command(filepath.Join(p.Dir, layout.Stage1RootFS, "stop"), p.UUID)
 	stop.Dir = p.Dir
 	must(t, stop.Run())
 	if code := r.Wait(t); code != 0 {
@@ -242,17 +243,17 @@ func TestControlChannelRefusesApps(t *testing.T) {
 	p, r := sandbox(t, nil)
 	// A process inside the pod's namespaces that can see the socket (a
 	// bind of it into an app's root) is still refused.
-	sock := filepath.Join(p.Dir, "stage1/rootfs/rkt/pod1/control.sock")
+	sock := filepath.Join(p.Dir, layout.ControlSocket)
 	a := App{Name: "intruder", Exec: probe("connect", "/ctl.sock"),
 		MPoints: []map[string]any{{"name": "ctl", "path": "/ctl.sock"}}}
-	root := filepath.Join(p.Dir, "stage1/rootfs/opt/stage2", a.Name, "rootfs")
+	root := filepath.Join(p.Dir, layout.AppRootfs(a.Name))
 	must(t, os.MkdirAll(root, 0o755))
 	var pm map[string]any
-	b, _ := os.ReadFile(filepath.Join(p.Dir, "pod"))
+	b, _ := os.ReadFile(filepath.Join(p.Dir, layout.PodManifest))
 	must(t, json.Unmarshal(b, &pm))
 	pm["volumes"] = []any{map[string]any{"name": "ctl", "kind": "host", "source": sock}}
 	b, _ = json.Marshal(pm)
-	must(t, os.WriteFile(filepath.Join(p.Dir, "pod"), b, 0o640))
+	must(t, os.WriteFile(filepath.Join(p.Dir, layout.PodManifest), b, 0o640))
 	if code, out := addApp(t, p, a); code != 0 {
 		t.Fatalf("add: %d %s", code, out)
 	}
@@ -282,7 +283,7 @@ func TestInterruptedAppOperationsReconcile(t *testing.T) {
 	waitFor(t, 5*time.Second, "orphan ignoring SIGTERM", func() bool { return strings.Contains(r.Stdout.String(), "ignore-term ready") })
 	// app/stop's caller killed while it waits out the grace period: the
 	// pod still finishes the stop.
-	cmd := exec.Command(filepath.Join(p.Dir, "stage1/rootfs/app-stop"), "--debug=false", "--app=orphan")
+	cmd := exec.Command(filepath.Join(p.Dir, layout.Stage1RootFS, "app-stop"), "--debug=false", "--app=orphan")
 	cmd.Dir = p.Dir
 	must(t, cmd.Start())
 	time.Sleep(100 * time.Millisecond)
@@ -302,25 +303,25 @@ func TestInterruptedAppOperationsReconcile(t *testing.T) {
 
 func addAppStage0Only(t *testing.T, p *Pod, a App) {
 	t.Helper()
-	root := filepath.Join(p.Dir, "stage1/rootfs/opt/stage2", a.Name, "rootfs")
+	root := filepath.Join(p.Dir, layout.AppRootfs(a.Name))
 	must(t, os.MkdirAll(filepath.Join(root, "bin"), 0o755))
 	copyFile(t, bin("probe"), filepath.Join(root, "bin/probe"))
 	must(t, os.WriteFile(filepath.Join(root, "..", "manifest"), imageManifest(a.Name), 0o644))
 	var pm, cur map[string]any
-	b, _ := os.ReadFile(filepath.Join(p.Dir, "pod"))
+	b, _ := os.ReadFile(filepath.Join(p.Dir, layout.PodManifest))
 	must(t, json.Unmarshal(b, &pm))
 	must(t, json.Unmarshal(manifestAnn([]App{a}, nil, nil), &cur))
 	apps, _ := pm["apps"].([]any)
 	pm["apps"] = append(apps, cur["apps"].([]any)[0])
 	b, _ = json.Marshal(pm)
-	must(t, os.WriteFile(filepath.Join(p.Dir, "pod"), b, 0o640))
+	must(t, os.WriteFile(filepath.Join(p.Dir, layout.PodManifest), b, 0o640))
 	must(t, os.WriteFile(filepath.Join(p.statusDir(), a.Name+"-created"), nil, 0o644))
 }
 
 func dropFromManifest(t *testing.T, p *Pod, name string) {
 	t.Helper()
 	var pm map[string]any
-	b, _ := os.ReadFile(filepath.Join(p.Dir, "pod"))
+	b, _ := os.ReadFile(filepath.Join(p.Dir, layout.PodManifest))
 	must(t, json.Unmarshal(b, &pm))
 	keep := []any{}
 	for _, a := range pm["apps"].([]any) {
@@ -330,7 +331,7 @@ func dropFromManifest(t *testing.T, p *Pod, name string) {
 	}
 	pm["apps"] = keep
 	b, _ = json.Marshal(pm)
-	must(t, os.WriteFile(filepath.Join(p.Dir, "pod"), b, 0o640))
+	must(t, os.WriteFile(filepath.Join(p.Dir, layout.PodManifest), b, 0o640))
 }
 
 // pid1Usage reads PID 1's mounts under the pod directory (the rest of its
@@ -444,7 +445,7 @@ func TestLimitsThatCannotBeSetFailTheStart(t *testing.T) {
 	addAppStage0Only(t, p, a)
 	// The app entry in the manifest gets a memory limit.
 	var pm map[string]any
-	b, _ := os.ReadFile(filepath.Join(p.Dir, "pod"))
+	b, _ := os.ReadFile(filepath.Join(p.Dir, layout.PodManifest))
 	must(t, json.Unmarshal(b, &pm))
 	for _, x := range pm["apps"].([]any) {
 		app := x.(map[string]any)
@@ -453,7 +454,7 @@ func TestLimitsThatCannotBeSetFailTheStart(t *testing.T) {
 		}
 	}
 	b, _ = json.Marshal(pm)
-	must(t, os.WriteFile(filepath.Join(p.Dir, "pod"), b, 0o640))
+	must(t, os.WriteFile(filepath.Join(p.Dir, layout.PodManifest), b, 0o640))
 	if code, out := entry(t, p, "app-add", "--debug=false", "--uuid="+p.UUID, "--app=limited"); code != 0 {
 		t.Fatalf("add: %d %s", code, out)
 	}

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/layout"
 )
 
 // Every exit code 0..255 lands exactly in the status file and in the exit
@@ -109,7 +111,7 @@ func TestSIGTERMToRunStopsThePod(t *testing.T) {
 			r := start(t, p, RunOpts{})
 			podPid(t, p)
 			waitFor(t, 5*time.Second, "supervisor ready", func() bool {
-				_, err := os.Lstat(filepath.Join(p.Dir, "stage1/rootfs/rkt/supervisor-status"))
+				_, err := os.Lstat(filepath.Join(p.Dir, layout.SupervisorStatus))
 				return err == nil
 			})
 			must(t, r.Cmd.Process.Signal(sig))
@@ -265,7 +267,7 @@ func TestSIGKILLOfAStage1Process(t *testing.T) {
 			if victim == "run" && len(cg) == 0 {
 				t.Error("expected the killed run to leave its cgroups for gc")
 			}
-			gc := exec.Command(filepath.Join(p.Dir, "stage1/rootfs/gc"), p.UUID)
+			gc := exec.Command(filepath.Join(p.Dir, layout.Stage1RootFS, "gc"), p.UUID)
 			gc.Dir = p.Dir
 			if out, err := gc.CombinedOutput(); err != nil {
 				t.Fatalf("gc: %v %s", err, out)

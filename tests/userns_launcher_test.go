@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/status"
 )
 
@@ -36,7 +37,7 @@ func TestLauncherPrivateUsers(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(podDir, "private-users-prepared")); err != nil || string(b) != "200000:65536" {
 		t.Errorf("private-users-prepared: %q %v", b, err)
 	}
-	root := filepath.Join(podDir, "stage1/rootfs/opt/stage2/probe/rootfs")
+	root := filepath.Join(podDir, layout.AppRootfs("probe"))
 	for _, f := range []string{"bin/probe", "tmp/mine", "../../../../run"} {
 		if u, g := ownerOf(t, filepath.Join(root, f)); u != 200000 || g != 200000 {
 			t.Errorf("%s is owned by %d:%d on the host, want 200000:200000", f, u, g)
@@ -67,10 +68,10 @@ func TestAppAddedToPrivateUsersSandbox(t *testing.T) {
 		t.Fatalf("start: %d %s", code, out)
 	}
 	podDir := filepath.Join(data, "pods/run", uuid)
-	if u, _ := ownerOf(t, filepath.Join(podDir, "stage1/rootfs/opt/stage2/late/rootfs/bin/probe")); u != 300000 {
+	if u, _ := ownerOf(t, filepath.Join(podDir, layout.AppRootfs("late"), "bin/probe")); u != 300000 {
 		t.Errorf("the added app's files are owned by %d on the host, want 300000", u)
 	}
-	rec, err := status.ReadRecord(filepath.Join(podDir, "stage1/rootfs/rkt/status"), "late")
+	rec, err := status.ReadRecord(filepath.Join(podDir, layout.StatusDir), "late")
 	must(t, err)
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(rec.Pid) + "/uid_map")
 	must(t, err)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/layout"
 )
 
 // The range rkt gave its pods in the contract's observation.
@@ -27,7 +29,7 @@ var privateUsers = "--private-users=" + strconv.Itoa(usersBase) + ":" + strconv.
 // the shift stays in the pod.
 func shiftOwnership(t *testing.T, p *Pod, base int) {
 	t.Helper()
-	root := filepath.Join(p.Dir, "stage1/rootfs")
+	root := filepath.Join(p.Dir, layout.Stage1RootFS)
 	must(t, filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -97,7 +99,7 @@ func TestPrivateUsers(t *testing.T) {
 			if u, g := ownerOf(t, filepath.Join(vol, "from-app")); u != base || g != base {
 				t.Errorf("file the app made in a volume is owned by %d:%d, want %d:%d", u, g, base, base)
 			}
-			root := filepath.Join(p.Dir, "stage1/rootfs/opt/stage2/a/rootfs")
+			root := filepath.Join(p.Dir, layout.AppRootfs("a"))
 			if u, _ := ownerOf(t, filepath.Join(root, "tmp/mine")); u != base {
 				t.Errorf("file the app made in its root is owned by %d, want %d", u, base)
 			}

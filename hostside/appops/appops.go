@@ -25,15 +25,15 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/hostside/launch"
+	"github.com/pod1/pod1/layout"
 )
 
 // Paths in the pod directory.
 const (
-	lockFile   = "pod.lck"
-	manifest   = "pod"
-	statusDir  = "stage1/rootfs/rkt/status"
-	envDir     = "stage1/rootfs/rkt/env"
-	stage1Root = "stage1/rootfs"
+	lockFile   = layout.PodLock
+	manifest   = layout.PodManifest
+	statusDir  = layout.StatusDir
+	stage1Root = layout.Stage1RootFS
 	intentDir  = "appops"
 )
 
@@ -120,7 +120,7 @@ func (p *Pod) entry(ep string, args ...string) (int, string, error) {
 }
 
 func readPid(dir string) string {
-	b, _ := os.ReadFile(filepath.Join(dir, "pid"))
+	b, _ := os.ReadFile(filepath.Join(dir, layout.Pid))
 	return string(b)
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/appc/spec/schema/types"
 
 	"github.com/pod1/pod1/hostside/launch"
+	"github.com/pod1/pod1/layout"
 )
 
 // Add renders the app into the pod, adds it to the pod manifest, writes
@@ -150,7 +151,7 @@ func (p *Pod) removeFiles(name string) error {
 	if err := launch.RemoveApp(p.Dir, name); err != nil {
 		return err
 	}
-	for _, f := range []string{p.marker(name, ""), p.marker(name, "-created"), p.marker(name, "-started"), filepath.Join(p.Dir, envDir, name)} {
+	for _, f := range []string{p.marker(name, ""), p.marker(name, "-created"), p.marker(name, "-started"), filepath.Join(p.Dir, layout.AppEnv(name))} {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}

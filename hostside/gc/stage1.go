@@ -13,12 +13,14 @@ import (
 	"syscall"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
+
+	"github.com/pod1/pod1/layout"
 )
 
 // Stage1 manifest annotations (rkt stage0/manifest.go).
 const (
-	annGC               = "coreos.com/rkt/stage1/gc"
-	annInterfaceVersion = "coreos.com/rkt/stage1/interface-version"
+	annGC               = layout.AnnGC
+	annInterfaceVersion = layout.AnnInterfaceVersion
 	// localConfigMinVersion is the first interface version whose gc
 	// entrypoint takes --local-config.
 	localConfigMinVersion = 5
@@ -73,7 +75,7 @@ var errNoGC = errors.New("the stage1 has no gc entrypoint")
 // gcEntrypoint reads the gc annotation and the interface version from the
 // pod's copy of the stage1 manifest.
 func gcEntrypoint(dir string) (string, int, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "stage1", "manifest"))
+	b, err := os.ReadFile(filepath.Join(dir, layout.Stage1Manifest))
 	if err != nil {
 		return "", 0, fmt.Errorf("stage1 manifest: %w", err)
 	}
@@ -110,8 +112,8 @@ func gcEntrypoint(dir string) (string, int, error) {
 // so a stage1 cannot point gc, which runs as root, at a host binary. It
 // returns the file to execute and the argv[0] rkt would give it.
 func (c *collector) findEntrypoint(dir, ep string) (path, argv0 string, err error) {
-	roots := []string{filepath.Join(dir, "stage1", "rootfs")}
-	if b, err := os.ReadFile(filepath.Join(dir, "stage1TreeStoreID")); err == nil {
+	roots := []string{filepath.Join(dir, layout.Stage1RootFS)}
+	if b, err := os.ReadFile(filepath.Join(dir, layout.Stage1TreeStoreID)); err == nil {
 		id := strings.TrimSpace(string(b))
 		if id != "" && !strings.ContainsAny(id, "/\x00") && id != "." && id != ".." {
 			roots = append(roots,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pod1/pod1/hostside/images"
 	"github.com/pod1/pod1/idmap"
+	"github.com/pod1/pod1/layout"
 )
 
 // RenderApp does stage0's part of `rkt app add` for the image of a: the
@@ -22,7 +23,7 @@ import (
 // written to the pod manifest: the caller does that last.
 func RenderApp(podDir, dataDir string, a AppOptions) (*schema.RuntimeApp, error) {
 	o := Options{Dir: dataDir}
-	_, err := os.Stat(filepath.Join(podDir, "overlay-prepared"))
+	_, err := os.Stat(filepath.Join(podDir, layout.OverlayPrepared))
 	o.NoOverlay = err != nil
 	if b, err := os.ReadFile(filepath.Join(podDir, PrivateUsersFile)); err == nil {
 		u, err := idmap.Parse(strings.TrimSpace(string(b)))
@@ -69,7 +70,7 @@ func RemoveApp(podDir, name string) error {
 	if name == "" || strings.ContainsAny(name, "/.") {
 		return fmt.Errorf("app name %q: %w", name, ErrEscape)
 	}
-	appDir := filepath.Join(podDir, "stage1", "rootfs", "opt", "stage2", name)
+	appDir := filepath.Join(podDir, layout.AppDir(name))
 	points, err := MountsUnder(appDir)
 	if err != nil {
 		return err
@@ -85,11 +86,11 @@ func RemoveApp(podDir, name string) error {
 	}
 	var dirs []string
 	ov := ""
-	if id, err := os.ReadFile(filepath.Join(podDir, "appsinfo", name, "treeStoreID")); err == nil {
+	if id, err := os.ReadFile(filepath.Join(podDir, layout.AppInfoDir(name), "treeStoreID")); err == nil {
 		ov = filepath.Join(podDir, "overlay", strings.TrimSpace(string(id)))
 		dirs = append(dirs, filepath.Join(ov, "upper", name), filepath.Join(ov, "work", name))
 	}
-	dirs = append(dirs, appDir, filepath.Join(podDir, "appsinfo", name))
+	dirs = append(dirs, appDir, filepath.Join(podDir, layout.AppInfoDir(name)))
 	for _, d := range dirs {
 		if err := os.RemoveAll(d); err != nil {
 			return fmt.Errorf("app %s: remove %s: %w", name, d, err)

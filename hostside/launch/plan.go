@@ -11,13 +11,14 @@ import (
 	"github.com/appc/spec/schema/types"
 
 	"github.com/pod1/pod1/hostside/images"
+	"github.com/pod1/pod1/layout"
 )
 
 // Stage1 manifest annotations stage0 reads (rkt stage0/manifest.go).
 const (
-	annRun              = "coreos.com/rkt/stage1/run"
-	annInterfaceVersion = "coreos.com/rkt/stage1/interface-version"
-	annMutable          = "coreos.com/rkt/stage1/mutable"
+	annRun              = layout.AnnRun
+	annInterfaceVersion = layout.AnnInterfaceVersion
+	annMutable          = layout.AnnMutable
 )
 
 // plan is everything decided before the pod directory exists: images are

@@ -8,6 +8,8 @@ import (
 
 	"github.com/appc/spec/schema"
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/layout"
 )
 
 // Pod dir permissions and the pod state directories, as rkt creates them
@@ -117,7 +119,7 @@ func createPod(o Options) (p *Prepared, retErr error) {
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		return nil, fmt.Errorf("pod %s: lock: %w", uuid, err)
 	}
-	if err := WriteFileAtomic(filepath.Join(embryo, "pod-created"), nil, filePerm); err != nil {
+	if err := WriteFileAtomic(filepath.Join(embryo, layout.PodCreated), nil, filePerm); err != nil {
 		return nil, fmt.Errorf("pod %s: %w", uuid, err)
 	}
 	if err := p.move(filepath.Join(pods, "prepare", uuid)); err != nil {
@@ -151,7 +153,7 @@ func (p *Prepared) move(to string) error {
 // its upper/work paths as given, and mountinfo would otherwise show
 // prepare/ paths that no longer exist for the pod's whole life.
 func fill(p *Prepared, pl *plan, o Options) error {
-	for _, d := range []string{"appsinfo", "stage1"} {
+	for _, d := range []string{layout.AppsInfo, layout.Stage1Dir} {
 		if err := mkdirMode(filepath.Join(p.Dir, d), dirPerm); err != nil {
 			return fmt.Errorf("pod %s: %w", p.UUID, err)
 		}
@@ -192,7 +194,7 @@ func fill(p *Prepared, pl *plan, o Options) error {
 	if err := checkEntrypoint(p, pl); err != nil {
 		return err
 	}
-	p.Argv = stage1Argv(filepath.Join(p.Dir, "stage1", "rootfs", pl.entrypoint), o, pl.version, p.UUID)
+	p.Argv = stage1Argv(filepath.Join(p.Dir, layout.Stage1RootFS, pl.entrypoint), o, pl.version, p.UUID)
 	p.Env = stage1Env(os.Environ(), int(p.Lock.Fd()))
 	o.debugf("pod %s: ready: %q", p.UUID, p.Argv)
 	return nil
@@ -205,15 +207,15 @@ const PrivateUsersFile = "private-users-prepared"
 // writePodFiles writes the top-level pod files.
 func writePodFiles(p *Prepared, pl *plan, o Options) error {
 	files := []podFile{
-		{"pod", pl.manifest, filePerm},
+		{layout.PodManifest, pl.manifest, filePerm},
 		// pod.lck is what `rkt app add/rm` flock to serialise manifest
 		// rewrites; it must exist even though run never locks it.
-		{"pod.lck", nil, lockPerm},
+		{layout.PodLock, nil, lockPerm},
 	}
 	if !o.NoOverlay {
 		// Tells rkt gc / status / enter that the stage1 and app trees are
 		// overlays whose upper dirs live under overlay/.
-		files = append(files, podFile{"overlay-prepared", nil, filePerm})
+		files = append(files, podFile{layout.OverlayPrepared, nil, filePerm})
 	}
 	if o.PrivateUsers != nil {
 		files = append(files, podFile{PrivateUsersFile, []byte(o.PrivateUsers.String()), filePerm})
@@ -230,7 +232,7 @@ func writePodFiles(p *Prepared, pl *plan, o Options) error {
 // checkEntrypoint fails early, while undo is simple, if the run entrypoint
 // is missing or not executable; exec would fail the same way later.
 func checkEntrypoint(p *Prepared, pl *plan) error {
-	ep := filepath.Join(p.Dir, "stage1", "rootfs", pl.entrypoint)
+	ep := filepath.Join(p.Dir, layout.Stage1RootFS, pl.entrypoint)
 	fi, err := os.Stat(ep)
 	if err != nil {
 		return fmt.Errorf("stage1 run entrypoint %s: %w", pl.entrypoint, err)

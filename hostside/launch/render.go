@@ -12,40 +12,39 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/hostside/images"
+	"github.com/pod1/pod1/layout"
 )
 
 // prepareStage1 writes stage1/manifest and stage1TreeStoreID and, with
 // --no-overlay, copies the stage1 tree (rkt stage0 prepareStage1Image).
 func prepareStage1(p *Prepared, pl *plan, o Options) error {
 	s1 := pl.stage1
-	dir := filepath.Join(p.Dir, "stage1")
-	if err := WriteFileAtomic(filepath.Join(dir, "manifest"), s1.ManifestJSON, filePerm); err != nil {
+	if err := WriteFileAtomic(filepath.Join(p.Dir, layout.Stage1Manifest), s1.ManifestJSON, filePerm); err != nil {
 		return err
 	}
-	if err := WriteFileAtomic(filepath.Join(p.Dir, "stage1TreeStoreID"), []byte(s1.TreeStoreID), filePerm); err != nil {
+	if err := WriteFileAtomic(filepath.Join(p.Dir, layout.Stage1TreeStoreID), []byte(s1.TreeStoreID), filePerm); err != nil {
 		return err
 	}
 	if !o.NoOverlay {
 		return nil
 	}
 	o.debugf("pod %s: copying stage1 tree from %s", p.UUID, s1.Rootfs())
-	return copyTree(s1.Rootfs(), filepath.Join(dir, "rootfs"), o.PrivateUsers)
+	return copyTree(s1.Rootfs(), filepath.Join(p.Dir, layout.Stage1RootFS), o.PrivateUsers)
 }
 
 // mountStage1 mounts the stage1 overlay (rkt stage0 setupStage1Image).
 func mountStage1(p *Prepared, pl *plan) error {
-	dir := filepath.Join(p.Dir, "stage1")
-	if err := mountOverlay(p, pl.stage1, "", dir); err != nil {
+	if err := mountOverlay(p, pl.stage1, "", filepath.Join(p.Dir, layout.Stage1Dir)); err != nil {
 		return err
 	}
-	return touchStatusDir(filepath.Join(dir, "rootfs"))
+	return touchStatusDir(filepath.Join(p.Dir, layout.Stage1RootFS))
 }
 
 // prepareApp writes appsinfo/<app>/ and, with --no-overlay, the app's
 // directory in the stage1 rootfs with a copy of its tree (rkt stage0
 // prepareAppImage).
 func prepareApp(p *Prepared, a plannedApp, o Options) error {
-	info := filepath.Join(p.Dir, "appsinfo", string(a.name))
+	info := filepath.Join(p.Dir, layout.AppInfoDir(string(a.name)))
 	if err := mkdirMode(info, dirPerm); err != nil {
 		return err
 	}
@@ -85,13 +84,13 @@ func mountApp(p *Prepared, a plannedApp) error {
 // should be: an image whose opt is a symlink to a host path must not make
 // pod1 write manifests or mount overlays there.
 func stage2Dir(p *Prepared, a plannedApp) (string, error) {
-	rootPath := filepath.Join(p.Dir, "stage1", "rootfs")
+	rootPath := filepath.Join(p.Dir, layout.Stage1RootFS)
 	root, err := os.OpenFile(rootPath, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return "", fmt.Errorf("open stage1 rootfs: %w", err)
 	}
 	defer root.Close()
-	rel := filepath.Join("opt", "stage2", string(a.name))
+	rel := filepath.Join(layout.Stage2DirIn, string(a.name))
 	h, err := pathrs.MkdirAllHandle(root, rel, dirPerm)
 	if err != nil {
 		return "", fmt.Errorf("create %s in stage1 rootfs: %w", rel, err)
@@ -122,7 +121,7 @@ func touchStatusDir(rootfs string) error {
 		return fmt.Errorf("open stage1 rootfs: %w", err)
 	}
 	defer root.Close()
-	h, err := pathrs.OpenatInRoot(root, "rkt/status")
+	h, err := pathrs.OpenatInRoot(root, layout.StatusDirIn)
 	if errors.Is(err, unix.ENOENT) {
 		return nil
 	}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/hostside/pods"
+	"github.com/pod1/pod1/layout"
 )
 
 const enterUsage = `usage: pod1 enter [--app=NAME] UUID [CMD [ARGS...]]
@@ -25,7 +26,7 @@ user and isolation, as rkt enter does. The exit code is the command's.
 flags:`
 
 const (
-	annEnter   = "coreos.com/rkt/stage1/enter"
+	annEnter   = layout.AnnEnter
 	defaultCmd = "/bin/bash" // rkt's; our stage1 falls back to /bin/sh
 	// pidWait bounds the wait for a just-started pod's pid file.
 	pidWait = 10 * time.Second

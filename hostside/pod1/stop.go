@@ -13,6 +13,7 @@ import (
 	securejoin "github.com/cyphar/filepath-securejoin"
 
 	"github.com/pod1/pod1/hostside/pods"
+	"github.com/pod1/pod1/layout"
 )
 
 const stopUsage = `usage: pod1 stop [--force] [--uuid-file=FILE] UUID...
@@ -23,7 +24,7 @@ reported as stopped.
 
 flags:`
 
-const annStop = "coreos.com/rkt/stage1/stop"
+const annStop = layout.AnnStop
 
 // cmdStop implements `pod1 stop` (rkt/stop.go).
 func cmdStop(g *globalFlags, args []string, stdout, stderr io.Writer) int {
@@ -107,7 +108,7 @@ func stopOne(g *globalFlags, target string, force bool, stdout, stderr io.Writer
 // stage1Entrypoint reads an entrypoint annotation from the pod's copy of
 // the stage1 manifest.
 func stage1Entrypoint(podDir, annotation string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(podDir, "stage1", "manifest"))
+	b, err := os.ReadFile(filepath.Join(podDir, layout.Stage1Manifest))
 	if err != nil {
 		return "", fmt.Errorf("stage1 manifest: %w", err)
 	}
@@ -130,7 +131,7 @@ func stage1Entrypoint(podDir, annotation string) (string, error) {
 // point a command we run as root at a host binary. argv0 is the path
 // rkt's stage0 would pass, whose base name picks our stage1's role.
 func resolveEntrypoint(podDir, ep string) (path, argv0 string, err error) {
-	root := filepath.Join(podDir, "stage1", "rootfs")
+	root := filepath.Join(podDir, layout.Stage1RootFS)
 	path, err = securejoin.SecureJoin(root, ep)
 	if err != nil {
 		return "", "", err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/appc/spec/schema/types"
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/status"
 )
 
@@ -47,7 +48,7 @@ type podManifest struct {
 	UserLabels      map[string]string `json:"userLabels"`
 }
 
-const annMutable = "coreos.com/rkt/stage1/mutable"
+const annMutable = layout.AnnMutable
 
 // errBadAppName is a manifest app name that is not an ACName: it would
 // name files outside the status directory.
@@ -119,7 +120,7 @@ func (p *Pod) readManifest(fd int) error {
 // imageName is the app image's name[:version] from
 // appsinfo/<app>/manifest (rkt list's getImageName).
 func imageName(fd int, app string) string {
-	b, err := readFileAt(fd, "appsinfo/"+app+"/manifest")
+	b, err := readFileAt(fd, layout.AppInfoDir(app)+"/manifest")
 	if err != nil {
 		return ""
 	}

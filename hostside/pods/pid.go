@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pod1/pod1/layout"
 )
 
 // ErrNotRunning means the pod is not (or no longer) running.
@@ -46,12 +48,12 @@ func ContainerPid1(ctx context.Context, dataDir, uuid string) (int, error) {
 var errNoChild = errors.New("no child yet")
 
 func readPid(dir string) (int, error) {
-	if b, err := os.ReadFile(filepath.Join(dir, "pid")); err == nil {
+	if b, err := os.ReadFile(filepath.Join(dir, layout.Pid)); err == nil {
 		return parsePid(b)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return 0, err
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "ppid"))
+	b, err := os.ReadFile(filepath.Join(dir, layout.Ppid))
 	if err != nil {
 		return 0, err
 	}

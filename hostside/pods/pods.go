@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/status"
 )
 
@@ -185,7 +186,7 @@ func (p *Pod) IsFinished() bool {
 // even after the overlay was unmounted (contract §4).
 func (p *Pod) StatusDir() string {
 	if p.statusDir == "" {
-		return p.Dir + "/" + stage1RootFS + "/rkt/status"
+		return p.Dir + "/" + layout.StatusDir
 	}
 	return p.Dir + "/" + p.statusDir
 }

@@ -11,17 +11,17 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/status"
 )
 
 // Pod directory files (contract §5).
 const (
-	stage1RootFS    = "stage1/rootfs"
-	manifestFile    = "pod"
-	createdFile     = "pod-created"
-	overlayPrepared = "overlay-prepared"
-	stage1IDFile    = "stage1TreeStoreID"
-	netInfoFile     = "net-info.json"
+	manifestFile    = layout.PodManifest
+	createdFile     = layout.PodCreated
+	overlayPrepared = layout.OverlayPrepared
+	stage1IDFile    = layout.Stage1TreeStoreID
+	netInfoFile     = layout.NetInfo
 	// maxFileSize bounds what is read of any pod file: the pod directory
 	// is written by whoever ran the pod, and reading must not be a way to
 	// exhaust our memory.
@@ -98,7 +98,7 @@ func (p *Pod) readAt(fd int) {
 		}
 	}
 	if p.State == Running || p.IsAfterRun() {
-		for _, f := range []string{"pid", "ppid"} {
+		for _, f := range []string{layout.Pid, layout.Ppid} {
 			if t := mtimeAt(fd, f); !t.IsZero() {
 				p.Started = t
 				break
@@ -128,7 +128,7 @@ func (p *Pod) readAt(fd int) {
 
 // readStage1Layout finds where the stage1's files are on the host.
 func (p *Pod) readStage1Layout(fd int) {
-	p.statusDir = stage1RootFS + "/rkt/status"
+	p.statusDir = layout.StatusDir
 	if b, err := readFileAt(fd, stage1IDFile); err == nil {
 		p.Stage1TreeStoreID = strings.TrimSpace(string(b))
 	}
@@ -143,7 +143,7 @@ func (p *Pod) readStage1Layout(fd int) {
 	if id == "" || strings.ContainsAny(id, "/\x00") || id == "." || id == ".." {
 		return
 	}
-	p.statusDir = "overlay/" + id + "/upper/rkt/status"
+	p.statusDir = "overlay/" + id + "/upper/" + layout.StatusDirIn
 }
 
 // Stage1RootfsPath is where the stage1's own files are read from on the
@@ -164,7 +164,7 @@ func mtimeAt(fd int, name string) time.Time {
 
 // pidAt reads the pid file, or the ppid file (rkt Pod.Pid).
 func pidAt(fd int) int {
-	for _, f := range []string{"pid", "ppid"} {
+	for _, f := range []string{layout.Pid, layout.Ppid} {
 		b, err := readFileAt(fd, f)
 		if err != nil {
 			continue

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/layout"
 )
 
 // pollInterval is how often the wait helpers look again. rkt polls every
@@ -68,7 +70,7 @@ func WaitReady(ctx context.Context, dataDir, uuid string) error {
 // ready (rkt IsSupervisorReady: rkt/supervisor-status -> "ready" in the
 // stage1 rootfs, the overlay's upper directory for an overlay pod).
 func (p *Pod) SupervisorReady() (bool, error) {
-	link := filepath.Join(p.Stage1RootfsPath(), "rkt/supervisor-status")
+	link := filepath.Join(p.Stage1RootfsPath(), layout.SupervisorStatusIn)
 	buf := make([]byte, 16)
 	n, err := unix.Readlink(link, buf)
 	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) {

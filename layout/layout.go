@@ -1,0 +1,117 @@
+// Package layout owns the pod directory's layout: where rkt's stage0 and
+// pod1's stage1 put each file of a pod (contract §4-§5), as paths relative
+// to the pod directory (the cwd of every stage1 entry point), and the
+// stage1 annotation names. Every package that reads or writes a pod
+// directory, on the host side and in the stage1, takes its paths from
+// here, so that two files can only collide where this file shows it.
+package layout
+
+import "path"
+
+// Files and directories in the pod directory (contract §5).
+const (
+	// PodManifest is the pod manifest stage0 writes.
+	PodManifest = "pod"
+	// PodCreated is stage0's empty marker whose mtime is the creation time.
+	PodCreated = "pod-created"
+	// PodLock is the lock stage0 and pod1 serialise app operations with.
+	PodLock = "pod.lck"
+	// Pid names the pod's PID 1 (host pid) for enter and the host tools;
+	// Ppid names a process whose only child is PID 1 (other stage1s).
+	Pid  = "pid"
+	Ppid = "ppid"
+	// Subcgroup is the pod's cgroup path, written before Pid.
+	Subcgroup = "subcgroup"
+	// AppsInfo holds appsinfo/<app>/ (manifest, treeStoreID).
+	AppsInfo = "appsinfo"
+	// OverlayPrepared marks a pod whose trees are overlays.
+	OverlayPrepared = "overlay-prepared"
+	// Stage1TreeStoreID names the stage1 image's tree in the store.
+	Stage1TreeStoreID = "stage1TreeStoreID"
+	// NetInfo is written by stage1s that set up networks.
+	NetInfo = "net-info.json"
+	// SharedVolumes holds the pod's kind=empty volumes.
+	SharedVolumes = "sharedVolumes"
+
+	// Stage1Dir holds the stage1 image: Stage1Manifest and Stage1RootFS.
+	Stage1Dir      = "stage1"
+	Stage1Manifest = Stage1Dir + "/manifest"
+	Stage1RootFS   = Stage1Dir + "/rootfs"
+)
+
+// Paths inside the stage1 rootfs. Host tools read them below the rootfs
+// they find (the overlay's upper directory for an overlay pod); the stage1
+// reads them below Stage1RootFS.
+const (
+	RktDirIn           = "rkt"
+	StatusDirIn        = RktDirIn + "/status"
+	EnvDirIn           = RktDirIn + "/env"
+	HostsFileIn        = RktDirIn + "/hosts"
+	SupervisorStatusIn = RktDirIn + "/supervisor-status"
+	Pod1DirIn          = RktDirIn + "/pod1"
+	Stage2DirIn        = "opt/stage2"
+	// HostHostsIn and HostResolvIn are the host's files rkt's stage0
+	// copies in for --dns-conf-mode / --hosts-entry=host.
+	HostHostsIn  = "etc/rkt-hosts"
+	HostResolvIn = "etc/rkt-resolv.conf"
+)
+
+// The same, relative to the pod directory.
+const (
+	RktDir           = Stage1RootFS + "/" + RktDirIn
+	StatusDir        = Stage1RootFS + "/" + StatusDirIn
+	EnvDir           = Stage1RootFS + "/" + EnvDirIn
+	HostsFile        = Stage1RootFS + "/" + HostsFileIn
+	SupervisorStatus = Stage1RootFS + "/" + SupervisorStatusIn
+	Stage2Dir        = Stage1RootFS + "/" + Stage2DirIn
+)
+
+// pod1's own files, out of every app's reach (the stage1 rootfs is not in
+// any app's root).
+const (
+	Pod1Dir = Stage1RootFS + "/" + Pod1DirIn
+	// AppSpecDir holds each app's resolved spec as "<app>.json", for the
+	// entry points that build a process like the app's (enter, app/add).
+	AppSpecDir = Pod1Dir
+	// OptionsFile saves the pod's run options for app/add.
+	OptionsFile = Pod1Dir + "/options.json"
+	// CgroupsFile saves the pod's cgroup (cgroups.Group as JSON) for gc.
+	CgroupsFile = Pod1Dir + "/cgroups.json"
+	// ControlSocket is PID 1's control channel. Relative, which also keeps
+	// it within the 108 bytes a socket address may hold.
+	ControlSocket = Pod1Dir + "/control.sock"
+)
+
+// AppDir is stage1/rootfs/opt/stage2/<app>: the app's image manifest and
+// rootfs.
+func AppDir(app string) string { return path.Join(Stage2Dir, app) }
+
+// AppRootfs is the app's root directory.
+func AppRootfs(app string) string { return path.Join(Stage2Dir, app, "rootfs") }
+
+// AppManifest is the app's image manifest as the stage1 reads it.
+func AppManifest(app string) string { return path.Join(Stage2Dir, app, "manifest") }
+
+// AppInfoDir is appsinfo/<app>.
+func AppInfoDir(app string) string { return path.Join(AppsInfo, app) }
+
+// AppSpec is the app's resolved spec.
+func AppSpec(app string) string { return path.Join(AppSpecDir, app+".json") }
+
+// AppEnv is the environment file stage0 writes for the app.
+func AppEnv(app string) string { return path.Join(EnvDir, app) }
+
+// Stage1 image annotations (contract §1).
+const (
+	AnnRun              = "coreos.com/rkt/stage1/run"
+	AnnStop             = "coreos.com/rkt/stage1/stop"
+	AnnGC               = "coreos.com/rkt/stage1/gc"
+	AnnEnter            = "coreos.com/rkt/stage1/enter"
+	AnnAppAdd           = "coreos.com/rkt/stage1/app/add"
+	AnnAppStart         = "coreos.com/rkt/stage1/app/start"
+	AnnAppStop          = "coreos.com/rkt/stage1/app/stop"
+	AnnAppRm            = "coreos.com/rkt/stage1/app/rm"
+	AnnInterfaceVersion = "coreos.com/rkt/stage1/interface-version"
+	// AnnMutable is the pod manifest annotation of a mutable pod.
+	AnnMutable = "coreos.com/rkt/stage1/mutable"
+)
