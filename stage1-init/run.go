@@ -128,20 +128,34 @@ func writeSpecs(podDir string, apps []podspec.App) error {
 // entry point, which must remove it if the stage1 was killed.
 const CgroupsFile = podspec.SpecDir + "/cgroups.json"
 
-// makeCgroups creates the pod's cgroup below ours, and in it the one PID 1
-// lives in (apps get their own, siblings of it). subcgroup is written
-// before pid, as the contract asks. Without a usable hierarchy the pod runs
-// without cgroups, with a warning.
+// makeCgroups creates the pod's cgroup (cgroups.NewPod places it), limits
+// the number of its tasks, and makes in it the one PID 1 lives in (apps get
+// their own, siblings of it). subcgroup is written before pid, as the
+// contract asks. The apps' device allow-list and limits live in cgroups:
+// a host where the pod cannot have them, or the controllers they need,
+// gets a one-line error before any app starts.
 func makeCgroups(podDir string, pod *podspec.Pod) (*cgroups.Group, error) {
-	self, err := cgroups.Current()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "stage1: warning: %v; apps get no cgroups\n", err)
-		return nil, nil
+	need := map[string]bool{}
+	if pod.PidsMax != 0 {
+		need["pids"] = true
 	}
-	pg, err := self.Child("pod1-" + pod.UUID)
+	for _, a := range pod.Apps {
+		if a.Supervision.PidsMax > 0 {
+			need["pids"] = true
+		}
+		for _, c := range a.Resources.Controllers() {
+			need[c] = true
+		}
+	}
+	var needs []string
+	for _, c := range []string{"pids", "memory", "cpu"} {
+		if need[c] {
+			needs = append(needs, c)
+		}
+	}
+	pg, err := cgroups.NewPod(cgroups.PodName(pod.UUID), needs)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "stage1: warning: %v; apps get no cgroups\n", err)
-		return nil, nil
+		return nil, fmt.Errorf("cgroup: %w", err)
 	}
 	pod.Cgroup = pg
 	b, err := json.Marshal(pg)
@@ -153,6 +167,15 @@ func makeCgroups(podDir string, pod *podspec.Pod) (*cgroups.Group, error) {
 	}
 	if err := status.WriteFileIn(podDir, "subcgroup", []byte(pg.Path()+"\n")); err != nil {
 		return nil, fmt.Errorf("write subcgroup: %w", err)
+	}
+	n := pod.PidsMax
+	if n < 0 {
+		n = cgroups.DefaultPodPidsMax()
+	}
+	if n > 0 {
+		if err := pg.SetPidsMax(n); err != nil {
+			return nil, fmt.Errorf("cgroup: pod's pids.max: %w", err)
+		}
 	}
 	return pg.Child("stage1")
 }
@@ -224,6 +247,9 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, sigs chan os.Si
 	}
 	initCg, err := makeCgroups(podDir, pod)
 	if err != nil {
+		if pod.Cgroup != nil {
+			_ = pod.Cgroup.RemoveTree()
+		}
 		return abort(err)
 	}
 	if pod.Cgroup != nil {
@@ -247,7 +273,7 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, sigs chan os.Si
 		// PID 1 waits for its configuration, so it is in its cgroup
 		// before it starts anything.
 		if err := initCg.Add(pid); err != nil {
-			fmt.Fprintf(os.Stderr, "stage1: warning: %v\n", err)
+			return abort(fmt.Errorf("cgroup: %w", err))
 		}
 	}
 	if err := writePid(podDir, pid); err != nil {
