@@ -144,8 +144,8 @@ func (g *Group) dirs() []string {
 	return ds
 }
 
-// Child creates (if needed) the group name below g in every hierarchy.
-func (g *Group) Child(name string) (*Group, error) {
+// Sub is the group name below g, which may not exist.
+func (g *Group) Sub(name string) *Group {
 	c := &Group{V1: map[string]string{}, Unified: g.Unified}
 	if g.V2 != "" {
 		c.V2 = filepath.Join(g.V2, name)
@@ -153,6 +153,12 @@ func (g *Group) Child(name string) (*Group, error) {
 	for k, d := range g.V1 {
 		c.V1[k] = filepath.Join(d, name)
 	}
+	return c
+}
+
+// Child creates (if needed) the group name below g in every hierarchy.
+func (g *Group) Child(name string) (*Group, error) {
+	c := g.Sub(name)
 	for _, d := range c.dirs() {
 		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("create cgroup: %w", err)

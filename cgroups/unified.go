@@ -179,3 +179,21 @@ func unifiedMount() (mount, rel string, err error) {
 	}
 	return v2m, v2p, nil
 }
+
+// AppsName is the pod's cgroup's child that holds every app's: the pod's
+// pids.max is set on it, so that it counts the apps' tasks but not PID 1's.
+const AppsName = "apps"
+
+// PassOn makes the controllers g has available to its children on a
+// unified hierarchy (g must hold no process); need are those that must be.
+func (g *Group) PassOn(need []string) error {
+	if !g.Unified || g.V2 == "" {
+		return nil
+	}
+	for _, c := range unifiedControllers {
+		if err := enable(g.V2, c); err != nil && containsField(strings.Join(need, " "), c) {
+			return fmt.Errorf("cgroup controller %s: %w", c, err)
+		}
+	}
+	return nil
+}

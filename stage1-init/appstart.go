@@ -165,7 +165,7 @@ func (s *supervisor) ensureCgroup(a *app) error {
 	if s.pod.Cgroup == nil || a.cg != nil {
 		return nil
 	}
-	cg, err := s.pod.Cgroup.Child("app-" + a.name)
+	cg, err := s.pod.Cgroup.Child(cgroups.AppsName + "/app-" + a.name)
 	if err != nil {
 		return err
 	}

@@ -168,13 +168,23 @@ func makeCgroups(podDir string, pod *podspec.Pod) (*cgroups.Group, error) {
 	if err := status.WriteFileIn(podDir, "subcgroup", []byte(pg.Path()+"\n")); err != nil {
 		return nil, fmt.Errorf("write subcgroup: %w", err)
 	}
+	// The apps live in one cgroup, which the pod's pids.max is put on:
+	// PID 1 (a Go program, which dies when it cannot make a thread) is
+	// outside it, so fork-bombing apps cannot take it down.
+	apps, err := pg.Child(cgroups.AppsName)
+	if err != nil {
+		return nil, fmt.Errorf("cgroup: %w", err)
+	}
+	if err := apps.PassOn(needs); err != nil {
+		return nil, fmt.Errorf("cgroup: %w", err)
+	}
 	n := pod.PidsMax
 	if n < 0 {
 		n = cgroups.DefaultPodPidsMax()
 	}
 	if n > 0 {
-		if err := pg.SetPidsMax(n); err != nil {
-			return nil, fmt.Errorf("cgroup: pod's pids.max: %w", err)
+		if err := apps.SetPidsMax(n); err != nil {
+			return nil, fmt.Errorf("cgroup: the pod's pids.max: %w", err)
 		}
 	}
 	return pg.Child("stage1")
@@ -255,9 +265,10 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, sigs chan os.Si
 	if pod.Cgroup != nil {
 		defer func() {
 			// PID 1 removed the apps' cgroups and is gone from its
-			// own: two rmdirs per hierarchy, unless something was
+			// own: three rmdirs per hierarchy, unless something was
 			// left (PID 1 killed), which RemoveTree kills and walks.
-			if initCg != nil && initCg.RemoveEmpty() == nil && pod.Cgroup.RemoveEmpty() == nil {
+			if initCg != nil && initCg.RemoveEmpty() == nil && pod.Cgroup.Sub(cgroups.AppsName).RemoveEmpty() == nil &&
+				pod.Cgroup.RemoveEmpty() == nil {
 				return
 			}
 			if err := pod.Cgroup.RemoveTree(); err != nil {
