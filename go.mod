@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/appc/spec v0.8.11
+	github.com/cilium/ebpf v0.22.0
 	github.com/cyphar/filepath-securejoin v0.7.0
 	github.com/moby/sys/capability v0.5.0
 	github.com/moby/sys/mountinfo v0.7.3

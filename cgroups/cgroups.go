@@ -20,10 +20,11 @@ import (
 )
 
 // v1Controllers are the v1 hierarchies a group is created in: pids for
-// pids.max, memory and cpu for the resource isolators. The first one found
+// pids.max, memory and cpu for the resource isolators, devices for the
+// apps' device allow-list. The first one found
 // also tracks processes when there is no v2 hierarchy. (freezer was on the
 // list but nothing used it: three more cgroups to make and remove per pod.)
-var v1Controllers = []string{"pids", "memory", "cpu"}
+var v1Controllers = []string{"pids", "memory", "cpu", "devices"}
 
 // Group is one cgroup, present in every hierarchy this package uses. It is
 // plain data so it can cross from the run entry point to PID 1 as JSON and
@@ -143,8 +144,8 @@ func (g *Group) dirs() []string {
 	return ds
 }
 
-// Child creates (if needed) the group name below g in every hierarchy.
-func (g *Group) Child(name string) (*Group, error) {
+// Sub is the group name below g, which may not exist.
+func (g *Group) Sub(name string) *Group {
 	c := &Group{V1: map[string]string{}, Unified: g.Unified}
 	if g.V2 != "" {
 		c.V2 = filepath.Join(g.V2, name)
@@ -152,15 +153,16 @@ func (g *Group) Child(name string) (*Group, error) {
 	for k, d := range g.V1 {
 		c.V1[k] = filepath.Join(d, name)
 	}
+	return c
+}
+
+// Child creates (if needed) the group name below g in every hierarchy.
+func (g *Group) Child(name string) (*Group, error) {
+	c := g.Sub(name)
 	for _, d := range c.dirs() {
 		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("create cgroup: %w", err)
 		}
-	}
-	if c.Unified {
-		// Best effort: controllers can only be enabled for the children
-		// if the parent has them; without them there are no limits.
-		_ = os.WriteFile(filepath.Join(g.V2, "cgroup.subtree_control"), []byte("+pids +memory +cpu"), 0)
 	}
 	return c, nil
 }

@@ -99,10 +99,10 @@ func (g *Group) limitFile(ctrl, v1, v2 string) (file, flavour string, err error)
 	return "", "", fmt.Errorf("no %s controller: the host mounts no cgroup hierarchy with it", ctrl)
 }
 
-// Available reports which of the controllers a group made below g can be
-// limited with: a v1 hierarchy of the controller, or a unified hierarchy
-// whose cgroup.controllers lists it (it can then be delegated to
-// children).
+// Available reports whether the pod's cgroup, made by NewPod, can be
+// limited with ctrl: a v1 hierarchy of the controller, or, on a unified
+// layout, the root of the hierarchy offers it (NewPod enables it from the
+// root down to the pod's cgroup, and says why if it cannot).
 func (g *Group) Available(ctrl string) bool {
 	if g.V1[ctrl] != "" {
 		return true
@@ -110,7 +110,11 @@ func (g *Group) Available(ctrl string) bool {
 	if !g.Unified || g.V2 == "" {
 		return false
 	}
-	b, err := os.ReadFile(filepath.Join(g.V2, "cgroup.controllers"))
+	mount, _, err := unifiedMount()
+	if err != nil {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join(mount, "cgroup.controllers"))
 	return err == nil && containsField(string(b), ctrl)
 }
 
@@ -123,15 +127,14 @@ func containsField(s, f string) bool {
 	return false
 }
 
-// SharesToWeight maps cgroup v1 cpu.shares (2..262144, default 1024) onto
-// v2 cpu.weight (1..10000, default 100) linearly, as systemd, runc and
-// crun do, so the same isolator means the same split on both.
+// SharesToWeight maps cgroup v1 cpu.shares (default 1024) onto v2
+// cpu.weight (1..10000, default 100) as systemd does for CPUShares= on a
+// unified host (weight = shares * 100 / 1024, clamped): rkt's stage1 gave
+// this isolator to systemd, and default shares must mean the default
+// weight, or an app that asked for an even split would get less than its
+// neighbours outside the pod. (The older linear map of runc and crun,
+// 2..262144 onto 1..10000, turns the default 1024 into 39.)
 func SharesToWeight(shares int64) int64 {
-	if shares < 2 {
-		shares = 2
-	}
-	if shares > 262144 {
-		shares = 262144
-	}
-	return 1 + (shares-2)*9999/262142
+	w := shares * 100 / 1024
+	return max(1, min(w, 10000))
 }

@@ -8,7 +8,9 @@ import (
 )
 
 func TestSharesToWeight(t *testing.T) {
-	for shares, want := range map[int64]int64{2: 1, 262144: 10000, 1024: 39, 1: 1, 1 << 20: 10000} {
+	// systemd's map for CPUShares= on a unified host: the default
+	// shares are the default weight.
+	for shares, want := range map[int64]int64{2: 1, 1024: 100, 512: 50, 2048: 200, 102400: 10000, 262144: 10000, 1: 1} {
 		if got := SharesToWeight(shares); got != want {
 			t.Errorf("%d shares: weight %d, want %d", shares, got, want)
 		}
@@ -36,7 +38,7 @@ func TestSetLimitsFiles(t *testing.T) {
 	v2 := t.TempDir()
 	u := &Group{V2: v2, Unified: true}
 	must(t, u.SetLimits(l))
-	for f, want := range map[string]string{"memory.max": "67108864", "cpu.max": "25000 100000", "cpu.weight": "20"} {
+	for f, want := range map[string]string{"memory.max": "67108864", "cpu.max": "25000 100000", "cpu.weight": "50"} {
 		if b, _ := os.ReadFile(filepath.Join(v2, f)); string(b) != want {
 			t.Errorf("%s = %q, want %q", f, b, want)
 		}

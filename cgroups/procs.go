@@ -166,34 +166,74 @@ func fieldOf(file, key string) int {
 	return 0
 }
 
-// RemoveTree kills anything left in the group and its children and
-// removes them all, deepest first: the cleanup of a pod whose PID 1 could
-// not do it (killed), and the gc entry point's. It is idempotent.
+// RemoveTree kills anything left in the group and its children, waits
+// until no process is left in any of them, and removes them all, deepest
+// first: the cleanup of a pod whose PID 1 could not do it (killed), and
+// the gc entry point's. On cgroup v2, cgroup.kill kills a whole subtree at
+// once, forks in flight included; on v1 every listed process is killed
+// again until none is listed. It gives up, with an error, after
+// RemoveTimeout. It is idempotent.
 func (g *Group) RemoveTree() error {
+	deadline := time.Now().Add(RemoveTimeout)
+	for {
+		left := g.killTree()
+		if left == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("processes left in %s after %v", left, RemoveTimeout)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 	var errs []error
 	for _, d := range g.dirs() {
-		var subs []string
-		_ = filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
-			if err == nil && e.IsDir() {
-				subs = append(subs, p)
-			}
-			return nil
-		})
+		subs := subdirs(d)
 		for i := len(subs) - 1; i >= 0; i-- {
-			sub := &Group{V2: subs[i]}
-			if d != g.V2 {
-				sub = &Group{V1: map[string]string{"pids": subs[i]}}
-			}
-			for j := 0; j < 50 && !sub.Empty(); j++ {
-				_ = sub.Kill()
-				time.Sleep(2 * time.Millisecond)
-			}
-			if err := sub.Remove(); err != nil {
+			if err := (&Group{V2: subs[i]}).Remove(); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// RemoveTimeout bounds how long RemoveTree waits for the group's processes
+// to die: SIGKILL is not instant for a process in the middle of a long
+// system call or freeing a large memory.
+var RemoveTimeout = 30 * time.Second
+
+// killTree sends SIGKILL to everything in the group's directories and
+// their children, and returns one directory that still listed a process
+// ("" when none did).
+func (g *Group) killTree() (left string) {
+	for _, d := range g.dirs() {
+		if d == g.V2 {
+			_ = os.WriteFile(filepath.Join(d, "cgroup.kill"), []byte("1"), 0)
+		}
+		for _, s := range subdirs(d) {
+			sub := &Group{V1: map[string]string{"pids": s}}
+			pids, _ := sub.Procs()
+			if len(pids) > 0 && left == "" {
+				left = s
+			}
+			for _, pid := range pids {
+				_ = unix.Kill(pid, unix.SIGKILL)
+			}
+		}
+	}
+	return left
+}
+
+// subdirs lists d and every directory below it, parents first.
+func subdirs(d string) []string {
+	var subs []string
+	_ = filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
+		if err == nil && e.IsDir() {
+			subs = append(subs, p)
+		}
+		return nil
+	})
+	return subs
 }
 
 // Path returns the group's path relative to its hierarchy's root, for the
@@ -216,4 +256,38 @@ func (g *Group) Path() string {
 		}
 	}
 	return ""
+}
+
+// DefaultPodPidsMax is the pod's pids.max when its manifest sets none:
+// 15% of the tasks the host can have, as systemd's DefaultTasksMax= gives
+// each unit, where the host's maximum is the least of pid_max - 1,
+// threads-max and the root cgroup's pids.max. A pod of fork-bombing apps
+// then leaves the host most of its pids.
+func DefaultPodPidsMax() int {
+	limit := int64(1 << 22) // PID_MAX_LIMIT
+	read := func(p string) int64 {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return 0
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return 0
+		}
+		return n
+	}
+	if n := read("/proc/sys/kernel/pid_max"); n > 1 {
+		limit = min(limit, n-1)
+	}
+	if n := read("/proc/sys/kernel/threads-max"); n > 0 {
+		limit = min(limit, n)
+	}
+	if v2, v1, err := mounts(); err == nil {
+		for _, d := range []string{v1["pids"], v2} {
+			if n := read(filepath.Join(d, "pids.max")); d != "" && n > 0 {
+				limit = min(limit, n)
+			}
+		}
+	}
+	return int(max(limit*15/100, 1))
 }

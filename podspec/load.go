@@ -44,6 +44,7 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 		NewNet:       !opts.NetHost(),
 		PrivateUsers: opts.PrivateUsers != nil,
 		Mutable:      opts.Mutable,
+		Interactive:  opts.Interactive,
 		GracePeriod:  DefaultGracePeriod,
 		EmptyVolumes: shared,
 	}
@@ -60,6 +61,9 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 		names[app.Spec.App] = true
 	}
 	if p.ExitPolicy, p.MainApp, err = exitPolicy(pm.Annotations, names); err != nil {
+		return nil, errorf("pod manifest: annotations", "%w", err)
+	}
+	if p.PidsMax, err = podPidsMax(pm.Annotations); err != nil {
 		return nil, errorf("pod manifest: annotations", "%w", err)
 	}
 	return p, nil

@@ -65,13 +65,19 @@ type Pod struct {
 	Hostname string `json:"hostname"`
 	NewNet   bool   `json:"newNet"`
 	// PrivateUsers: the apps run in user namespaces (--private-users).
-	PrivateUsers bool          `json:"privateUsers,omitempty"`
-	Mutable      bool          `json:"mutable,omitempty"`
-	GracePeriod  time.Duration `json:"gracePeriod"`
-	Apps         []App         `json:"apps"`
+	PrivateUsers bool `json:"privateUsers,omitempty"`
+	Mutable      bool `json:"mutable,omitempty"`
+	// Interactive: the app has the caller's terminal, and /dev/console
+	// is on its device allow-list.
+	Interactive bool          `json:"interactive,omitempty"`
+	GracePeriod time.Duration `json:"gracePeriod"`
+	Apps        []App         `json:"apps"`
 	// ExitPolicy and MainApp decide when the pod ends.
 	ExitPolicy string `json:"exitPolicy"`
 	MainApp    string `json:"mainApp,omitempty"`
+	// PidsMax is the pod's cgroup's pids.max: -1 for the host's default
+	// (cgroups.DefaultPodPidsMax), 0 for none.
+	PidsMax int `json:"pidsMax"`
 	// Cgroup is the pod's cgroup, made by the run entry point; nil when
 	// the host has no usable cgroup hierarchy.
 	Cgroup *cgroups.Group `json:"cgroup,omitempty"`

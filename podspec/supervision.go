@@ -21,6 +21,7 @@ const (
 	AnnPidsMax            = "pod1/pids-max"
 	AnnExitPolicy         = "pod1/exit-policy"
 	AnnMainApp            = "pod1/main-app"
+	AnnPodPidsMax         = "pod1/pod-pids-max"
 )
 
 // Restart policies.
@@ -153,4 +154,18 @@ func exitPolicy(pod types.Annotations, apps map[string]bool) (policy, main strin
 		return "", "", fmt.Errorf("annotation %s: no app named %q", AnnMainApp, main)
 	}
 	return policy, main, nil
+}
+
+// podPidsMax reads the pod's limit on its tasks: -1 when the annotation is
+// absent (the stage1 then takes cgroups.DefaultPodPidsMax), 0 for none.
+func podPidsMax(pod types.Annotations) (int, error) {
+	v, ok := pod.Get(AnnPodPidsMax)
+	if !ok {
+		return -1, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > 1<<22 {
+		return 0, fmt.Errorf("annotation %s: %q must be an integer between 0 and %d", AnnPodPidsMax, v, 1<<22)
+	}
+	return n, nil
 }

@@ -31,12 +31,10 @@ func (s *supervisor) start(a *app) error {
 		return err
 	}
 	if err := s.ensureCgroup(a); err != nil {
-		// Limits the pod manifest asks for are not optional: an app
-		// whose limits cannot be set does not run unlimited.
-		if a.cfg.Resources != (cgroups.Limits{}) {
-			return fmt.Errorf("cgroup: %w", err)
-		}
-		s.logf("app %q: cgroup: %v (running without one)", a.name, err)
+		// The app's cgroup holds its device allow-list, its pids.max
+		// and the limits the pod manifest asks for: none is optional,
+		// and an app does not run without them.
+		return fmt.Errorf("cgroup: %w", err)
 	}
 	if sp := s.takeSpare(a); sp != nil {
 		defer sp.spec.Close()
@@ -89,7 +87,11 @@ func (s *supervisor) started(a *app, pid int, pw *os.File, spec []byte) {
 	}
 	if a.cg != nil {
 		if err := a.cg.Add(pid); err != nil {
+			// Outside its cgroup it would have no device allow-list
+			// and no limits: it dies before it reads its spec.
 			s.logf("app %q: %v", a.name, err)
+			_ = unix.Kill(pid, unix.SIGKILL)
+			spec = nil
 		}
 	}
 	a.rec.State, a.rec.PodPid, a.rec.Pid = status.StateRunning, pid, hostPid(pid)
@@ -138,6 +140,8 @@ func (s *supervisor) forkInUserNS(a *app, files []uintptr, attr *syscall.SysProc
 	if a.cg != nil {
 		if err := a.cg.Add(pid); err != nil {
 			s.logf("app %q: %v", a.name, err)
+			_ = unix.Kill(pid, unix.SIGKILL)
+			return pid, nil
 		}
 	}
 	if _, err := pw.Write(spec); err != nil {
@@ -161,14 +165,17 @@ func (s *supervisor) ensureCgroup(a *app) error {
 	if s.pod.Cgroup == nil || a.cg != nil {
 		return nil
 	}
-	cg, err := s.pod.Cgroup.Child("app-" + a.name)
+	cg, err := s.pod.Cgroup.Child(cgroups.AppsName + "/app-" + a.name)
 	if err != nil {
 		return err
 	}
 	a.cg = cg
+	if err := cg.SetDevices(cgroups.AppDevices(s.pod.Interactive)); err != nil {
+		return err
+	}
 	if n := a.cfg.Supervision.PidsMax; n > 0 {
 		if err := cg.SetPidsMax(n); err != nil {
-			s.debugf("app %q: pids.max: %v", a.name, err)
+			return fmt.Errorf("pids.max: %w", err)
 		}
 	}
 	// The resource isolators are in place before the app's first

@@ -11,9 +11,12 @@ import (
 )
 
 // gcCgroups removes the pod's cgroups when the run entry point could not
-// (it was killed): whatever is still in them is killed first. A pod that
-// never got as far as making them has nothing to remove.
-func gcCgroups() error {
+// (it was killed): whatever is still in them is killed first, and it
+// returns only once they are empty. A pod that never got as far as making
+// them has nothing to remove. The file is the pod's, so every directory it
+// names must be this pod's cgroup (uuid) in a real hierarchy: nothing
+// else is touched.
+func gcCgroups(uuid string) error {
 	b, err := os.ReadFile(layout.CgroupsFile)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -24,6 +27,9 @@ func gcCgroups() error {
 	var g cgroups.Group
 	if err := json.Unmarshal(b, &g); err != nil {
 		return fmt.Errorf("decode %s: %w", layout.CgroupsFile, err)
+	}
+	if err := cgroups.CheckPod(&g, uuid); err != nil {
+		return fmt.Errorf("%s: refused: %w", layout.CgroupsFile, err)
 	}
 	return g.RemoveTree()
 }

@@ -126,20 +126,34 @@ func writeSpecs(podDir string, apps []podspec.App) error {
 	return nil
 }
 
-// makeCgroups creates the pod's cgroup below ours, and in it the one PID 1
-// lives in (apps get their own, siblings of it). subcgroup is written
-// before pid, as the contract asks. Without a usable hierarchy the pod runs
-// without cgroups, with a warning.
+// makeCgroups creates the pod's cgroup (cgroups.NewPod places it), limits
+// the number of its tasks, and makes in it the one PID 1 lives in (apps get
+// their own, siblings of it). subcgroup is written before pid, as the
+// contract asks. The apps' device allow-list and limits live in cgroups:
+// a host where the pod cannot have them, or the controllers they need,
+// gets a one-line error before any app starts.
 func makeCgroups(podDir string, pod *podspec.Pod) (*cgroups.Group, error) {
-	self, err := cgroups.Current()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "stage1: warning: %v; apps get no cgroups\n", err)
-		return nil, nil
+	need := map[string]bool{}
+	if pod.PidsMax != 0 {
+		need["pids"] = true
 	}
-	pg, err := self.Child("pod1-" + pod.UUID)
+	for _, a := range pod.Apps {
+		if a.Supervision.PidsMax > 0 {
+			need["pids"] = true
+		}
+		for _, c := range a.Resources.Controllers() {
+			need[c] = true
+		}
+	}
+	var needs []string
+	for _, c := range []string{"pids", "memory", "cpu"} {
+		if need[c] {
+			needs = append(needs, c)
+		}
+	}
+	pg, err := cgroups.NewPod(cgroups.PodName(pod.UUID), needs)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "stage1: warning: %v; apps get no cgroups\n", err)
-		return nil, nil
+		return nil, fmt.Errorf("cgroup: %w", err)
 	}
 	pod.Cgroup = pg
 	b, err := json.Marshal(pg)
@@ -151,6 +165,25 @@ func makeCgroups(podDir string, pod *podspec.Pod) (*cgroups.Group, error) {
 	}
 	if err := status.WriteFileIn(podDir, layout.Subcgroup, []byte(pg.Path()+"\n")); err != nil {
 		return nil, fmt.Errorf("write subcgroup: %w", err)
+	}
+	// The apps live in one cgroup, which the pod's pids.max is put on:
+	// PID 1 (a Go program, which dies when it cannot make a thread) is
+	// outside it, so fork-bombing apps cannot take it down.
+	apps, err := pg.Child(cgroups.AppsName)
+	if err != nil {
+		return nil, fmt.Errorf("cgroup: %w", err)
+	}
+	if err := apps.PassOn(needs); err != nil {
+		return nil, fmt.Errorf("cgroup: %w", err)
+	}
+	n := pod.PidsMax
+	if n < 0 {
+		n = cgroups.DefaultPodPidsMax()
+	}
+	if n > 0 {
+		if err := apps.SetPidsMax(n); err != nil {
+			return nil, fmt.Errorf("cgroup: the pod's pids.max: %w", err)
+		}
 	}
 	return pg.Child("stage1")
 }
@@ -222,14 +255,18 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, sigs chan os.Si
 	}
 	initCg, err := makeCgroups(podDir, pod)
 	if err != nil {
+		if pod.Cgroup != nil {
+			_ = pod.Cgroup.RemoveTree()
+		}
 		return abort(err)
 	}
 	if pod.Cgroup != nil {
 		defer func() {
 			// PID 1 removed the apps' cgroups and is gone from its
-			// own: two rmdirs per hierarchy, unless something was
+			// own: three rmdirs per hierarchy, unless something was
 			// left (PID 1 killed), which RemoveTree kills and walks.
-			if initCg != nil && initCg.RemoveEmpty() == nil && pod.Cgroup.RemoveEmpty() == nil {
+			if initCg != nil && initCg.RemoveEmpty() == nil && pod.Cgroup.Sub(cgroups.AppsName).RemoveEmpty() == nil &&
+				pod.Cgroup.RemoveEmpty() == nil {
 				return
 			}
 			if err := pod.Cgroup.RemoveTree(); err != nil {
@@ -245,7 +282,7 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, sigs chan os.Si
 		// PID 1 waits for its configuration, so it is in its cgroup
 		// before it starts anything.
 		if err := initCg.Add(pid); err != nil {
-			fmt.Fprintf(os.Stderr, "stage1: warning: %v\n", err)
+			return abort(fmt.Errorf("cgroup: %w", err))
 		}
 	}
 	if err := writePid(podDir, pid); err != nil {

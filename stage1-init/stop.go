@@ -65,10 +65,11 @@ func gcMain(args []string) int {
 	if fs.NArg() != 1 {
 		return fail(errors.New("UUID: want exactly one argument"))
 	}
-	if _, err := types.NewUUID(fs.Arg(0)); err != nil {
+	uuid, err := types.NewUUID(fs.Arg(0))
+	if err != nil {
 		return fail(fmt.Errorf("UUID %q is malformed: %w", fs.Arg(0), err))
 	}
-	if err := gcCgroups(); err != nil {
+	if err := gcCgroups(uuid.String()); err != nil {
 		return fail(fmt.Errorf("gc: %w", err))
 	}
 	return 0

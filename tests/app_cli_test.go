@@ -108,7 +108,7 @@ func assertAppGone(t *testing.T, data, uuid, app string) {
 	if m, _ := launch.MountsUnder(filepath.Join(dir, layout.Stage2Dir, app)); len(m) != 0 {
 		t.Errorf("app %s: mounts left: %v", app, m)
 	}
-	if m, _ := filepath.Glob("/sys/fs/cgroup/*/pod1-" + uuid + "/app-" + app); len(m) != 0 {
+	if m, _ := filepath.Glob("/sys/fs/cgroup/*/pod1-" + uuid + "/apps/app-" + app); len(m) != 0 {
 		t.Errorf("app %s: cgroups left: %v", app, m)
 	}
 	p, err := pods.Read(data, uuid)

@@ -78,14 +78,17 @@ func TestResourceLimitsInTheAppsCgroup(t *testing.T) {
 	p := isoPod(t, []App{{Name: "a", Exec: probe("sleep", "60s")}, {Name: "b", Exec: probe("sleep", "60s")}}, Isolators{"a": isos}, nil)
 	r := start(t, p, RunOpts{})
 	a, b := appPid(t, p, "a"), appPid(t, p, "b")
-	for _, c := range []struct{ ctrl, v1, v2, want, dflt string }{
-		{"memory", "memory.limit_in_bytes", "memory.max", strconv.Itoa(96 << 20), ""},
-		{"cpu", "cpu.cfs_quota_us", "cpu.max", "25000", "-1"},
-		{"cpu", "cpu.shares", "cpu.weight", "512", "1024"},
+	// On a unified host the v2 files hold the v2 values: cpu.weight is
+	// systemd's mapping of the shares (512 -> 50, default 100).
+	for _, c := range []struct{ ctrl, v1, v2, want, dflt, want2, dflt2 string }{
+		{"memory", "memory.limit_in_bytes", "memory.max", strconv.Itoa(96 << 20), "", strconv.Itoa(96 << 20), ""},
+		{"cpu", "cpu.cfs_quota_us", "cpu.max", "25000", "-1", "25000 100000", "max 100000"},
+		{"cpu", "cpu.shares", "cpu.weight", "512", "1024", "50", "100"},
 	} {
 		f := cgroupFile(t, a, c.ctrl, c.v1)
 		if !strings.Contains(f, "/sys/fs/cgroup/"+c.ctrl) {
 			f = cgroupFile(t, a, c.ctrl, c.v2)
+			c.want, c.dflt = c.want2, c.dflt2
 		}
 		if got := readTrim(t, f); !strings.HasPrefix(got, c.want) {
 			t.Errorf("%s = %q, want %q", f, got, c.want)

@@ -440,7 +440,7 @@ func TestSpareAppProcessLeavesNoTrace(t *testing.T) {
 			app := appPid(t, p, name)
 			b, err := os.ReadFile("/proc/" + strconv.Itoa(app) + "/cgroup")
 			must(t, err)
-			if !strings.Contains(string(b), "/pod1-"+p.UUID+"/app-"+name+"\n") {
+			if !strings.Contains(string(b), "/pod1-"+p.UUID+"/apps/app-"+name+"\n") {
 				t.Errorf("app %s is not in its cgroup:\n%s", name, b)
 			}
 		}

@@ -132,6 +132,25 @@ func isolation(cmd string, a []string) error {
 		fmt.Printf("bench-getpid %.1f ns/op\n", float64(time.Since(t0).Nanoseconds())/float64(n))
 	case "pwn-exe":
 		return pwnExe(arg(a, 0))
+	case "mknod":
+		// mknod b|c MAJOR MINOR PATH
+		major, err1 := strconv.ParseUint(arg(a, 1), 10, 32)
+		minor, err2 := strconv.ParseUint(arg(a, 2), 10, 32)
+		if err1 != nil || err2 != nil {
+			return fmt.Errorf("mknod: bad numbers %q %q", arg(a, 1), arg(a, 2))
+		}
+		mode := uint32(unix.S_IFCHR)
+		if arg(a, 0) == "b" {
+			mode = unix.S_IFBLK
+		}
+		err := unix.Mknod(arg(a, 3), mode|0o600, int(unix.Mkdev(uint32(major), uint32(minor))))
+		fmt.Printf("mknod %s %s\n", arg(a, 3), errnoOf(err))
+	case "open-rw":
+		fd, err := unix.Open(arg(a, 0), unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+		if err == nil {
+			unix.Close(fd)
+		}
+		fmt.Printf("open-rw %s %s\n", arg(a, 0), errnoOf(err))
 	default:
 		return fmt.Errorf("unknown subcommand %q", cmd)
 	}

@@ -1,0 +1,199 @@
+package cgroups
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Controllers of a unified hierarchy the pod's cgroup is given, when the
+// host offers them: pids for the pod's and the apps' pids.max, memory and
+// cpu for the resource isolators.
+var unifiedControllers = []string{"pids", "memory", "cpu"}
+
+// podParentIn picks the cgroup of a unified hierarchy mounted at mount
+// that the pod's cgroup is made in, for a caller in the cgroup self
+// (relative to mount). cgroup v2 enables a controller for the children of
+// a cgroup only if that cgroup holds no process (the root excepted), and
+// the caller's own cgroup always holds the caller: a session scope holds
+// the user's shell too, a service its main process. So the pod's cgroup
+// is made in the deepest cgroup on the way from the root to the caller's
+// in which no process lives, itself included, with every cgroup above it
+// process-free as well (under systemd: the slice the caller's scope or
+// service is in; the root when the caller is in it). That way the
+// controllers can be enabled from the root down, and no process but the
+// pod's is moved.
+func podParentIn(mount, self string) string {
+	parent := mount
+	rel := strings.Trim(filepath.Clean("/"+self), "/")
+	if rel == "" {
+		return parent
+	}
+	parts := strings.Split(rel, "/")
+	// The last part is the caller's own cgroup: never a candidate.
+	for _, p := range parts[:len(parts)-1] {
+		d := filepath.Join(parent, p)
+		if hasProcesses(d) {
+			break
+		}
+		parent = d
+	}
+	return parent
+}
+
+// hasProcesses reports whether a cgroup v2 directory holds any process
+// (an unreadable one counts as holding some: it cannot be used).
+func hasProcesses(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	return err != nil || len(strings.TrimSpace(string(b))) > 0
+}
+
+// enableDown enables each of ctrls for the children of every cgroup from
+// mount down to dir (both included), one controller per write: a write
+// naming several fails as a whole if one of them is refused. It returns
+// the controllers dir's children can use and, for each one that could not
+// be had, why.
+func enableDown(mount, dir string, ctrls []string) (enabled []string, why map[string]error) {
+	why = map[string]error{}
+	rel, err := filepath.Rel(mount, dir)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		for _, c := range ctrls {
+			why[c] = fmt.Errorf("%s is not under %s", dir, mount)
+		}
+		return nil, why
+	}
+	chain := []string{mount}
+	if rel != "." {
+		d := mount
+		for _, p := range strings.Split(rel, "/") {
+			d = filepath.Join(d, p)
+			chain = append(chain, d)
+		}
+	}
+	for _, c := range ctrls {
+		for _, d := range chain {
+			if err := enable(d, c); err != nil {
+				why[c] = err
+				break
+			}
+		}
+		if why[c] == nil {
+			enabled = append(enabled, c)
+		}
+	}
+	return enabled, why
+}
+
+// enable makes ctrl available to dir's children, if it is not already.
+func enable(dir, ctrl string) error {
+	if b, err := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control")); err == nil && containsField(string(b), ctrl) {
+		return nil
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return fmt.Errorf("read %s: %w", filepath.Join(dir, "cgroup.controllers"), err)
+	}
+	if !containsField(string(b), ctrl) {
+		return fmt.Errorf("%s does not offer it (cgroup.controllers: %q)", dir, strings.TrimSpace(string(b)))
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+"+ctrl), 0); err != nil {
+		if errors.Is(err, unix.EBUSY) {
+			return fmt.Errorf("%s holds processes, so it cannot pass it on (cgroup v2's no-internal-process rule): %w", dir, err)
+		}
+		return fmt.Errorf("enable it in %s: %w", dir, err)
+	}
+	return nil
+}
+
+// NewPod creates the pod's cgroup, named name. On a hybrid or legacy layout
+// it is a child of the caller's cgroup in every hierarchy. On a unified
+// one it is made in the cgroup podParentIn picks, with the controllers
+// enabled from the root down and in the pod's cgroup for its children;
+// need lists the controllers the pod cannot run without, and one that
+// cannot be had is an error naming it and why.
+func NewPod(name string, need []string) (*Group, error) {
+	self, err := Current()
+	if err != nil {
+		return nil, err
+	}
+	if !self.Unified {
+		return self.Child(name)
+	}
+	mount, rel, err := unifiedMount()
+	if err != nil {
+		return nil, err
+	}
+	return newUnifiedPod(mount, podParentIn(mount, rel), name, need)
+}
+
+// newUnifiedPod makes parent/name, enables the controllers in it and
+// everything above, and checks that need are among them.
+func newUnifiedPod(mount, parent, name string, need []string) (*Group, error) {
+	ctrls := unifiedControllers
+	for _, c := range need {
+		if !containsField(strings.Join(ctrls, " "), c) {
+			ctrls = append(ctrls[:len(ctrls):len(ctrls)], c)
+		}
+	}
+	_, why := enableDown(mount, parent, ctrls)
+	for _, c := range need {
+		if why[c] != nil {
+			return nil, fmt.Errorf("cgroup controller %s: %w", c, why[c])
+		}
+	}
+	g := &Group{V2: filepath.Join(parent, name), V1: map[string]string{}, Unified: true}
+	if err := os.Mkdir(g.V2, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("create cgroup: %w", err)
+	}
+	// The pod's cgroup holds no process itself (PID 1 and the apps are
+	// in its children), so it can pass on whatever its parent gave it.
+	for _, c := range ctrls {
+		if why[c] != nil {
+			continue
+		}
+		if err := enable(g.V2, c); err != nil && containsField(strings.Join(need, " "), c) {
+			_ = os.Remove(g.V2)
+			return nil, fmt.Errorf("cgroup controller %s: %w", c, err)
+		}
+	}
+	return g, nil
+}
+
+// unifiedMount returns the unified hierarchy's mount point and the
+// caller's cgroup in it.
+func unifiedMount() (mount, rel string, err error) {
+	v2m, _, err := mounts()
+	if err != nil {
+		return "", "", fmt.Errorf("cgroup mounts: %w", err)
+	}
+	v2p, _, err := selfPaths()
+	if err != nil {
+		return "", "", fmt.Errorf("own cgroup: %w", err)
+	}
+	if v2m == "" {
+		return "", "", errors.New("no cgroup2 hierarchy is mounted")
+	}
+	return v2m, v2p, nil
+}
+
+// AppsName is the pod's cgroup's child that holds every app's: the pod's
+// pids.max is set on it, so that it counts the apps' tasks but not PID 1's.
+const AppsName = "apps"
+
+// PassOn makes the controllers g has available to its children on a
+// unified hierarchy (g must hold no process); need are those that must be.
+func (g *Group) PassOn(need []string) error {
+	if !g.Unified || g.V2 == "" {
+		return nil
+	}
+	for _, c := range unifiedControllers {
+		if err := enable(g.V2, c); err != nil && containsField(strings.Join(need, " "), c) {
+			return fmt.Errorf("cgroup controller %s: %w", c, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,135 @@
+package cgroups
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// fakeUnified lays out, in the host's real cgroup2 tree, a subtree shaped
+// like systemd's (user.slice/user-0.slice/session-1.scope) with a process
+// in the scope, and returns its top, which stands for the hierarchy's
+// root. The only controller this hybrid machine leaves to cgroup2 is
+// hugetlb (every other is bound to a v1 hierarchy): it is what shows the
+// kernel's rules here.
+func fakeUnified(t *testing.T) (top string, scopeProc *exec.Cmd) {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("needs root")
+	}
+	v2, _, err := mounts()
+	if err != nil || v2 == "" {
+		t.Skip("no cgroup2 mount")
+	}
+	if b, _ := os.ReadFile(filepath.Join(v2, "cgroup.controllers")); !containsField(string(b), "hugetlb") {
+		t.Skip("cgroup2 offers no free controller to test with")
+	}
+	// The real root may pass hugetlb on (it is exempt from the
+	// no-internal-process rule); nothing else uses it there.
+	must(t, enable(v2, "hugetlb"))
+	top = filepath.Join(v2, "pod1-test-unified-"+strconv.Itoa(os.Getpid()))
+	scope := filepath.Join(top, "user.slice", "user-0.slice", "session-1.scope")
+	must(t, os.MkdirAll(scope, 0o755))
+	t.Cleanup(func() {
+		var dirs []string
+		_ = filepath.WalkDir(top, func(p string, e os.DirEntry, err error) error {
+			if err == nil && e.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			_ = unix.Rmdir(dirs[i])
+		}
+	})
+	cg, err := os.Open(scope)
+	must(t, err)
+	defer cg.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	scopeProc = exec.CommandContext(ctx, "sleep", "60")
+	scopeProc.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cg.Fd())}
+	must(t, scopeProc.Start())
+	t.Cleanup(func() { _ = scopeProc.Process.Kill(); _ = scopeProc.Wait() })
+	return top, scopeProc
+}
+
+// On a systemd-like unified tree the caller's scope holds processes, so the
+// kernel refuses to enable a controller for its children (what the old
+// code did, ignoring the error); the pod's cgroup goes into the slice
+// above instead, with the controller enabled from the top down, and its
+// children get it.
+func TestUnifiedPodInSessionScope(t *testing.T) {
+	top, _ := fakeUnified(t)
+	scope := filepath.Join(top, "user.slice", "user-0.slice", "session-1.scope")
+	// What the old code relied on, even with the controller given to the
+	// scope: refused while the scope holds a process.
+	if _, why := enableDown(top, filepath.Dir(scope), []string{"hugetlb"}); why["hugetlb"] != nil {
+		t.Fatal(why["hugetlb"])
+	}
+	err := os.WriteFile(filepath.Join(scope, "cgroup.subtree_control"), []byte("+hugetlb"), 0)
+	if !errors.Is(err, unix.EBUSY) {
+		t.Fatalf("enabling a controller in a scope with a process: %v, want EBUSY", err)
+	}
+	parent := podParentIn(top, "/user.slice/user-0.slice/session-1.scope")
+	if want := filepath.Join(top, "user.slice", "user-0.slice"); parent != want {
+		t.Fatalf("pod parent %s, want %s", parent, want)
+	}
+	g, err := newUnifiedPod(top, parent, "pod1-x", []string{"hugetlb"})
+	must(t, err)
+	app, err := g.Child("app-a")
+	must(t, err)
+	if b, _ := os.ReadFile(filepath.Join(app.V2, "cgroup.controllers")); !containsField(string(b), "hugetlb") {
+		t.Fatalf("app cgroup controllers %q, want hugetlb", b)
+	}
+	// Controllers the host does not offer, when needed, are an error
+	// naming the controller; when not needed, nothing.
+	if _, err := newUnifiedPod(top, parent, "pod1-y", []string{"hugetlb", "memory"}); err == nil ||
+		!strings.Contains(err.Error(), "cgroup controller memory") {
+		t.Fatalf("missing controller: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(parent, "pod1-y")); err == nil {
+		t.Fatal("a pod whose controllers could not be had left its cgroup")
+	}
+}
+
+// The caller in the root: the pod goes right below it. A slice that holds
+// a process stops the walk above it, so the controllers are never asked of
+// a cgroup that cannot give them.
+func TestUnifiedPodParentRules(t *testing.T) {
+	top, _ := fakeUnified(t)
+	if p := podParentIn(top, "/"); p != top {
+		t.Fatalf("caller in the root: parent %s", p)
+	}
+	if p := podParentIn(top, "/user.slice"); p != top {
+		t.Fatalf("caller in a child of the root: parent %s", p)
+	}
+	slice := filepath.Join(top, "user.slice")
+	cg, err := os.Open(slice)
+	must(t, err)
+	defer cg.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cg.Fd())}
+	must(t, cmd.Start())
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	if p := podParentIn(top, "/user.slice/user-0.slice/session-1.scope"); p != top {
+		t.Fatalf("with a process in user.slice: parent %s, want the top", p)
+	}
+	// enableDown says why a cgroup with processes cannot pass a
+	// controller on.
+	_, why := enableDown(top, filepath.Join(top, "user.slice", "user-0.slice"), []string{"hugetlb"})
+	if why["hugetlb"] == nil || !strings.Contains(why["hugetlb"].Error(), "no-internal-process") {
+		t.Fatalf("enable through a cgroup with a process: %v", why["hugetlb"])
+	}
+}

@@ -1,0 +1,326 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/status"
+)
+
+// deviceChecks makes nodes off the allow-list (host block device 7:0, the
+// misc device 10:232, /dev/mem's 1:1) and one on it, and opens for reading
+// and writing nodes planted in the image (7:0, /dev/kmsg's 1:11, null) and
+// the app's own /dev.
+var deviceChecks = []string{
+	"mknod", "b", "7", "0", "/tmp/blk", "+", "mknod", "c", "10", "232", "/tmp/misc", "+",
+	"mknod", "c", "1", "1", "/tmp/mem", "+", "mknod", "c", "1", "3", "/tmp/null", "+",
+	"open-rw", "/nodes/loop0", "+", "open-rw", "/nodes/kmsg", "+", "open-rw", "/nodes/null", "+",
+	"open-rw", "/dev/null", "+", "open-rw", "/dev/urandom", "+", "open-rw", "/dev/ptmx",
+}
+
+var deviceWant = []string{
+	"mknod /tmp/blk EPERM", "mknod /tmp/misc EPERM", "mknod /tmp/mem EPERM", "mknod /tmp/null ok",
+	"open-rw /nodes/loop0 EPERM", "open-rw /nodes/kmsg EPERM", "open-rw /nodes/null ok",
+	"open-rw /dev/null ok", "open-rw /dev/urandom ok", "open-rw /dev/ptmx ok",
+}
+
+func plantNodes(t *testing.T, root string) {
+	must(t, os.Mkdir(filepath.Join(root, "nodes"), 0o755))
+	for name, d := range map[string][3]uint32{"loop0": {unix.S_IFBLK, 7, 0}, "kmsg": {unix.S_IFCHR, 1, 11}, "null": {unix.S_IFCHR, 1, 3}} {
+		must(t, unix.Mknod(filepath.Join(root, "nodes", name), d[0]|0o666, int(unix.Mkdev(d[1], d[2]))))
+	}
+}
+
+func deviceLines(out string) []string {
+	var ls []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "mknod ") || strings.HasPrefix(l, "open-rw ") {
+			ls = append(ls, l)
+		}
+	}
+	return ls
+}
+
+// An app with rkt's default capabilities (CAP_MKNOD among them) can make
+// and open only the devices of its allow-list: no host block device, no
+// char device off the list, whether it makes the node or finds it in its
+// image; a process entered into it is held the same way. The same probe on
+// the host opens the planted nodes (negative control: the refusals are
+// the pod's).
+func TestDeviceAllowList(t *testing.T) {
+	p := newPod(t, []App{{Name: "a", Exec: probe(append(append([]string{}, deviceChecks...), "+", "sleep", "60s")...),
+		Rootfs: func(t *testing.T, root string) { plantNodes(t, root) }}}, nil)
+	root := filepath.Join(p.Dir, "stage1/rootfs/opt/stage2/a/rootfs")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	host, err := exec.CommandContext(ctx, bin("probe"), "open-rw", filepath.Join(root, "nodes/loop0"), "+", "open-rw", filepath.Join(root, "nodes/kmsg")).CombinedOutput()
+	if err != nil || strings.Count(string(host), " ok\n") != 2 {
+		t.Fatalf("on the host, the planted nodes do not open: %v %s", err, host)
+	}
+	if _, err := os.Lstat(filepath.Join(p.Dir, "stage1/rootfs/enter")); err != nil {
+		must(t, os.Symlink(bin("stage1-init"), filepath.Join(p.Dir, "stage1/rootfs/enter")))
+	}
+	r := start(t, p, RunOpts{})
+	appPid(t, p, "a")
+	waitFor(t, 10*time.Second, "the app's report", func() bool { return strings.Contains(r.Stdout.String(), "open-rw /dev/ptmx") })
+	if got := deviceLines(r.Stdout.String()); strings.Join(got, "\n") != strings.Join(deviceWant, "\n") {
+		t.Errorf("app:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(deviceWant, "\n"))
+	}
+	// The entered process gets its own /tmp names: the app made some.
+	enterChecks := strings.ReplaceAll(strings.Join(deviceChecks, "\x00"), "/tmp/", "/tmp/e-")
+	out, errOut, code := rktEnter(t, p, "a", probe(strings.Split(enterChecks, "\x00")...)...)
+	if code != 0 {
+		t.Fatalf("enter: %d %s", code, errOut)
+	}
+	want := strings.ReplaceAll(strings.Join(deviceWant, "\n"), "/tmp/", "/tmp/e-")
+	if got := strings.Join(deviceLines(out), "\n"); got != want {
+		t.Errorf("entered:\n%s\nwant:\n%s", got, want)
+	}
+	must(t, r.Cmd.Process.Signal(unix.SIGTERM))
+	r.Wait(t)
+}
+
+// podCgroupFile finds file in the cgroup of the pod's apps (where the pod's
+// pids.max is) in the hierarchy that has the pids controller (v1), else in
+// the cgroup2 one.
+func podCgroupFile(t *testing.T, p *Pod, file string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(p.Dir, podspec.SpecDir, "cgroups.json"))
+	must(t, err)
+	var g struct {
+		V2 string            `json:"v2"`
+		V1 map[string]string `json:"v1"`
+	}
+	must(t, json.Unmarshal(b, &g))
+	if d := g.V1["pids"]; d != "" {
+		return filepath.Join(d, "apps", file)
+	}
+	return filepath.Join(g.V2, "apps", file)
+}
+
+func pidsEventsMax(t *testing.T, f string) int {
+	t.Helper()
+	b, err := os.ReadFile(f)
+	must(t, err)
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "max "); ok {
+			n, _ := strconv.Atoi(v)
+			return n
+		}
+	}
+	return 0
+}
+
+// Two fork-bombing apps, each under the per-app default (8192), are held
+// together by the pod's pids.max set by annotation, and PID 1, outside the
+// apps' cgroup, is not starved: the pod stops cleanly. (The pod's other
+// apps share the limit: a pod-wide limit protects the host, not the apps
+// from each other; the per-app one does that.)
+func TestPodPidsMaxHoldsForkBombs(t *testing.T) {
+	grace := map[string]string{"pod1/stop-grace-period": "1s"}
+	apps := []App{
+		{Name: "bomb1", Exec: probe("forkbomb"), Annotations: grace},
+		{Name: "bomb2", Exec: probe("forkbomb"), Annotations: grace},
+		{Name: "steady", Exec: probe("sleep", "60s"), Annotations: grace},
+	}
+	p := newPodRaw(t, manifestAnn(apps, nil, map[string]string{
+		"pod1/exit-policy": "main-app", "pod1/main-app": "steady", "pod1/pod-pids-max": "100"}), apps)
+	r := start(t, p, RunOpts{Args: []string{"--net=none"}, Timeout: 90 * time.Second})
+	defer func() {
+		if t.Failed() {
+			t.Logf("stdout: %s\nstderr: %s", r.Stdout, r.Stderr)
+		}
+	}()
+	appPid(t, p, "steady")
+	if got := readTrim(t, podCgroupFile(t, p, "pids.max")); got != "100" {
+		t.Fatalf("pod pids.max = %q", got)
+	}
+	waitFor(t, 30*time.Second, "both bombs to be held", func() bool {
+		return strings.Count(r.Stdout.String(), "forkbomb stopped after") == 2
+	})
+	if n, _ := strconv.Atoi(readTrim(t, podCgroupFile(t, p, "pids.current"))); n > 100 {
+		t.Errorf("pod pids.current = %d with the limit at 100", n)
+	}
+	// Each bomb is far below its own limit: the pod's held them.
+	total := 0
+	for _, a := range []string{"bomb1", "bomb2"} {
+		pid := appPid(t, p, a)
+		if got := readTrim(t, cgroupFile(t, pid, "pids", "pids.max")); got != "8192" {
+			t.Errorf("%s: pids.max %s, want the per-app default", a, got)
+		}
+		n, _ := strconv.Atoi(readTrim(t, cgroupFile(t, pid, "pids", "pids.current")))
+		total += n
+	}
+	if total > 100 {
+		t.Errorf("the bombs hold %d tasks with the pod's limit at 100", total)
+	}
+	// PID 1 is outside the apps' limit: it still starts threads and
+	// processes, and stops the pod with every status written.
+	if procState(podPid(t, p)) == "" {
+		t.Fatal("PID 1 died")
+	}
+	must(t, r.Cmd.Process.Signal(unix.SIGTERM))
+	r.Wait(t)
+	for _, a := range []string{"bomb1", "bomb2", "steady"} {
+		if p.Status(t, a) == -1 {
+			t.Errorf("%s has no status", a)
+		}
+	}
+}
+
+// Without the annotation the pod gets systemd's DefaultTasksMax: 15% of
+// what the host allows.
+func TestPodPidsMaxDefault(t *testing.T) {
+	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "60s")}}, nil)
+	r := start(t, p, RunOpts{})
+	appPid(t, p, "a")
+	read := func(f string) int64 {
+		b, err := os.ReadFile(f)
+		must(t, err)
+		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		must(t, err)
+		return n
+	}
+	want := min(read("/proc/sys/kernel/pid_max")-1, read("/proc/sys/kernel/threads-max")) * 15 / 100
+	if got := readTrim(t, podCgroupFile(t, p, "pids.max")); got != strconv.FormatInt(want, 10) {
+		t.Errorf("pod pids.max = %s, want %d", got, want)
+	}
+	must(t, r.Cmd.Process.Signal(unix.SIGTERM))
+	r.Wait(t)
+}
+
+// gcEntry runs the stage1's gc entry point as rkt gc does (cwd the pod
+// directory, the UUID as argument).
+func gcEntry(t *testing.T, p *Pod) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := exec.CommandContext(ctx, filepath.Join(p.Dir, "stage1/rootfs/gc"), p.UUID)
+	c.Dir = p.Dir
+	out, _ := c.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatal("gc timed out")
+	}
+	return string(out), c.ProcessState.ExitCode()
+}
+
+// gc runs as host root on the pod's cgroups.json, which the pod may have
+// written: a file naming anything but this pod's own cgroups in a real
+// hierarchy is refused with one line, and nothing it names is touched.
+func TestGCActsOnlyOnThePodsCgroups(t *testing.T) {
+	p := newPod(t, []App{okApp("a")}, nil)
+	must(t, os.MkdirAll(filepath.Join(p.Dir, podspec.SpecDir), 0o700))
+	plain := filepath.Join(t.TempDir(), "x")
+	must(t, os.MkdirAll(filepath.Join(plain, "sub"), 0o755))
+	named := filepath.Join(t.TempDir(), "pod1-"+p.UUID)
+	must(t, os.MkdirAll(filepath.Join(named, "sub"), 0o755))
+	// Another cgroup, with a process in it.
+	victim := "/sys/fs/cgroup/pids/pod1-test-victim-" + strconv.Itoa(os.Getpid())
+	if _, err := os.Stat("/sys/fs/cgroup/pids"); err != nil {
+		victim = "/sys/fs/cgroup/pod1-test-victim-" + strconv.Itoa(os.Getpid())
+	}
+	must(t, os.Mkdir(victim, 0o755))
+	defer func() { _ = unix.Rmdir(victim) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sleeper := exec.CommandContext(ctx, "sleep", "60")
+	must(t, sleeper.Start())
+	defer func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() }()
+	must(t, os.WriteFile(filepath.Join(victim, "cgroup.procs"), []byte(strconv.Itoa(sleeper.Process.Pid)), 0))
+	hier := "pids"
+	if !strings.HasPrefix(victim, "/sys/fs/cgroup/pids/") {
+		hier = ""
+	}
+	group := func(dir string) string {
+		if hier == "" {
+			return fmt.Sprintf(`{"v2":%q}`, dir)
+		}
+		return fmt.Sprintf(`{"v1":{%q:%q}}`, hier, dir)
+	}
+	for name, planted := range map[string]string{
+		"plain directory":          fmt.Sprintf(`{"v2":%q}`, plain),
+		"plain directory as v1":    fmt.Sprintf(`{"v1":{"pids":%q}}`, plain),
+		"pod's name, not a cgroup": fmt.Sprintf(`{"v2":%q,"v1":{"pids":%q}}`, named, named),
+		"another cgroup":           group(victim),
+		"through ..":               group(filepath.Join(filepath.Dir(victim), "pod1-"+p.UUID, "..", filepath.Base(victim))),
+		"wrong hierarchy":          fmt.Sprintf(`{"v1":{"memory":%q}}`, victim),
+	} {
+		must(t, os.WriteFile(filepath.Join(p.Dir, podspec.SpecDir, "cgroups.json"), []byte(planted), 0o600))
+		out, code := gcEntry(t, p)
+		if code != status.CodeStage1Failure || strings.Count(out, "\n") != 1 || !strings.Contains(out, "refused") {
+			t.Errorf("%s: gc exit %d, output %q; want 254 and one line", name, code, out)
+		}
+	}
+	for _, d := range []string{filepath.Join(plain, "sub"), filepath.Join(named, "sub"), victim} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s: %v", d, err)
+		}
+	}
+	if procState(sleeper.Process.Pid) == "" || strings.HasPrefix(procState(sleeper.Process.Pid), "Z") {
+		t.Error("the process in another cgroup was killed")
+	}
+}
+
+// A process left in the pod's cgroups after the stage1 was SIGKILLed (one
+// the kernel had not killed with the pod's pid namespace: here a host
+// process put there) is killed by gc, which returns only once it is gone
+// and the cgroups are removed.
+func TestGCKillsLeftoversBeforeReturning(t *testing.T) {
+	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "60s")}}, nil)
+	r := start(t, p, RunOpts{})
+	appPid(t, p, "a")
+	init := podPid(t, p)
+	b, err := os.ReadFile(filepath.Join(p.Dir, podspec.SpecDir, "cgroups.json"))
+	must(t, err)
+	var g struct {
+		V2 string            `json:"v2"`
+		V1 map[string]string `json:"v1"`
+	}
+	must(t, json.Unmarshal(b, &g))
+	dirs := []string{g.V2}
+	for _, d := range g.V1 {
+		dirs = append(dirs, d)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	left := exec.CommandContext(ctx, "sleep", "60")
+	must(t, left.Start())
+	defer func() { _ = left.Process.Kill(); _ = left.Wait() }()
+	for _, d := range dirs {
+		if d == "" {
+			continue
+		}
+		must(t, os.Mkdir(filepath.Join(d, "leftover"), 0o755))
+		must(t, os.WriteFile(filepath.Join(d, "leftover", "cgroup.procs"), []byte(strconv.Itoa(left.Process.Pid)), 0))
+	}
+	must(t, r.Cmd.Process.Signal(unix.SIGKILL))
+	r.Wait(t)
+	waitFor(t, 10*time.Second, "PID 1 gone", func() bool { return procState(init) == "" })
+	if procState(left.Process.Pid) == "" {
+		t.Fatal("the leftover died with the stage1: the test would prove nothing")
+	}
+	out, code := gcEntry(t, p)
+	if code != 0 {
+		t.Fatalf("gc: %d %s", code, out)
+	}
+	// Dead when gc returned: a zombie of ours, waiting to be reaped.
+	var ws unix.WaitStatus
+	if pid, err := unix.Wait4(left.Process.Pid, &ws, unix.WNOHANG, nil); pid != left.Process.Pid || err != nil || ws.Signal() != unix.SIGKILL {
+		t.Fatalf("leftover not dead when gc returned: wait4 %d %v %v", pid, err, ws)
+	}
+	left.Process.Release()
+	if d := cgroupDirs(p); len(d) != 0 {
+		t.Errorf("cgroups left: %v", d)
+	}
+}
