@@ -163,6 +163,14 @@ func (r *Requests) Raise(a Action, why string) {
 func Listen() *Requests {
 	r := &Requests{c: make(chan struct{}, 1)}
 	r.C = r.c
+	// One channel per meaning: when one fills up, what is dropped means
+	// what is already queued.
+	stop := make(chan os.Signal, 4)
+	force := make(chan os.Signal, 4)
+	signal.Notify(stop, unix.SIGHUP, unix.SIGINT, unix.SIGTERM)
+	signal.Notify(force, unix.SIGUSR1, unix.SIGQUIT)
+	// Ignored only once the stop signals are registered: whoever sees
+	// them ignored (SigIgn) can rely on the whole table being in.
 	var ignored []os.Signal
 	for s := unix.Signal(1); s <= Max; s++ {
 		if Of(s) == Ignore {
@@ -177,12 +185,6 @@ func Listen() *Requests {
 	for _, s := range ignored {
 		ignoreIfDefault(s.(unix.Signal))
 	}
-	// One channel per meaning: when one fills up, what is dropped means
-	// what is already queued.
-	stop := make(chan os.Signal, 4)
-	force := make(chan os.Signal, 4)
-	signal.Notify(stop, unix.SIGHUP, unix.SIGINT, unix.SIGTERM)
-	signal.Notify(force, unix.SIGUSR1, unix.SIGQUIT)
 	go func() {
 		for {
 			select {
