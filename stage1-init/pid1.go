@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"runtime/debug"
 	"time"
 
@@ -16,23 +15,42 @@ import (
 	"github.com/pod1/pod1/podenv"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/reaper"
+	"github.com/pod1/pod1/sigpolicy"
 	"github.com/pod1/pod1/status"
 )
-
-// podConfigFd is where PID 1 reads the pod from the run entry point.
-const podConfigFd = 3
 
 // initMain is the pod's PID 1. Before the first app starts, any error ends
 // the pod with 254; after that PID 1 never dies on an error: it logs, stops
 // the apps in order and exits with the pod's code (catatonit's rule).
 func initMain() int {
-	// Stop requests are registered first. Exits need no registration:
-	// the reaper's watcher (reaper.Exited, started by the loop) sees a
-	// child that exited at any time before, as a zombie waiting for us,
-	// so none can be missed (dumb-init #104); SIGCHLD is not used.
-	sigs := make(chan os.Signal, 64)
-	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGUSR1)
+	// The signal table first: until it is in, the Go runtime's defaults
+	// would make a SIGTERM exit 2 and drop a SIGUSR1 (threats T20).
+	// Exits need no registration: the reaper's watcher (reaper.Exited,
+	// started by the loop) sees a child that exited at any time before,
+	// as a zombie waiting for us, so none can be missed (dumb-init #104);
+	// SIGCHLD is not used.
+	req := sigpolicy.Listen()
+	if err := takeHandover(req); err != nil {
+		return fail(fmt.Errorf("pod init: %w", err))
+	}
+	rp := reaper.New()
+	code := runPodInit(req, rp)
+	killAndReapAll(rp)
+	return code
+}
 
+// killAndReapAll makes sure nothing of the pod outlives PID 1, whatever
+// path ends it: the lock PID 1 holds is released only when it exits, and
+// when that happens nothing else may be left. (The kernel would kill the
+// rest too, but only after PID 1's fds, the lock among them, are closed.)
+func killAndReapAll(rp *reaper.Reaper) {
+	_ = unix.Kill(-1, unix.SIGKILL)
+	rp.WaitAll()
+}
+
+// runPodInit sets the pod up, starts the apps and supervises them until the
+// pod is over, and returns the pod's exit code.
+func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	// Nothing in the pod may ptrace PID 1 or read its /proc/1/root,
 	// /proc/1/fd, /proc/1/environ (CVE-2016-9962, threats T2, T4).
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
@@ -40,7 +58,6 @@ func initMain() int {
 	}
 	// Before the configuration: its Go start-up then overlaps run's
 	// preparation.
-	rp := reaper.New()
 	sp := startSpare(rp)
 	pod, err := readPodConfig()
 	if err != nil {
@@ -55,6 +72,7 @@ func initMain() int {
 	}
 	s := newSupervisor(pod, dir, rp)
 	s.spare = sp
+	s.req = req
 	defer s.recoverPanic()
 	if pod.Mutable {
 		// App operations come over the control socket; it is up
@@ -72,7 +90,7 @@ func initMain() int {
 		s.logf("supervisor-status: %v", err)
 	}
 	time.AfterFunc(shedDelay, shedUnusedMemory)
-	return s.loop(sigs)
+	return s.loop()
 }
 
 func readPodConfig() (*podspec.Pod, error) {
@@ -134,7 +152,7 @@ func (s *supervisor) debugf(format string, a ...any) {
 // pod, a stop requested). Then nothing may remain: leftovers are killed
 // and reaped, and the cgroups removed, before PID 1 exits and the lock can
 // be released.
-func (s *supervisor) loop(sigs chan os.Signal) int {
+func (s *supervisor) loop() int {
 	// Woken by the reaper's watcher at each exit, and by a periodic sweep
 	// as well: cheap insurance against a lost wake-up (containerd
 	// #12678), and what reaps an orphan re-parented to us while we have
@@ -166,13 +184,8 @@ func (s *supervisor) loop(sigs chan os.Signal) int {
 		select {
 		case <-exited:
 			s.pending = append(s.pending, s.reaper.Reap()...)
-		case sig := <-sigs:
-			switch sig {
-			case unix.SIGUSR1:
-				s.stop("forced stop requested", true)
-			default:
-				s.stop(fmt.Sprintf("%v received", sig), false)
-			}
+		case <-s.req.C:
+			s.actOnRequest()
 		case c := <-s.calls:
 			s.handleCall(c)
 			// App operations are rare and leave garbage (manifests

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/sigpolicy"
 	"github.com/pod1/pod1/status"
 )
 
@@ -34,10 +34,10 @@ func fail(err error) int {
 // of the pod's pid namespace and PID 1 has written every status, so the
 // lock is released only when the pod is really over.
 func runMain(args []string) int {
-	// Registered first: a stop request that arrives while we set up
-	// must not kill us before PID 1 exists.
-	sigs := make(chan os.Signal, 16)
-	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP, unix.SIGUSR1)
+	// Installed first: a stop request that arrives while we set up
+	// must not kill us before PID 1 exists; it is kept and passed on
+	// once PID 1 can act on it.
+	req := sigpolicy.Listen()
 
 	f, err := parseRunFlags(args)
 	if err != nil {
@@ -77,7 +77,7 @@ func runMain(args []string) int {
 	if f.opts.MDSToken != "" {
 		fmt.Fprintln(os.Stderr, "stage1: warning: --mds-token: the metadata service is not supported, AC_METADATA_URL is not set")
 	}
-	return superviseInit(pod, f, podDir, sigs)
+	return superviseInit(pod, f, podDir, lock, req)
 }
 
 // prepareHost creates what the apps' mounts need in the pod directory.
@@ -199,7 +199,7 @@ func cloneFlags(f *runFlags) uintptr {
 	return fl
 }
 
-func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, sigs chan os.Signal) int {
+func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, req *sigpolicy.Requests) int {
 	if pod.Mutable {
 		// Before PID 1 is cloned: its mount namespace copies this.
 		undo, err := shareStage2(podDir)
@@ -219,9 +219,16 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, sigs chan os.Si
 	// its start-up (3-5 ms) came after ours on the pod's start path
 	// (docs/benchmarks.md).
 	//
-	// PR_SET_PDEATHSIG fires when the thread that cloned PID 1 exits, not
-	// the process: this goroutine keeps its thread until we return.
+	// PID 1 sets PR_SET_PDEATHSIG on itself, and that fires when the
+	// thread that cloned it exits, not the process: this goroutine
+	// keeps its thread until we return.
 	runtime.LockOSThread()
+	rr, rw, err := os.Pipe()
+	if err != nil {
+		pw.Close()
+		return fail(err)
+	}
+	self := openSelfPidfd()
 	// syscall.ForkExec, not os.StartProcess: the latter's first call in a
 	// process forks and reaps a throwaway child to probe clone(CLONE_PIDFD)
 	// (os.checkPidfd), a whole fork+exit+wait on the pod's start path
@@ -229,18 +236,23 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, sigs chan os.Si
 	pid, err := syscall.ForkExec("/proc/self/exe", []string{roleInit}, &syscall.ProcAttr{
 		Dir:   podDir,
 		Env:   os.Environ(),
-		Files: []uintptr{os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd(), pr.Fd()},
+		Files: pid1Files(pr, lock, self, rw),
 		Sys: &syscall.SysProcAttr{
 			Cloneflags: cloneFlags(f),
-			// If we are killed, PID 1 dies with us and the kernel
-			// kills the rest of the pod: no pod process outlives
-			// the lock by more than that.
-			Pdeathsig: unix.SIGKILL,
+			// A process group of its own: the terminal's signals
+			// (Ctrl-C, Ctrl-\) reach run alone, which passes each on
+			// once, as it does every other stop request.
+			Setpgid: true,
 		},
 	})
 	pr.Close()
+	rw.Close()
+	if self >= 0 {
+		unix.Close(self)
+	}
 	if err != nil {
 		pw.Close()
+		rr.Close()
 		return fail(fmt.Errorf("start pod init: %w", err))
 	}
 	// abort ends PID 1, which has started nothing yet, and fails.
@@ -248,6 +260,7 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, sigs chan os.Si
 		_ = unix.Kill(pid, unix.SIGKILL)
 		waitPid(pid)
 		pw.Close()
+		rr.Close()
 		return fail(err)
 	}
 	if err := prepareHost(podDir, pod, &f.opts); err != nil {
@@ -285,9 +298,6 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, sigs chan os.Si
 			return abort(fmt.Errorf("cgroup: %w", err))
 		}
 	}
-	if err := writePid(podDir, pid); err != nil {
-		return abort(err)
-	}
 	_, werr := pw.Write(cfg)
 	pw.Close()
 	if werr != nil {
@@ -295,10 +305,23 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, sigs chan os.Si
 		// status says why.
 		fmt.Fprintf(os.Stderr, "stage1: send pod configuration: %v\n", werr)
 	}
-	go forwardStop(sigs, pid)
+	// PID 1 said it is ready before it read the configuration, so this
+	// does not wait on the start path; until then its runtime's
+	// defaults would exit on SIGTERM or drop SIGUSR1, so nobody learns
+	// its pid, and nothing is passed on to it, before.
+	waitReady(rr)
+	pidErr := writePid(podDir, pid)
+	if pidErr != nil {
+		// Without it nobody can stop or enter the pod: PID 1 has
+		// its configuration by now, so it is stopped in order.
+		req.Raise(sigpolicy.ForceStop, "no pid file")
+	}
+	go forwardStop(req, pid)
 	time.AfterFunc(shedDelay, shedUnusedMemory)
 	ws := waitPid(pid)
 	switch {
+	case pidErr != nil:
+		return fail(pidErr)
 	case ws.Exited():
 		return ws.ExitStatus()
 	case ws.Signaled():
@@ -308,16 +331,13 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, sigs chan os.Si
 	return status.CodeStage1Failure
 }
 
-// forwardStop turns a stop request to the run process (rkt run being
-// interrupted, or a signal sent to the pid stage0 exec'd) into a stop of
-// the pod: SIGUSR1 forced, anything else graceful.
-func forwardStop(sigs chan os.Signal, pid int) {
-	for sig := range sigs {
-		if sig == unix.SIGUSR1 {
-			_ = unix.Kill(pid, unix.SIGUSR1)
-			continue
-		}
-		_ = unix.Kill(pid, unix.SIGTERM)
+// forwardStop passes each stop request to the run process (rkt run being
+// interrupted, a signal sent to the pid stage0 exec'd) on to PID 1, at the
+// level it has reached (sigpolicy.Forward), including those that arrived
+// before PID 1 existed.
+func forwardStop(req *sigpolicy.Requests, pid int) {
+	for range req.C {
+		_ = unix.Kill(pid, sigpolicy.Forward(req.Level()))
 	}
 }
 

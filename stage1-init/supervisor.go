@@ -10,6 +10,7 @@ import (
 	"github.com/pod1/pod1/control"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/reaper"
+	"github.com/pod1/pod1/sigpolicy"
 	"github.com/pod1/pod1/status"
 )
 
@@ -66,6 +67,8 @@ type supervisor struct {
 	spare *spare
 	// calls are app operations (mutable pods only; nil otherwise).
 	calls chan *control.Call
+	// req is the stop asked of PID 1 (signals, the death of run).
+	req *sigpolicy.Requests
 }
 
 func newSupervisor(pod *podspec.Pod, dir *status.Dir, r *reaper.Reaper) *supervisor {
@@ -80,6 +83,9 @@ func newSupervisor(pod *podspec.Pod, dir *status.Dir, r *reaper.Reaper) *supervi
 
 func (s *supervisor) startAll() {
 	for _, a := range s.apps {
+		// A stop asked while the apps start is acted on before the
+		// next one starts, not after all of them.
+		s.actOnRequest()
 		if s.stopping {
 			s.finish(a, status.CodeStage1Failure)
 			continue
@@ -219,6 +225,21 @@ func (s *supervisor) stop(why string, force bool) {
 	}
 }
 
+// actOnRequest carries out the stop asked so far, if any: repeating one is
+// harmless (stop only escalates), so it is called whenever asked may have
+// changed.
+func (s *supervisor) actOnRequest() {
+	if s.req == nil {
+		return
+	}
+	switch s.req.Level() {
+	case sigpolicy.Stop:
+		s.stop(s.req.Why(), false)
+	case sigpolicy.ForceStop:
+		s.stop(s.req.Why()+": forced stop", true)
+	}
+}
+
 func (s *supervisor) signalApp(a *app, sig unix.Signal) {
 	// The pid covers an app still setting up, before it is anything
 	// but a member of its cgroup.
@@ -232,13 +253,15 @@ func (s *supervisor) signalApp(a *app, sig unix.Signal) {
 
 func (s *supervisor) killApp(a *app) {
 	a.killAt = time.Time{}
+	// The pid as well as the cgroup: an app whose move into its cgroup
+	// failed is not in it, and one still setting up is killed either way.
+	_ = unix.Kill(a.pid, unix.SIGKILL)
 	if a.cg != nil {
 		if err := a.cg.Kill(); err == nil {
 			return
 		}
 	}
 	_ = unix.Kill(-a.pid, unix.SIGKILL)
-	_ = unix.Kill(a.pid, unix.SIGKILL)
 }
 
 // tick carries out what is due: restarts whose backoff is over, SIGKILLs

@@ -152,6 +152,8 @@ func run(cmd string, a []string) error {
 		} else {
 			fmt.Printf("connect answered: %s\n", strings.TrimSpace(string(b[:n])))
 		}
+	case "signal":
+		return sendSignals(a)
 	case "forkbomb":
 		return forkbomb()
 	case "orphans":
@@ -391,4 +393,53 @@ func forkbomb() error {
 		_ = p.Release()
 	}
 	return fmt.Errorf("forkbomb was never stopped")
+}
+
+// sendSignals sends each signal of a comma-separated list to a pid, one at
+// a time, and returns once the target has none of them pending: each was
+// delivered and handled, or dropped.
+func sendSignals(a []string) error {
+	pid, err := strconv.Atoi(arg(a, 0))
+	if err != nil {
+		return err
+	}
+	for _, f := range strings.Split(arg(a, 1), ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return err
+		}
+		if err := unix.Kill(pid, unix.Signal(n)); err != nil {
+			return fmt.Errorf("kill %d %d: %w", pid, n, err)
+		}
+		if err := waitNotPending(pid); err != nil {
+			return fmt.Errorf("signal %d: %w", n, err)
+		}
+	}
+	fmt.Printf("signal %d sent %s\n", pid, arg(a, 1))
+	return nil
+}
+
+// waitNotPending waits until the process has no signal pending (the
+// shared queue and its threads' own).
+func waitNotPending(pid int) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			return err
+		}
+		pending := false
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && (k == "ShdPnd" || k == "SigPnd") && strings.Trim(strings.TrimSpace(v), "0") != "" {
+				pending = true
+			}
+		}
+		if !pending {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("still pending after 10s")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
 }

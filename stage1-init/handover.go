@@ -1,0 +1,123 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/sigpolicy"
+)
+
+// What run hands PID 1 besides its stdio, at fixed fd numbers. PID 1 marks
+// them all close-on-exec first thing: no process it starts inherits one.
+const (
+	// podConfigFd is where PID 1 reads the pod from the run entry point.
+	podConfigFd = 3
+	// lockFd is a duplicate of the pod's lock (RKT_LOCK_FD): the flock
+	// belongs to the open file description, so the pod stays locked as
+	// long as run or PID 1 lives. PID 1 never closes it: it is released
+	// when PID 1 exits, after every other pod process is gone, even if
+	// run was SIGKILLed first (threats T21).
+	lockFd = 4
+	// parentFd is a pidfd of the run process, readable once run is
+	// dead; -1 (not passed) on kernels without pidfd_open.
+	parentFd = 5
+	// readyFd is the write end of a pipe on which PID 1 says its
+	// signal handling is installed; run names PID 1 in the pid file
+	// (which is how stop finds it) and passes stop requests on only
+	// after that, so no stop reaches PID 1 while the Go runtime's
+	// defaults would exit or drop it.
+	readyFd = 6
+)
+
+// pid1Files returns the fds run passes to PID 1, in fd order from 0.
+func pid1Files(config, lock *os.File, parent int, ready *os.File) []uintptr {
+	p := ^uintptr(0) // not passed: closed in the child
+	if parent >= 0 {
+		p = uintptr(parent)
+	}
+	return []uintptr{os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd(), config.Fd(), lock.Fd(), p, ready.Fd()}
+}
+
+// openSelfPidfd returns a pidfd of the calling process for PID 1 to watch,
+// or -1 if the kernel has no pidfd_open (PID 1 then relies on
+// PR_SET_PDEATHSIG alone).
+func openSelfPidfd() int {
+	fd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err != nil {
+		return -1
+	}
+	unix.CloseOnExec(fd)
+	return fd
+}
+
+// waitReady waits until PID 1 says its signal handling is installed, or is
+// dead (EOF).
+func waitReady(r *os.File) {
+	var b [1]byte
+	_, _ = r.Read(b[:])
+	r.Close()
+}
+
+// takeHandover is PID 1's first step after installing its signal table:
+// every inherited fd becomes close-on-exec, the parent's death becomes a
+// forced stop (PR_SET_PDEATHSIG, and the pidfd for a parent that died
+// before the prctl or on a kernel where the thread that cloned us is not
+// the one that dies last), and run is told that stop requests can come.
+func takeHandover(req *sigpolicy.Requests) error {
+	if err := closeOnExecFrom3(); err != nil {
+		return fmt.Errorf("close_range: %w", err)
+	}
+	// Sent when the thread of run that cloned us exits; run keeps that
+	// thread until it returns. A pid namespace's init drops a signal it
+	// has no handler for, so this must come after sigpolicy.Listen.
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(sigpolicy.Forward(sigpolicy.ForceStop)), 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl pdeathsig: %w", err)
+	}
+	if err := watchParent(req); err != nil {
+		return err
+	}
+	ready := os.NewFile(readyFd, "ready")
+	if ready == nil {
+		return errors.New("ready pipe: not passed")
+	}
+	_, err := ready.Write([]byte{1})
+	ready.Close()
+	if err != nil && !errors.Is(err, syscall.EPIPE) {
+		return fmt.Errorf("ready pipe: %w", err)
+	}
+	return nil
+}
+
+// watchParent raises a forced stop when the pidfd of run on parentFd
+// becomes readable (run has exited). It waits in the runtime's poller, so
+// it costs no thread.
+func watchParent(req *sigpolicy.Requests) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(parentFd, &st); err != nil {
+		return nil // not passed: PR_SET_PDEATHSIG alone
+	}
+	if err := unix.SetNonblock(parentFd, true); err != nil {
+		return fmt.Errorf("parent pidfd: %w", err)
+	}
+	f := os.NewFile(parentFd, "parent-pidfd")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("parent pidfd: %w", err)
+	}
+	go func() {
+		// The callback reports whether run is gone; until it is,
+		// Read waits for the pidfd to become readable.
+		_ = rc.Read(func(fd uintptr) bool {
+			p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(p, 0)
+			return err == nil && n > 0 && p[0].Revents&unix.POLLIN != 0
+		})
+		req.Raise(sigpolicy.ForceStop, "the run process died")
+		_ = f.Close()
+	}()
+	return nil
+}
