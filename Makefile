@@ -10,7 +10,7 @@ export CGO_ENABLED := 0
 BINS := bin/stage1-init bin/pod1 bin/probe bin/demo-hello
 SRCS := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 
-.PHONY: all image demo test lint tools check-static clean bench
+.PHONY: all image demo test lint tools check-static clean bench vm-test
 
 all: $(BINS)
 
@@ -56,6 +56,17 @@ demo: all image
 test: all image check-static
 	@if [ "$$(id -u)" != 0 ]; then echo "make test needs root (sudo make test): the tests start real pods"; exit 1; fi
 	$(GO) test -count=1 -timeout 8m ./...
+
+# make vm-test runs the integration suite in a VM (QEMU) on Debian's stock
+# kernel in a chosen cgroup layout (docs/hosts.md): LAYOUT=v2|v2root|v1|hybrid
+# (default "v2 v1"), KERNEL=<package or .deb>, RUN=<go test -run regex>,
+# REPO=<another checkout>. Logs in $(REPO)/build/vm/<layout>.log. Not part
+# of make test: under the emulator a layout takes about half an hour.
+REPO ?= $(CURDIR)
+
+vm-test:
+	@if [ "$$(id -u)" != 0 ]; then echo "make vm-test needs root (sudo make vm-test): the suite starts real pods"; exit 1; fi
+	LAYOUT="$(LAYOUT)" KERNEL="$(KERNEL)" RUN='$(RUN)' ./vm/run.sh "$(REPO)"
 
 # The linter is pinned; `make tools` installs it into $(go env GOPATH)/bin.
 GOLANGCI_VERSION := v2.15.0

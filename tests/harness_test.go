@@ -201,7 +201,7 @@ func newPodRaw(t *testing.T, podManifest []byte, apps []App) *Pod {
 		for _, d := range []string{"bin", "etc", "tmp"} {
 			must(t, os.MkdirAll(filepath.Join(root, d), 0o755))
 		}
-		must(t, os.Link(bin("probe"), filepath.Join(root, "bin/probe")))
+		linkOrCopy(t, bin("probe"), filepath.Join(root, "bin/probe"))
 		must(t, os.WriteFile(filepath.Join(filepath.Dir(root), "manifest"), imageManifest(a.Name), 0o644))
 		must(t, os.WriteFile(filepath.Join(root, "etc/passwd"), []byte("root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000::/home/user:/bin/sh\n"), 0o644))
 		must(t, os.WriteFile(filepath.Join(root, "etc/group"), []byte("root:x:0:\nstaff:x:50:\nuser:x:1000:\n"), 0o644))
@@ -210,6 +210,21 @@ func newPodRaw(t *testing.T, podManifest []byte, apps []App) *Pod {
 		}
 	}
 	return p
+}
+
+// linkOrCopy hard-links a built binary into a pod tree, or copies it when
+// the tree is on another file system than the checkout (TMPDIR on a tmpfs,
+// as on most distributions, or a VM's scratch disk).
+func linkOrCopy(t *testing.T, src, dst string) {
+	t.Helper()
+	err := os.Link(src, dst)
+	if !errors.Is(err, unix.EXDEV) {
+		must(t, err)
+		return
+	}
+	b, err := os.ReadFile(src)
+	must(t, err)
+	must(t, os.WriteFile(dst, b, 0o755))
 }
 
 func must(t *testing.T, err error) {

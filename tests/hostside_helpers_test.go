@@ -160,11 +160,7 @@ func fakePod(t *testing.T, data, state string, codes map[string]int, ran bool) s
 	must(t, os.WriteFile(filepath.Join(dir, layout.Stage1Manifest), m, 0o640))
 	// As in the image: the binary in the rootfs, entrypoints relative
 	// symlinks to it (gc resolves them inside the rootfs).
-	if err := os.Link(bin("stage1-init"), filepath.Join(s1, "stage1-init")); err != nil {
-		b, err := os.ReadFile(bin("stage1-init"))
-		must(t, err)
-		must(t, os.WriteFile(filepath.Join(s1, "stage1-init"), b, 0o755))
-	}
+	linkOrCopy(t, bin("stage1-init"), filepath.Join(s1, "stage1-init"))
 	for _, ep := range []string{"gc", "stop", "enter"} {
 		must(t, os.Symlink("stage1-init", filepath.Join(s1, ep)))
 	}

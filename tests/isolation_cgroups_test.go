@@ -14,7 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/status"
 )
 
@@ -96,7 +96,7 @@ func TestDeviceAllowList(t *testing.T) {
 // the cgroup2 one.
 func podCgroupFile(t *testing.T, p *Pod, file string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(p.Dir, podspec.SpecDir, "cgroups.json"))
+	b, err := os.ReadFile(filepath.Join(p.Dir, layout.CgroupsFile))
 	must(t, err)
 	var g struct {
 		V2 string            `json:"v2"`
@@ -220,7 +220,7 @@ func gcEntry(t *testing.T, p *Pod) (string, int) {
 // hierarchy is refused with one line, and nothing it names is touched.
 func TestGCActsOnlyOnThePodsCgroups(t *testing.T) {
 	p := newPod(t, []App{okApp("a")}, nil)
-	must(t, os.MkdirAll(filepath.Join(p.Dir, podspec.SpecDir), 0o700))
+	must(t, os.MkdirAll(filepath.Join(p.Dir, layout.Pod1Dir), 0o700))
 	plain := filepath.Join(t.TempDir(), "x")
 	must(t, os.MkdirAll(filepath.Join(plain, "sub"), 0o755))
 	named := filepath.Join(t.TempDir(), "pod1-"+p.UUID)
@@ -256,7 +256,7 @@ func TestGCActsOnlyOnThePodsCgroups(t *testing.T) {
 		"through ..":               group(filepath.Join(filepath.Dir(victim), "pod1-"+p.UUID, "..", filepath.Base(victim))),
 		"wrong hierarchy":          fmt.Sprintf(`{"v1":{"memory":%q}}`, victim),
 	} {
-		must(t, os.WriteFile(filepath.Join(p.Dir, podspec.SpecDir, "cgroups.json"), []byte(planted), 0o600))
+		must(t, os.WriteFile(filepath.Join(p.Dir, layout.CgroupsFile), []byte(planted), 0o600))
 		out, code := gcEntry(t, p)
 		if code != status.CodeStage1Failure || strings.Count(out, "\n") != 1 || !strings.Contains(out, "refused") {
 			t.Errorf("%s: gc exit %d, output %q; want 254 and one line", name, code, out)
@@ -281,7 +281,7 @@ func TestGCKillsLeftoversBeforeReturning(t *testing.T) {
 	r := start(t, p, RunOpts{})
 	appPid(t, p, "a")
 	init := podPid(t, p)
-	b, err := os.ReadFile(filepath.Join(p.Dir, podspec.SpecDir, "cgroups.json"))
+	b, err := os.ReadFile(filepath.Join(p.Dir, layout.CgroupsFile))
 	must(t, err)
 	var g struct {
 		V2 string            `json:"v2"`

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/status"
 )
 
@@ -60,6 +61,25 @@ func cgroupFile(t *testing.T, pid int, ctrl, file string) string {
 	return ""
 }
 
+// inV1Hierarchy reports whether pid's cgroup for ctrl is in a v1
+// hierarchy (a v1-only or hybrid host) rather than the unified one.
+func inV1Hierarchy(t *testing.T, pid int, ctrl string) bool {
+	t.Helper()
+	cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	must(t, err)
+	for _, l := range strings.Split(strings.TrimSpace(string(cg)), "\n") {
+		parts := strings.SplitN(l, ":", 3)
+		if len(parts) == 3 && parts[0] != "0" {
+			for _, c := range strings.Split(parts[1], ",") {
+				if c == ctrl {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 func readTrim(t *testing.T, p string) string {
 	t.Helper()
 	b, err := os.ReadFile(p)
@@ -78,24 +98,33 @@ func TestResourceLimitsInTheAppsCgroup(t *testing.T) {
 	p := isoPod(t, []App{{Name: "a", Exec: probe("sleep", "60s")}, {Name: "b", Exec: probe("sleep", "60s")}}, Isolators{"a": isos}, nil)
 	r := start(t, p, RunOpts{})
 	a, b := appPid(t, p, "a"), appPid(t, p, "b")
-	// On a unified host the v2 files hold the v2 values: cpu.weight is
-	// systemd's mapping of the shares (512 -> 50, default 100).
-	for _, c := range []struct{ ctrl, v1, v2, want, dflt, want2, dflt2 string }{
-		{"memory", "memory.limit_in_bytes", "memory.max", strconv.Itoa(96 << 20), "", strconv.Itoa(96 << 20), ""},
-		{"cpu", "cpu.cfs_quota_us", "cpu.max", "25000", "-1", "25000 100000", "max 100000"},
-		{"cpu", "cpu.shares", "cpu.weight", "512", "1024", "50", "100"},
-	} {
-		f := cgroupFile(t, a, c.ctrl, c.v1)
-		if !strings.Contains(f, "/sys/fs/cgroup/"+c.ctrl) {
-			f = cgroupFile(t, a, c.ctrl, c.v2)
-			c.want, c.dflt = c.want2, c.dflt2
+	// What the isolators write: v1 files where the host has the controller
+	// in a v1 hierarchy, else the v2 files, with cpu.shares mapped onto
+	// cpu.weight as the cgroups package maps it. dflt is what an app
+	// without isolators has ("" when the kernel's default is not fixed).
+	type limit struct{ ctrl, file, want, dflt string }
+	v1 := []limit{
+		{"memory", "memory.limit_in_bytes", strconv.Itoa(96 << 20), ""},
+		{"cpu", "cpu.cfs_quota_us", "25000", "-1"},
+		{"cpu", "cpu.shares", "512", "1024"},
+	}
+	v2 := []limit{
+		{"memory", "memory.max", strconv.Itoa(96 << 20), "max"},
+		{"cpu", "cpu.max", "25000 100000", "max 100000"},
+		{"cpu", "cpu.weight", strconv.FormatInt(cgroups.SharesToWeight(512), 10), "100"},
+	}
+	for i := range v1 {
+		c := v1[i]
+		if !inV1Hierarchy(t, a, c.ctrl) {
+			c = v2[i]
 		}
-		if got := readTrim(t, f); !strings.HasPrefix(got, c.want) {
+		f := cgroupFile(t, a, c.ctrl, c.file)
+		if got := readTrim(t, f); got != c.want {
 			t.Errorf("%s = %q, want %q", f, got, c.want)
 		}
 		// The other app, without isolators, has the defaults.
-		if got := readTrim(t, cgroupFile(t, b, c.ctrl, filepath.Base(f))); got == c.want || c.dflt != "" && got != c.dflt {
-			t.Errorf("app without isolators: %s = %q", filepath.Base(f), got)
+		if got := readTrim(t, cgroupFile(t, b, c.ctrl, c.file)); got == c.want || c.dflt != "" && got != c.dflt {
+			t.Errorf("app without isolators: %s = %q, want %q", c.file, got, c.dflt)
 		}
 	}
 	must(t, r.Cmd.Process.Signal(unix.SIGTERM))

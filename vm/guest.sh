@@ -1,0 +1,145 @@
+#!/bin/sh
+# vm/guest.sh: PID 1 of the test VM, run by the host's /bin/sh from the
+# scratch disk once the initramfs has switched to the host's / (read-only,
+# virtiofs). It mounts what a host has, lays out the cgroups as LAYOUT says,
+# runs the test binaries vm/run.sh compiled and stores their output and exit
+# code on the result disk (/dev/vdb, a tar), then powers off.
+#
+# Layouts:
+#   v2      cgroup2 alone at /sys/fs/cgroup, as systemd lays it out on a
+#           cgroup v2-only host: PID 1 in init.scope, the suite in
+#           user.slice/user-0.slice/session-1.scope; the root enables every
+#           controller, the slices cpu, memory and pids, the scope (not
+#           delegated) none.
+#   v2root  cgroup2 alone, the suite in the root cgroup, no controller
+#           enabled anywhere (a host without systemd).
+#   v1      only v1 hierarchies, as systemd's legacy mode mounts them
+#           (cpu,cpuacct and net_cls,net_prio joined, name=systemd); the
+#           suite in the session scope in name=systemd, cpu,cpuacct, memory
+#           and pids, in the root elsewhere.
+#   hybrid  v1 as above plus cgroup2 (no controllers) at
+#           /sys/fs/cgroup/unified, the suite in the session scope there too.
+S=/run/pod1-vm/scratch
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export PATH
+
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+exec </dev/console >/dev/console 2>&1
+
+finish() {
+	echo "${1:-125}" >"$S/result/rc"
+	(cd "$S/result" && tar -cf /dev/vdb rc log 2>/dev/null || tar -cf /dev/vdb rc)
+	sync
+	/bin/busybox poweroff -f
+	echo o >/proc/sysrq-trigger
+	sleep 60
+}
+
+. "$S/env"
+: >"$S/result/log"
+
+mkdir -p /dev/pts /dev/shm /dev/mqueue
+mount -t devpts -o newinstance,ptmxmode=0666,mode=620,gid=5 devpts /dev/pts
+mount -t tmpfs -o nosuid,nodev tmpfs /dev/shm
+mount -t mqueue mqueue /dev/mqueue 2>/dev/null
+[ -e /dev/ptmx ] || ln -s pts/ptmx /dev/ptmx
+echo pod1-vm >/proc/sys/kernel/hostname
+echo "$S/modprobe" >/proc/sys/kernel/modprobe
+ip link set lo up
+
+# Writes go to the scratch disk: pods lay an overlayfs on what the tests
+# write, and overlayfs cannot use an overlay (or virtiofs) as its upper
+# layer. Real rkt, when built for the tests, stays visible under /var/tmp.
+if [ -d /var/tmp/rkt-bin ]; then
+	mkdir -p "$S/var-tmp/rkt-bin"
+	mount --bind /var/tmp/rkt-bin "$S/var-tmp/rkt-bin"
+	mount -o remount,bind,ro "$S/var-tmp/rkt-bin"
+fi
+mount --bind "$S/tmp" /tmp
+mount --rbind "$S/var-tmp" /var/tmp
+mount --bind "$S/root" /root
+
+cg=/sys/fs/cgroup
+session=user.slice/user-0.slice/session-1.scope
+v1() {
+	mount -t tmpfs -o mode=755,nosuid,nodev,noexec tmpfs $cg
+	for h in cpu,cpuacct cpuset memory devices freezer net_cls,net_prio blkio pids perf_event hugetlb rdma misc; do
+		ok=1
+		for c in $(echo $h | tr , ' '); do
+			awk -v c="$c" '$1 == c && $4 == 1 {f = 1} END {exit !f}' /proc/cgroups || ok=0
+		done
+		[ $ok = 1 ] || continue
+		mkdir $cg/$h
+		mount -t cgroup -o nosuid,nodev,noexec,$h cgroup $cg/$h || return 1
+		case $h in *,*) for c in $(echo $h | tr , ' '); do ln -s $h $cg/$c; done ;; esac
+	done
+	mkdir $cg/systemd
+	mount -t cgroup -o nosuid,nodev,noexec,none,name=systemd cgroup $cg/systemd || return 1
+	mkdir -p $cg/systemd/init.scope
+	echo 1 >$cg/systemd/init.scope/cgroup.procs
+	for h in systemd cpu,cpuacct memory pids; do
+		mkdir -p $cg/$h/$session
+	done
+}
+v2() {
+	mount -t cgroup2 -o nosuid,nodev,noexec,nsdelegate,memory_recursiveprot cgroup2 $cg ||
+		mount -t cgroup2 -o nosuid,nodev,noexec cgroup2 $cg
+}
+case $LAYOUT in
+v2)
+	v2 || finish 125
+	mkdir -p $cg/init.scope $cg/system.slice $cg/$session
+	echo 1 >$cg/init.scope/cgroup.procs
+	for c in $(cat $cg/cgroup.controllers); do echo "+$c" >$cg/cgroup.subtree_control; done
+	for d in user.slice user.slice/user-0.slice; do
+		for c in cpu memory pids; do echo "+$c" >$cg/$d/cgroup.subtree_control; done
+	done
+	into="$cg/$session"
+	;;
+v2root)
+	v2 || finish 125
+	into=""
+	;;
+v1)
+	v1 || finish 125
+	into="$cg/systemd/$session $cg/cpu,cpuacct/$session $cg/memory/$session $cg/pids/$session"
+	;;
+hybrid)
+	v1 || finish 125
+	mkdir $cg/unified
+	mount -t cgroup2 -o nosuid,nodev,noexec,nsdelegate cgroup2 $cg/unified || finish 125
+	mkdir -p $cg/unified/init.scope $cg/unified/$session
+	echo 1 >$cg/unified/init.scope/cgroup.procs
+	into="$cg/systemd/$session $cg/cpu,cpuacct/$session $cg/memory/$session $cg/pids/$session $cg/unified/$session"
+	;;
+esac
+
+echo "pod1-vm: kernel $(uname -r), layout $LAYOUT, $(nproc) cpus"
+echo "pod1-vm: cgroup mounts:"
+grep cgroup /proc/self/mounts
+[ -z "$into" ] || echo "pod1-vm: the suite runs in $into"
+
+run_all() {
+	rc=0
+	while read -r rel bin; do
+		echo "=== package $rel"
+		start=$(date +%s)
+		(
+			# $$ is PID 1's in a subshell: /proc/self, read by a builtin, is
+			# the subshell's own.
+			read -r self _ </proc/self/stat
+			for d in $into; do echo "$self" >"$d/cgroup.procs" || exit 125; done
+			cd "/tmp/pod1-vm/repo/$rel" || exit 125
+			exec env -i PATH="$PATH" HOME=/root TMPDIR=/tmp LANG=C.UTF-8 USER=root \
+				"$S/testbin/$bin" -test.v -test.count=1 -test.timeout="$TIMEOUT" ${RUN:+"-test.run=$RUN"}
+		)
+		r=$?
+		if [ $r = 0 ]; then echo "ok   $rel $(($(date +%s) - start))s"; else echo "FAIL $rel $(($(date +%s) - start))s (exit $r)"; fi
+		[ $rc != 0 ] || rc=$r
+	done <"$S/testbin/list"
+	echo "$rc" >"$S/result/rc.inner"
+}
+run_all 2>&1 | tee "$S/result/log"
+finish "$(cat "$S/result/rc.inner" 2>/dev/null || echo 125)"
