@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/pod1/pod1/hostside/launch"
+	"github.com/pod1/pod1/status"
 )
 
 // rktTimeout bounds one rkt command; a pod that should outlive it is
@@ -370,4 +371,23 @@ func lines(out, prefix string) []string {
 // hasLine reports whether a line of out matches the regular expression.
 func hasLine(out, re string) bool {
 	return regexp.MustCompile("(?m)" + re).MatchString(out)
+}
+
+// appPid is the host pid of a running app of a pod rkt started, from the
+// stage1's JSON status record.
+func (r *rktEnv) appPid(uuid, app string) int {
+	r.t.Helper()
+	dir := filepath.Join(r.data, "pods/run", uuid, "stage1/rootfs/rkt/status")
+	var pid int
+	waitFor(r.t, 20*time.Second, "app "+app+" running", func() bool {
+		rec, err := status.ReadRecord(dir, app)
+		if err != nil || rec.State != status.StateRunning {
+			return false
+		}
+		pid = rec.Pid
+		// Running is recorded at the fork: wait for the app's own exec.
+		cmd, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		return pid > 0 && strings.HasPrefix(string(cmd), "/bin/probe\x00")
+	})
+	return pid
 }
