@@ -43,17 +43,16 @@ type Request struct {
 
 // Response is PID 1's answer, sent when the operation is done or failed.
 type Response struct {
-	// Code is the entry point's exit code: 0 done, 5 "not running" (what
-	// rkt's stage0 expects of app/stop), 254 failed.
+	// Code is the entry point's exit code: 0 done (Error may then say
+	// why there was nothing to do), 254 failed.
 	Code  int    `json:"code"`
 	Error string `json:"error,omitempty"`
 }
 
 // Exit codes in a Response.
 const (
-	CodeOK         = 0
-	CodeNotRunning = 5
-	CodeFailed     = 254
+	CodeOK     = 0
+	CodeFailed = 254
 )
 
 // maxMessage bounds a request or response line.

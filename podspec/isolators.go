@@ -56,7 +56,7 @@ func parseIsolators(list []rawIsolator) (*isolation, error) {
 	is := &isolation{}
 	seen := map[string]bool{}
 	for _, r := range list {
-		if seen[r.Name] {
+		if seen[r.Name] && !repeatable(r.Name) {
 			return nil, fmt.Errorf("isolator %s: given more than once", r.Name)
 		}
 		seen[r.Name] = true
@@ -74,6 +74,19 @@ func parseIsolators(list []rawIsolator) (*isolation, error) {
 		return nil, fmt.Errorf("isolators %s and %s: only one may be given", types.LinuxSeccompRetainSetName, types.LinuxSeccompRemoveSetName)
 	}
 	return is, nil
+}
+
+// repeatable reports whether an isolator may be given more than once, as
+// rkt's stage0 does: `rkt run --memory/--cpu` append theirs after the
+// image's, and the last one wins, as it does with rkt's stage1 (each value
+// is still checked). no-new-privileges given twice is on if any says so, as
+// rkt's stage1 reads it.
+func repeatable(name string) bool {
+	switch name {
+	case types.ResourceMemoryName, types.ResourceCPUName, types.LinuxNoNewPrivilegesName:
+		return true
+	}
+	return false
 }
 
 func (is *isolation) parse(name string, v json.RawMessage) error {
@@ -105,9 +118,11 @@ func (is *isolation) parse(name string, v json.RawMessage) error {
 		is.oom = &n
 		return err
 	case types.LinuxNoNewPrivilegesName:
-		if err := json.Unmarshal(v, &is.nnp); err != nil {
+		var on bool
+		if err := json.Unmarshal(v, &on); err != nil {
 			return fmt.Errorf("want true or false: %w", err)
 		}
+		is.nnp = is.nnp || on
 	case types.LinuxCapabilitiesRetainSetName, types.LinuxCapabilitiesRevokeSetName:
 		set, err := capSet(v)
 		if name == types.LinuxCapabilitiesRetainSetName {

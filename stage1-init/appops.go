@@ -31,8 +31,8 @@ const opTimeout = 2 * time.Hour
 
 // appOpMain is app/add (--debug --uuid --app), app/start, app/stop and
 // app/rm (--debug --app): it asks the pod's PID 1 to act and returns when
-// the action is done (0), or failed (254, one line), or for app/stop when
-// the app was not running (5, which rkt reads as "not running").
+// the action is done (0; for app/stop also when the app was not running,
+// which it says on stderr and changes nothing), or failed (254, one line).
 func appOpMain(role string, args []string) int {
 	fs := flag.NewFlagSet(role, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)

@@ -125,7 +125,10 @@ func (s *supervisor) startApp(name string) error {
 func (s *supervisor) stopApp(c *control.Call) {
 	a := s.find(c.Req.App)
 	if a == nil || a.state == stateNew || a.state == stateDone {
-		c.Reply(control.Response{Code: control.CodeNotRunning, Error: fmt.Sprintf("app %q is not running", c.Req.App)})
+		// Done, as systemctl stop of an inactive unit is: rkt's stage0
+		// fails `rkt app stop` and `rkt app rm` on any other exit code
+		// (its "exit 5 means not running" check never matches).
+		c.Reply(control.Response{Code: control.CodeOK, Error: fmt.Sprintf("app %q is not running", c.Req.App)})
 		return
 	}
 	a.waiters = append(a.waiters, c)

@@ -156,8 +156,11 @@ func TestPod1AppCommands(t *testing.T) {
 	if s, e := appState(t, data, uuid, "db"); s != "exited" || e != "143" {
 		t.Fatalf("db after stop: %s %s", s, e)
 	}
-	if code, _ := pod1cli(t, nil, d, "app", "stop", uuid, "--app=db"); code != 5 {
-		t.Fatalf("stop of a stopped app: exit %d, want 5", code)
+	if code, out := pod1cli(t, nil, d, "app", "stop", uuid, "--app=db"); code != 0 {
+		t.Fatalf("stop of a stopped app: exit %d, want 0: %s", code, out)
+	}
+	if s, e := appState(t, data, uuid, "db"); s != "exited" || e != "143" {
+		t.Fatalf("db after a second stop: %s %s", s, e)
 	}
 	if code, out := pod1cli(t, nil, d, "app", "rm", uuid, "--app=web"); code != 0 {
 		t.Fatalf("rm web: %d %s", code, out)

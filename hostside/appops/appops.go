@@ -37,12 +37,6 @@ const (
 	intentDir  = "appops"
 )
 
-// Exit code of app/stop for an app that is not running.
-const codeNotRunning = 5
-
-// ErrNotRunning is returned by Stop for an app that is not running.
-var ErrNotRunning = errors.New("app is not running")
-
 // ErrBusy is returned by TryOpen when another app operation holds the pod.
 var ErrBusy = errors.New("an app operation is under way")
 
@@ -132,8 +126,6 @@ func (p *Pod) call(ep string, args ...string) error {
 	switch code {
 	case 0:
 		return nil
-	case codeNotRunning:
-		return ErrNotRunning
 	}
 	return fmt.Errorf("app/%s exited %d: %s", ep, code, firstLine(out))
 }

@@ -105,13 +105,13 @@ func (p *Pod) Start(name string) error {
 	return nil
 }
 
-// Stop stops an app gracefully; ErrNotRunning when it was not running.
+// Stop stops an app gracefully; an app that is not running is left as it
+// is, without an error (as rkt's stage1 does).
 func (p *Pod) Stop(name string) error {
-	err := p.call("stop", "--debug=false", "--app="+name)
-	if err != nil && !errors.Is(err, ErrNotRunning) {
+	if err := p.call("stop", "--debug=false", "--app="+name); err != nil {
 		return fmt.Errorf("app %s: stop: %w", name, err)
 	}
-	return err
+	return nil
 }
 
 // Rm removes an app: stopped if it runs, forgotten by PID 1, then every
@@ -135,7 +135,7 @@ func (p *Pod) Rm(name string) error {
 // finishRm is every step of rm, each idempotent, so an interrupted rm is
 // completed by running it again.
 func (p *Pod) finishRm(name string) error {
-	if err := p.call("stop", "--debug=false", "--app="+name); err != nil && !errors.Is(err, ErrNotRunning) {
+	if err := p.call("stop", "--debug=false", "--app="+name); err != nil {
 		return err
 	}
 	if err := p.call("rm", "--debug=false", "--app="+name); err != nil {

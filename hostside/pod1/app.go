@@ -22,7 +22,7 @@ Dynamic pods, as rkt's app commands (RKT_EXPERIMENT_APP):
   add UUID IMAGE [--name=N] [--exec=P] [app flags] [-- ARGS...]
                                          add an app to a running sandbox
   start UUID --app=NAME                  start (or restart) an added app
-  stop UUID --app=NAME                   stop a running app (exit 5 if it was not running)
+  stop UUID --app=NAME                   stop a running app (nothing to do if it is not running)
   rm UUID --app=NAME                     stop and remove an app; nothing of it is left
   list UUID                              the pod's apps (as pod1 list)
   status UUID --app=NAME                 one app's state (as pod1 status)`
@@ -156,10 +156,6 @@ func appOp(g *globalFlags, op string, args []string, stdout, stderr io.Writer) i
 		err = p.Start(*name)
 	case "stop":
 		err = p.Stop(*name)
-		if errors.Is(err, appops.ErrNotRunning) {
-			fmt.Fprintf(stderr, "%s: app %s is not running\n", prefix, *name)
-			return 5
-		}
 	case "rm":
 		err = p.Rm(*name)
 	}

@@ -1,0 +1,45 @@
+package tests
+
+// Behaviours rkt's own functional suite expects of a stage1 (issue 13),
+// each checked through the real rkt.
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// rkt run --memory/--cpu append their isolators after the image's own:
+// the last one wins, and no-new-privileges given twice is on if either
+// says so (as with rkt's stage1).
+func TestRktIsolatorsGivenTwice(t *testing.T) {
+	r := newRkt(t)
+	img := r.aci("limited", map[string]any{
+		"exec": []string{"/bin/probe", "sleep", "60s"},
+		"isolators": []map[string]any{
+			{"name": "resource/memory", "value": map[string]any{"limit": "100M"}},
+			{"name": "resource/cpu", "value": map[string]any{"limit": "2"}},
+			{"name": "os/linux/no-new-privileges", "value": true},
+			{"name": "os/linux/no-new-privileges", "value": false},
+		},
+	}, nil)
+	p := r.start("run", img, "--memory=64Mi", "--cpu=250m")
+	pid := r.appPid(p.UUID, "limited")
+	mem := cgroupFile(t, pid, "memory", "memory.limit_in_bytes")
+	cpu := cgroupFile(t, pid, "cpu", "cpu.cfs_quota_us")
+	if !strings.Contains(mem, "/sys/fs/cgroup/memory") {
+		mem, cpu = cgroupFile(t, pid, "memory", "memory.max"), cgroupFile(t, pid, "cpu", "cpu.max")
+	}
+	if got := readTrim(t, mem); got != strconv.Itoa(64<<20) {
+		t.Errorf("%s = %s, want the --memory limit %d", mem, got, 64<<20)
+	}
+	if got := readTrim(t, cpu); !strings.HasPrefix(got, "25000") {
+		t.Errorf("%s = %s, want the --cpu quota 25000", cpu, got)
+	}
+	st := readTrim(t, "/proc/"+strconv.Itoa(pid)+"/status")
+	if !hasLine(st, `^NoNewPrivs:\s+1$`) {
+		t.Errorf("no-new-privileges true then false: want on\n%s", st)
+	}
+	r.rkt("stop", p.UUID)
+	p.wait(t)
+}

@@ -1,0 +1,120 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// rkt prepare + rkt run-prepared: the prepared pod is listed as prepared,
+// then runs with our stage1 and exits with its app's code.
+func TestRktPrepareRunPrepared(t *testing.T) {
+	r := newRkt(t)
+	img := r.aci("prep", map[string]any{"exec": []string{"/bin/probe", "exit", "4"}}, nil)
+	uuid := strings.TrimSpace(r.rkt("prepare", "--quiet", "--stage1-path="+filepath.Join(repoRoot, "build/stage1.aci"), img))
+	if s := r.status(uuid); s.State != "prepared" {
+		t.Fatalf("after prepare: state %q, want prepared", s.State)
+	}
+	out, errOut, code := r.exec(rktTimeout, nil, "run-prepared", "--net=none", uuid)
+	if code != 4 {
+		t.Fatalf("run-prepared: exit %d, want 4\n%s%s", code, out, errOut)
+	}
+	if s := r.status(uuid); s.State != "exited" || s.appExit("prep") != 4 {
+		t.Errorf("after run-prepared: %+v", s)
+	}
+}
+
+// rkt enter runs a command in a running app; rkt stop stops the pod
+// gracefully (the app's SIGTERM handler runs), and the pod's PID 1 is gone
+// when rkt reports it exited; rkt gc then removes it and its mounts.
+func TestRktEnterStopGc(t *testing.T) {
+	r := newRkt(t)
+	img := r.aci("srv", map[string]any{"exec": []string{"/bin/probe", "term-exit", "0", "+", "sleep", "60s"}}, nil)
+	p := r.start("run", img)
+	pid := r.pid(p.UUID)
+	out := r.rkt("enter", p.UUID, "/bin/probe", "hostname", "+", "ids")
+	if !hasLine(out, "^hostname rkt-"+p.UUID+"$") || !hasLine(out, "^ids uid=0 gid=0 ") {
+		t.Errorf("rkt enter output: %q", out)
+	}
+	r.rkt("stop", p.UUID)
+	if code := p.wait(t); code != 0 {
+		t.Errorf("rkt run after rkt stop: exit %d, want 0 (the app's handler exited 0)\n%s", code, p.errb)
+	}
+	if s := r.status(p.UUID); s.State != "exited" || s.appExit("srv") != 0 {
+		t.Errorf("after stop: %+v", s)
+	}
+	if err := unix.Kill(pid, 0); err == nil {
+		t.Errorf("the pod's PID 1 (%d) is alive after rkt stop finished", pid)
+	}
+	r.rkt("gc", "--grace-period=0s")
+	if _, _, code := r.exec(rktTimeout, nil, "status", p.UUID); code == 0 {
+		t.Errorf("rkt status of a gc'd pod succeeded")
+	}
+	if entries, _ := os.ReadDir(filepath.Join(r.data, "pods/exited-garbage")); len(entries) != 0 {
+		t.Errorf("pods left after gc: %v", entries)
+	}
+	if m := mountsUnder(t, r.data); len(m) > 0 {
+		t.Errorf("mounts left after gc: %v", m)
+	}
+}
+
+// rkt stop --force kills an app that ignores SIGTERM at once.
+func TestRktStopForce(t *testing.T) {
+	r := newRkt(t)
+	img := r.aci("stubborn", map[string]any{"exec": []string{"/bin/probe", "ignore-term", "+", "sleep", "60s"}}, nil)
+	p := r.start("run", img)
+	t0 := time.Now()
+	r.rkt("stop", "--force", p.UUID)
+	// A stop from outside ends the pod with 0 (docs/supervision.md); the
+	// app's own status says what ended it.
+	if code := p.wait(t); code != 0 {
+		t.Errorf("rkt run after stop --force: exit %d, want 0", code)
+	}
+	if d := time.Since(t0); d > 20*time.Second {
+		t.Errorf("stop --force took %v", d)
+	}
+	if s := r.status(p.UUID); s.appExit("stubborn") != 137 {
+		t.Errorf("after stop --force: %+v", s)
+	}
+}
+
+// The app API: a sandbox, an app added, started, listed, stopped and
+// removed through rkt app, then the sandbox stopped.
+func TestRktAppAPI(t *testing.T) {
+	r := newRkt(t)
+	img := r.aci("worker", map[string]any{"exec": []string{"/bin/probe", "sleep", "60s"}}, nil)
+	short := r.aci("short", map[string]any{"exec": []string{"/bin/probe", "exit", "6"}}, nil)
+	p := r.start("app", "sandbox", "--stage1-path="+filepath.Join(repoRoot, "build/stage1.aci"), "--net=none")
+	// app add finds images in the store only (pull policy never).
+	r.rkt("fetch", img, short)
+	r.rkt("app", "add", p.UUID, "pod1.test/worker", "--name=worker")
+	r.rkt("app", "add", p.UUID, "pod1.test/short", "--name=short")
+	if out := r.rkt("app", "list", "--no-legend", p.UUID); !hasLine(out, `^worker\s+.*created`) {
+		t.Errorf("app list after add: %q", out)
+	}
+	r.rkt("app", "start", p.UUID, "--app=worker")
+	r.rkt("app", "start", p.UUID, "--app=short")
+	waitFor(t, 20*time.Second, "worker running, short exited", func() bool {
+		out, _, _ := r.exec(rktTimeout, nil, "app", "list", "--no-legend", p.UUID)
+		return hasLine(out, `^worker\s+.*running`) && hasLine(out, `^short\s+.*exited`)
+	})
+	if out := r.rkt("app", "status", p.UUID, "--app=short"); !hasLine(out, "^exit_code=6$") {
+		t.Errorf("app status short: %q", out)
+	}
+	r.rkt("app", "stop", p.UUID, "--app=worker")
+	if out := r.rkt("app", "status", p.UUID, "--app=worker"); !hasLine(out, "^state=exited$") {
+		t.Errorf("app status worker after stop: %q", out)
+	}
+	// rm of exited apps: rkt calls app/stop first, which must succeed.
+	r.rkt("app", "rm", p.UUID, "--app=worker")
+	r.rkt("app", "rm", p.UUID, "--app=short")
+	if out := r.rkt("app", "list", "--no-legend", p.UUID); strings.TrimSpace(out) != "" {
+		t.Errorf("app list after rm: %q", out)
+	}
+	r.rkt("stop", p.UUID)
+	p.wait(t)
+}
