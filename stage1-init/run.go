@@ -67,12 +67,6 @@ func runMain(args []string) int {
 		return fail(fmt.Errorf("status directory: %w", err))
 	}
 	defer statusDir.Close()
-	for _, n := range f.opts.Net {
-		if n != "host" && n != "none" {
-			fmt.Fprintf(os.Stderr, "stage1: warning: --net=%s: CNI networks are not supported yet, the pod gets loopback only\n", f.net)
-			break
-		}
-	}
 	if f.opts.MDSToken != "" {
 		fmt.Fprintln(os.Stderr, "stage1: warning: --mds-token: the metadata service is not supported, AC_METADATA_URL is not set")
 	}
@@ -217,6 +211,9 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, sigs chan os.Si
 		_ = unix.Kill(pid, unix.SIGKILL)
 		waitPid(pid)
 		pw.Close()
+		if errors.Is(err, errReported) {
+			return status.CodeStage1Failure
+		}
 		return fail(err)
 	}
 	if err := prepareHost(podDir, pod, &f.opts); err != nil {
@@ -248,6 +245,11 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, sigs chan os.Si
 		// before it starts anything.
 		if err := initCg.Add(pid); err != nil {
 			fmt.Fprintf(os.Stderr, "stage1: warning: %v\n", err)
+		}
+	}
+	if wantsNetworks(f.opts.Net) {
+		if err := setupNetworks(podDir, f, pid); err != nil {
+			return abort(err)
 		}
 	}
 	if err := writePid(podDir, pid); err != nil {
