@@ -38,6 +38,16 @@ type Params struct {
 	// with IP masquerading, else on the last one (rkt's choice).
 	Ports []netinfo.PortMapping
 	Debug bool
+	// Step, if set, is called at each step of the setup ("bound",
+	// "recorded:NET", "added:NET", "ports:NET", "done"): the tests
+	// kill the stage1 there.
+	Step func(string)
+}
+
+func (p *Params) step(s string) {
+	if p.Step != nil {
+		p.Step(s)
+	}
 }
 
 // ResolvConf is the apps' resolv.conf, relative to the stage1 rootfs.
@@ -87,6 +97,7 @@ func Setup(ctx context.Context, p *Params) (err error) {
 	if pe.netns, err = bindNetns(p.PodDir, p.NetnsPid); err != nil {
 		return err
 	}
+	p.step("bound")
 	cni := libcni.NewCNIConfigWithCacheDir(dirs, filepath.Join(p.PodDir, netinfo.Dir, "cache"), pe)
 	netDir := filepath.Join(p.PodDir, netinfo.Dir)
 	var nis []netinfo.NetInfo
@@ -111,10 +122,12 @@ func Setup(ctx context.Context, p *Params) (err error) {
 		if err := netinfo.SaveIn(p.PodDir, nis); err != nil {
 			return fmt.Errorf("network %q: %w", c.Name, err)
 		}
+		p.step("recorded:" + c.Name)
 		res, err := addNet(ctx, cni, c, &nis[i], p.UUID)
 		if err != nil {
 			return fmt.Errorf("network %q: %w", c.Name, err)
 		}
+		p.step("added:" + c.Name)
 		if err := netinfo.SaveIn(p.PodDir, nis); err != nil {
 			return fmt.Errorf("network %q: %w", c.Name, err)
 		}
@@ -128,8 +141,10 @@ func Setup(ctx context.Context, p *Params) (err error) {
 			if err := addPorts(ctx, cni, &nis[i], res, p.UUID); err != nil {
 				return fmt.Errorf("network %q: port forwarding: %w", c.Name, err)
 			}
+			p.step("ports:" + c.Name)
 		}
 	}
+	p.step("done")
 	return nil
 }
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/appc/spec/schema"
 	"github.com/appc/spec/schema/types"
+	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/network"
 	"github.com/pod1/pod1/network/netinfo"
@@ -33,6 +34,10 @@ import (
 // timeout bounds a whole setup or teardown: a plugin that hangs must not
 // hold the pod's start (or gc) forever.
 const timeout = 2 * time.Minute
+
+// faultEnv names a step of the setup at which the tests have run killed
+// (network.Params.Step).
+const faultEnv = "POD1_TEST_NET_KILL_AT"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -102,7 +107,18 @@ func add(args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	var step func(string)
+	if at := os.Getenv(faultEnv); at != "" {
+		step = func(s string) {
+			if s == at {
+				// As if run were SIGKILLed: we and PID 1 die with it.
+				_ = unix.Kill(os.Getppid(), unix.SIGKILL)
+				time.Sleep(time.Minute)
+			}
+		}
+	}
 	return network.Setup(ctx, &network.Params{
+		Step:        step,
 		PodDir:      podDir,
 		UUID:        uuid,
 		Stage1Root:  filepath.Join(podDir, "stage1/rootfs"),

@@ -165,15 +165,17 @@ func netLeftovers(t *testing.T, p *Pod, links ...string) []string {
 	if out, err := exec.Command("nft", "list", "ruleset").CombinedOutput(); err == nil && strings.Contains(string(out), p.UUID) {
 		left = append(left, "nft rule naming the pod")
 	}
-	_ = filepath.WalkDir("/var/lib/cni", func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+	for _, dir := range []string{"/var/lib/cni", "/run/pod1-test-cni"} {
+		_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return nil
+			}
+			if b, err := os.ReadFile(path); err == nil && strings.Contains(string(b), p.UUID) {
+				left = append(left, "cni file "+path)
+			}
 			return nil
-		}
-		if b, err := os.ReadFile(path); err == nil && strings.Contains(string(b), p.UUID) {
-			left = append(left, "cni file "+path)
-		}
-		return nil
-	})
+		})
+	}
 	for _, l := range links {
 		if _, err := netlink.LinkByName(l); err == nil {
 			left = append(left, "link "+l)
@@ -215,3 +217,39 @@ func hostAddr(t *testing.T) string {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// withPorts adds to a pod manifest the app ports (app name -> name ->
+// port) and the pod's host forwards (name -> host port), as rkt run
+// --port writes them.
+func withPorts(t *testing.T, m []byte, appPorts map[string]map[string]int, forwards map[string]int) []byte {
+	t.Helper()
+	var pm map[string]any
+	must(t, json.Unmarshal(m, &pm))
+	for _, a := range pm["apps"].([]any) {
+		ra := a.(map[string]any)
+		var ps []map[string]any
+		for name, port := range appPorts[ra["name"].(string)] {
+			ps = append(ps, map[string]any{"name": name, "protocol": "tcp", "port": port, "count": 1, "socketActivated": false})
+		}
+		if ps != nil {
+			ra["app"].(map[string]any)["ports"] = ps
+		}
+	}
+	var fs []map[string]any
+	for name, hp := range forwards {
+		fs = append(fs, map[string]any{"name": name, "hostPort": hp})
+	}
+	pm["ports"] = fs
+	b, err := json.Marshal(pm)
+	must(t, err)
+	return b
+}
+
+// freePort is a TCP port nothing listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
