@@ -1,7 +1,10 @@
 package tests
 
 import (
+	"encoding/json"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -182,5 +185,48 @@ func TestNetKilledAtEachStep(t *testing.T) {
 				t.Errorf("left after gc (had %v): %v", before, left)
 			}
 		})
+	}
+}
+
+// pod1 run --net=default --port=http:HOSTPORT: the port forwards to the
+// app, pod1 status and list show the pod's address, pod1 gc leaves
+// nothing of its network.
+func TestNetPod1RunStatusPortGC(t *testing.T) {
+	data := dataDir(t)
+	img := probeACIDir(t)
+	mf := filepath.Join(img, "manifest")
+	var m map[string]any
+	b, err := os.ReadFile(mf)
+	must(t, err)
+	must(t, json.Unmarshal(b, &m))
+	m["app"].(map[string]any)["ports"] = []map[string]any{{"name": "http", "protocol": "tcp", "port": 8080}}
+	b, _ = json.Marshal(m)
+	must(t, os.WriteFile(mf, b, 0o644))
+	hp := freePort(t)
+	p := runBG(t, data, "--net=default", "--port=http:"+itoa(hp), img, "--exec=/bin/probe", "--", "serve", "0.0.0.0:8080", "1")
+	nis := waitNetInfo(t, p.Dir, 1)
+	out, _, code := pod1(t, data, "status", p.UUID)
+	if code != 0 || !strings.Contains(out, "\nnetworks=default:ip4="+nis[0].IP.String()+"\n") {
+		t.Errorf("pod1 status: %d %q", code, out)
+	}
+	out, _, _ = pod1(t, data, "list", "--no-legend")
+	if !strings.Contains(out, "default:ip4="+nis[0].IP.String()) {
+		t.Errorf("pod1 list: %q", out)
+	}
+	if got := dialTCP(t, "127.0.0.1:"+itoa(hp), "hi"); got != "pong hi" {
+		t.Errorf("forwarded port: %q", got)
+	}
+	if c := p.wait(t); c != 0 {
+		t.Fatalf("pod exited %d: %s", c, p.Stderr)
+	}
+	pod := &Pod{Dir: p.Dir, UUID: p.UUID}
+	if left := netLeftovers(t, pod); len(left) == 0 {
+		t.Fatal("nothing before gc: the test would prove nothing")
+	}
+	if _, errOut, code := pod1(t, data, "gc", "--grace-period=0s"); code != 0 {
+		t.Fatalf("gc: %d %s", code, errOut)
+	}
+	if left := netLeftovers(t, pod); len(left) != 0 {
+		t.Errorf("left after pod1 gc: %v", left)
 	}
 }
