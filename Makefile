@@ -10,7 +10,7 @@ export CGO_ENABLED := 0
 # The real rkt v1.30.0 stage0 the tests drive pod1 through (see rkt: below).
 RKT := build/rkt/rkt
 
-BINS := bin/stage1-init bin/pod1 bin/probe bin/demo-hello
+BINS := bin/stage1-init bin/net-setup bin/pod1 bin/probe bin/demo-hello
 SRCS := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 
 .PHONY: all image demo test lint tools check-static clean bench vm-test rkt conformance
@@ -19,6 +19,8 @@ all: $(BINS)
 
 bin/stage1-init: $(SRCS)
 	$(GO) build $(GOFLAGS_B) -o $@ ./stage1-init
+bin/net-setup: $(SRCS)
+	$(GO) build $(GOFLAGS_B) -o $@ ./stage1-net
 bin/pod1: $(SRCS)
 	$(GO) build $(GOFLAGS_B) -o $@ ./hostside/pod1
 bin/probe: $(SRCS)
@@ -28,10 +30,26 @@ bin/demo-hello: $(SRCS)
 
 image: build/stage1.aci build/demo-hello.aci
 
-build/stage1.aci: bin/stage1-init rootfs/manifest.json Makefile
-	rm -rf build/stage1 && mkdir -p build/stage1/rootfs/rkt/status build/stage1/rootfs/rkt/env build/stage1/rootfs/opt/stage2
+# The CNI plugins the stage1 ships, built static from the pinned release.
+# They depend on nothing of ours: built once per worktree (and version).
+CNI_PLUGINS_VERSION := v1.10.0
+CNI_PLUGINS := ptp bridge macvlan ipvlan loopback host-local portmap
+CNI_DIR := build/cni-plugins-$(CNI_PLUGINS_VERSION)
+CNI_PKG = github.com/containernetworking/plugins/plugins/$(if $(filter host-local,$(1)),ipam,$(if $(filter portmap,$(1)),meta,main))/$(1)@$(CNI_PLUGINS_VERSION)
+
+$(CNI_DIR)/.done:
+	rm -rf $(CNI_DIR) && mkdir -p $(CNI_DIR)
+	GOBIN=$(abspath $(CNI_DIR)) GOFLAGS=-buildvcs=false $(GO) install -trimpath -ldflags "-s -w" $(foreach p,$(CNI_PLUGINS),$(call CNI_PKG,$(p)))
+	touch $@
+
+build/stage1.aci: bin/stage1-init bin/net-setup $(CNI_DIR)/.done rootfs/manifest.json $(wildcard rootfs/net.d/*.conf) Makefile
+	rm -rf build/stage1 && mkdir -p build/stage1/rootfs/rkt/status build/stage1/rootfs/rkt/env build/stage1/rootfs/opt/stage2 \
+		build/stage1/rootfs/etc/rkt/net.d build/stage1/rootfs/usr/lib/rkt/plugins/net
 	cp rootfs/manifest.json build/stage1/manifest
 	cp bin/stage1-init build/stage1/rootfs/stage1-init
+	cp bin/net-setup build/stage1/rootfs/net-setup
+	cp rootfs/net.d/*.conf build/stage1/rootfs/etc/rkt/net.d/
+	cp $(addprefix $(CNI_DIR)/,$(CNI_PLUGINS)) build/stage1/rootfs/usr/lib/rkt/plugins/net/
 	for ep in run stop gc enter app-add app-start app-stop app-rm; do ln -s stage1-init build/stage1/rootfs/$$ep; done
 	tar --owner=0 --group=0 --numeric-owner -C build/stage1 -cf $@.tmp manifest rootfs && mv $@.tmp $@
 
@@ -45,8 +63,8 @@ build/demo-hello.aci: bin/demo-hello demo/manifest.json demo/passwd demo/group M
 
 # check-static fails if any binary is dynamically linked: rkt execs the
 # entry points on the host, where no loader of ours exists.
-check-static: $(BINS)
-	@for b in $(BINS); do \
+check-static: $(BINS) $(CNI_DIR)/.done
+	@for b in $(BINS) $(addprefix $(CNI_DIR)/,$(CNI_PLUGINS)); do \
 		if ldd $$b >/dev/null 2>&1; then echo "$$b is not static"; exit 1; fi; \
 	done; echo "all binaries are static"
 

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/appc/spec v0.8.11
 	github.com/cilium/ebpf v0.22.0
+	github.com/containernetworking/cni v1.3.1
 	github.com/cyphar/filepath-securejoin v0.7.0
 	github.com/moby/sys/capability v0.5.0
 	github.com/moby/sys/mountinfo v0.7.3
@@ -18,6 +19,8 @@ require (
 	github.com/google/gofuzz v1.2.0 // indirect
 	github.com/spf13/pflag v1.1.0 // indirect
 	github.com/vishvananda/netns v0.0.5 // indirect
+	go.opentelemetry.io/otel v1.38.0 // indirect
+	go.opentelemetry.io/otel/trace v1.38.0 // indirect
 	go4.org v0.0.0-20260112195520-a5071408f32f // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
 )

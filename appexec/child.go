@@ -33,6 +33,11 @@ func Child() int {
 	// operations: everything happens on the main thread.
 	runtime.LockOSThread()
 	spec, err := readSpec()
+	if errors.Is(err, errNoSpec) {
+		// A spare whose PID 1 died before handing it an app (run
+		// aborted the pod): the failure was reported by run.
+		return status.CodeStage1Failure
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "stage1: app: %v\n", err)
 		return status.CodeStage1Failure
@@ -44,12 +49,18 @@ func Child() int {
 	return code
 }
 
+// errNoSpec is an empty spec pipe: the writer went away without a word.
+var errNoSpec = errors.New("no spec")
+
 func readSpec() (*Spec, error) {
 	f := os.NewFile(SpecFd, "spec")
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, maxSpecSize))
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
+	}
+	if len(b) == 0 {
+		return nil, errNoSpec
 	}
 	var s Spec
 	if err := json.Unmarshal(b, &s); err != nil {

@@ -29,6 +29,11 @@ func setupRoot(s *Spec) error {
 	}
 	defer root.Close()
 	for _, m := range s.Mounts {
+		if m.IfSource {
+			if _, err := os.Lstat(m.Source); errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+		}
 		if err := mountOne(root, &m); err != nil {
 			if m.Optional && errors.Is(err, errSymlinkTarget) {
 				continue

@@ -74,6 +74,10 @@ type Mount struct {
 	// Optional mounts are skipped, with a warning, when the target's
 	// last component is a symlink in the image (/etc/hosts -> ...).
 	Optional bool `json:"optional,omitempty"`
+	// IfSource mounts are skipped when their source does not exist: a
+	// file the stage1 writes only in some cases (the resolv.conf of a
+	// network's DNS answer).
+	IfSource bool `json:"ifSource,omitempty"`
 	// SourceDev and SourceIno, when set, are the identity Source had when
 	// the pod was loaded: a bind whose source has changed is refused.
 	SourceDev uint64 `json:"sourceDev,omitempty"`

@@ -150,6 +150,11 @@ func dnsMounts(podDir string, opts *Options) []appexec.Mount {
 		bind("/etc/resolv.conf", "/etc/resolv.conf")
 	case "stage0":
 		bind(filepath.Join(podDir, layout.Stage1RootFS, layout.HostResolvIn), "/etc/resolv.conf")
+	case "default":
+		// The file exists only if a network's plugin gave DNS settings
+		// (net-setup writes it before the apps start).
+		bind(filepath.Join(podDir, layout.Stage1RootFS, layout.HostResolvIn), "/etc/resolv.conf")
+		ms[len(ms)-1].IfSource = true
 	}
 	return ms
 }

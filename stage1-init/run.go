@@ -68,12 +68,6 @@ func runMain(args []string) int {
 		return fail(fmt.Errorf("status directory: %w", err))
 	}
 	defer statusDir.Close()
-	for _, n := range f.opts.Net {
-		if n != "host" && n != "none" {
-			fmt.Fprintf(os.Stderr, "stage1: warning: --net=%s: CNI networks are not supported yet, the pod gets loopback only\n", f.net)
-			break
-		}
-	}
 	if f.opts.MDSToken != "" {
 		fmt.Fprintln(os.Stderr, "stage1: warning: --mds-token: the metadata service is not supported, AC_METADATA_URL is not set")
 	}
@@ -261,6 +255,9 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, 
 		waitPid(pid)
 		pw.Close()
 		rr.Close()
+		if errors.Is(err, errReported) {
+			return status.CodeStage1Failure
+		}
 		return fail(err)
 	}
 	if err := prepareHost(podDir, pod, &f.opts); err != nil {
@@ -296,6 +293,11 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, 
 		// before it starts anything.
 		if err := initCg.Add(pid); err != nil {
 			return abort(fmt.Errorf("cgroup: %w", err))
+		}
+	}
+	if wantsNetworks(f.opts.Net) {
+		if err := setupNetworks(podDir, f, pid); err != nil {
+			return abort(err)
 		}
 	}
 	_, werr := pw.Write(cfg)

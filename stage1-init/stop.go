@@ -52,13 +52,13 @@ func stopMain(args []string) int {
 // gcMain is the gc entry point ([--debug] [--local-config DIR] UUID, cwd =
 // pod dir, no lock fd). The namespaces and the mounts in them die with the
 // pod's processes; what can outlive a killed stage1 is the pod's cgroups,
-// which it removes. It is idempotent and tolerant of a pod that never
+// which it removes, and its CNI networks, which net-setup tears down. It is idempotent and tolerant of a pod that never
 // started.
 func gcMain(args []string) int {
 	fs := flag.NewFlagSet("gc", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	fs.Bool("debug", false, "log to stderr")
-	fs.String("local-config", "/etc/rkt", "local configuration directory")
+	debug := fs.Bool("debug", false, "log to stderr")
+	localConfig := fs.String("local-config", "/etc/rkt", "local configuration directory")
 	if err := fs.Parse(args); err != nil {
 		return fail(fmt.Errorf("flags: %w", err))
 	}
@@ -70,6 +70,15 @@ func gcMain(args []string) int {
 		return fail(fmt.Errorf("UUID %q is malformed: %w", fs.Arg(0), err))
 	}
 	if err := gcCgroups(uuid.String()); err != nil {
+		return fail(fmt.Errorf("gc: %w", err))
+	}
+	podDir, err := os.Getwd()
+	if err != nil {
+		return fail(fmt.Errorf("gc: pod directory: %w", err))
+	}
+	// After the cgroups: every pod process is gone, and no plugin
+	// runs against a namespace something still uses.
+	if err := gcNetworks(podDir, *localConfig, fs.Arg(0), *debug); err != nil {
 		return fail(fmt.Errorf("gc: %w", err))
 	}
 	return 0

@@ -33,8 +33,11 @@ type bgPod struct {
 func runBG(t *testing.T, data string, args ...string) *bgPod {
 	t.Helper()
 	uuidFile := filepath.Join(t.TempDir(), "uuid")
-	full := append([]string{"run", "--dir=" + data, "--stage1-path=" + stage1ACI(t), "--net=none",
-		"--uuid-file-save=" + uuidFile}, args...)
+	full := []string{"run", "--dir=" + data, "--stage1-path=" + stage1ACI(t), "--uuid-file-save=" + uuidFile}
+	if !hasNetFlag(args) {
+		full = append(full, "--net=none")
+	}
+	full = append(full, args...)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	p := &bgPod{Cmd: exec.CommandContext(ctx, bin("pod1"), full...), Stderr: &bytes.Buffer{}, Stdout: &bytes.Buffer{}, done: make(chan struct{})}
 	p.Cmd.Stderr, p.Cmd.Stdout = p.Stderr, p.Stdout
@@ -71,6 +74,19 @@ func runBG(t *testing.T, data string, args ...string) *bgPod {
 	}
 	p.Dir = filepath.Join(data, "pods/run", p.UUID)
 	return p
+}
+
+// hasNetFlag reports whether pod1 run arguments choose the networks.
+func hasNetFlag(args []string) bool {
+	for _, a := range args {
+		if a == "--" || a == "---" {
+			return false
+		}
+		if strings.HasPrefix(a, "--net=") {
+			return true
+		}
+	}
+	return false
 }
 
 // wait waits for pod1 run to exit and returns its code.

@@ -63,6 +63,9 @@ type Options struct {
 	UUIDFileSave string
 	// Volumes become the pod manifest's volumes.
 	Volumes []types.Volume
+	// Ports are host ports forwarded to the apps' named ports (rkt run
+	// --port), the pod manifest's ports.
+	Ports []types.ExposedPort
 	// Apps are the pod's apps, in order.
 	Apps []AppOptions
 	// Mutable prepares a sandbox (rkt app sandbox): apps may be none,

@@ -58,7 +58,7 @@ func makePlan(o Options) (*plan, error) {
 	pm.Apps = schema.AppList{}
 	pm.Volumes = o.Volumes
 	// rkt writes an empty (not null) ports list; stage1s may index it.
-	pm.Ports = []types.ExposedPort{}
+	pm.Ports = append([]types.ExposedPort{}, o.Ports...)
 	pm.Annotations = types.Annotations{{Name: annMutable, Value: strconv.FormatBool(o.Mutable)}}
 
 	volumes := make(map[types.ACName]bool, len(o.Volumes))
@@ -96,6 +96,9 @@ func makePlan(o Options) (*plan, error) {
 		pl.apps = append(pl.apps, plannedApp{name: name, img: img})
 	}
 	if err := checkNames(names); err != nil {
+		return nil, err
+	}
+	if err := checkPorts(pm); err != nil {
 		return nil, err
 	}
 
@@ -207,4 +210,35 @@ func copyApp(a *types.App) (*types.App, error) {
 		return nil, fmt.Errorf("copy app section: %w", err)
 	}
 	return &c, nil
+}
+
+// checkPorts refuses a forwarded port no app declares, or a host port
+// forwarded twice, as rkt's stage0 does (commonnet.ForwardedPorts).
+func checkPorts(pm *schema.PodManifest) error {
+	seen := map[string]types.ACName{}
+	for _, ep := range pm.Ports {
+		var proto string
+		for _, ra := range pm.Apps {
+			if ra.App == nil {
+				continue
+			}
+			for _, p := range ra.App.Ports {
+				if p.Name == ep.Name {
+					proto = p.Protocol
+				}
+			}
+		}
+		if proto == "" {
+			return fmt.Errorf("--port %s: no app declares a port named %s", ep.Name, ep.Name)
+		}
+		if ep.HostPort < 1 || ep.HostPort > 65535 {
+			return fmt.Errorf("--port %s: host port %d out of range", ep.Name, ep.HostPort)
+		}
+		key := proto + "/" + strconv.Itoa(int(ep.HostPort))
+		if other, dup := seen[key]; dup {
+			return fmt.Errorf("--port %s: host port %s is forwarded to %s already", ep.Name, key, other)
+		}
+		seen[key] = ep.Name
+	}
+	return nil
 }

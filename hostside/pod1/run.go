@@ -5,8 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/appc/spec/schema/types"
@@ -63,6 +65,7 @@ type runFlags struct {
 	interactive bool
 	privUsers   string
 	volumes     volumeFlag
+	ports       portFlag
 	env         envFlag
 }
 
@@ -77,6 +80,7 @@ func newRunFlagSet(g *globalFlags, rf *runFlags) *flag.FlagSet {
 	fs.BoolVar(&rf.interactive, "interactive", false, "give the (single) app the terminal")
 	fs.StringVar(&rf.privUsers, "private-users", "", "BASE:COUNT: run the apps in user namespaces, their ids 0..COUNT-1 the host's BASE onwards (implies --no-overlay)")
 	fs.Var(&rf.volumes, "volume", "NAME,kind=host|empty[,source=PATH][,readOnly=BOOL][,mode=M,uid=U,gid=G] (repeatable)")
+	fs.Var(&rf.ports, "port", "NAME:[HOSTIP:]HOSTPORT: forward a host port to the app port NAME (repeatable)")
 	fs.Var(&rf.env, "set-env", "K=V set for every app, before each app's own --set-env (repeatable)")
 	return fs
 }
@@ -130,6 +134,7 @@ func parsePodArgs(g *globalFlags, args []string, stderr io.Writer, withApps bool
 		PrivateUsers: users,
 		UUIDFileSave: rf.uuidFile,
 		Volumes:      rf.volumes,
+		Ports:        rf.ports,
 		Apps:         apps,
 		Stderr:       stderr,
 	}, nil
@@ -182,5 +187,40 @@ func (v *volumeFlag) Set(s string) error {
 		}
 	}
 	*v = append(*v, *vol)
+	return nil
+}
+
+// portFlag is rkt run's --port=NAME:[HOSTIP:]HOSTPORT, repeatable.
+type portFlag []types.ExposedPort
+
+func (p *portFlag) String() string {
+	parts := make([]string, len(*p))
+	for i, ep := range *p {
+		parts[i] = ep.Name.String() + ":" + strconv.Itoa(int(ep.HostPort))
+	}
+	return strings.Join(parts, ",")
+}
+
+func (p *portFlag) Set(s string) error {
+	fields := strings.Split(s, ":")
+	if len(fields) < 2 || len(fields) > 3 {
+		return fmt.Errorf("%q: want NAME:[HOSTIP:]HOSTPORT", s)
+	}
+	name, err := types.NewACName(fields[0])
+	if err != nil {
+		return fmt.Errorf("%q: port name: %w", s, err)
+	}
+	ep := types.ExposedPort{Name: *name}
+	if len(fields) == 3 {
+		if ep.HostIP = net.ParseIP(fields[1]); ep.HostIP == nil {
+			return fmt.Errorf("%q: host IP %q is not an address", s, fields[1])
+		}
+	}
+	hp, err := strconv.Atoi(fields[len(fields)-1])
+	if err != nil || hp < 1 || hp > 65535 {
+		return fmt.Errorf("%q: host port %q: want 1-65535", s, fields[len(fields)-1])
+	}
+	ep.HostPort = uint(hp)
+	*p = append(*p, ep)
 	return nil
 }

@@ -313,6 +313,23 @@ func report(cmd string, a []string) error {
 			}
 			fmt.Printf("ns %s %s\n", n, l)
 		}
+	case "serve":
+		return serve(arg(a, 0), arg(a, 1))
+	case "dial":
+		dial(arg(a, 0), arg(a, 1))
+	case "addrs":
+		ifs, err := net.Interfaces()
+		if err != nil {
+			return err
+		}
+		for _, ifc := range ifs {
+			as, _ := ifc.Addrs()
+			for _, ad := range as {
+				if ipn, ok := ad.(*net.IPNet); ok && ipn.IP.To4() != nil {
+					fmt.Printf("addrs %s %s\n", ifc.Name, ipn)
+				}
+			}
+		}
 	case "netdevs":
 		ents, _ := os.ReadDir("/sys/class/net")
 		var names []string
@@ -442,4 +459,55 @@ func waitNotPending(pid int) error {
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
+}
+
+// serve listens on addr (TCP), says so, and answers n connections (1 if
+// not given) with "pong <what the client sent>", then returns.
+func serve(addr, count string) error {
+	n := 1
+	if count != "" {
+		var err error
+		if n, err = strconv.Atoi(count); err != nil {
+			return err
+		}
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Printf("serve %s error %v\n", addr, err)
+		return nil
+	}
+	defer l.Close()
+	fmt.Printf("serve %s ready\n", addr)
+	for i := 0; i < n; i++ {
+		c, err := l.Accept()
+		if err != nil {
+			return err
+		}
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		b := make([]byte, 256)
+		m, _ := c.Read(b)
+		_, _ = c.Write([]byte("pong " + strings.TrimSpace(string(b[:m])) + "\n"))
+		fmt.Printf("serve %s from %s\n", addr, c.RemoteAddr().(*net.TCPAddr).IP)
+		c.Close()
+	}
+	return nil
+}
+
+// dial connects to addr (TCP) within 3 s, sends msg and reports the reply.
+func dial(addr, msg string) {
+	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	if err != nil {
+		fmt.Printf("dial %s error %v\n", addr, err)
+		return
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_, _ = c.Write([]byte(msg + "\n"))
+	b := make([]byte, 256)
+	m, err := c.Read(b)
+	if err != nil {
+		fmt.Printf("dial %s error %v\n", addr, err)
+		return
+	}
+	fmt.Printf("dial %s reply %s\n", addr, strings.TrimSpace(string(b[:m])))
 }

@@ -1,0 +1,170 @@
+// Package netinfo is the pod's record of its CNI networks, net-info.json
+// in the pod directory, in rkt's format (rkt networking/netinfo): rkt
+// status, rkt list and the pod1 host tools read it, and the gc entry point
+// tears down what it names. It has no CNI dependency, so that the host
+// tools and the stage1's own roles can read it without linking libcni.
+package netinfo
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"regexp"
+	"strings"
+
+	"github.com/pod1/pod1/status"
+)
+
+// Paths relative to the pod directory.
+const (
+	// File lists the pod's networks (rkt's name and format).
+	File = "net-info.json"
+	// NetnsFile is the bind mount of the pod's network namespace, which
+	// keeps it alive from setup to gc so that every plugin's DEL can
+	// find the interfaces and rules it made.
+	NetnsFile = "netns"
+	// Dir holds the pod's copy of each network's configuration, taken
+	// when it was set up, and libcni's result cache.
+	Dir = "net"
+)
+
+// MaxSize caps how much of net-info.json is read: the file is in the pod
+// directory, and the host tools and gc must not be made to exhaust memory.
+const MaxSize = 1 << 20
+
+// PortMapping is a host port forwarded to the pod on a network.
+type PortMapping struct {
+	HostPort      int    `json:"hostPort"`
+	ContainerPort int    `json:"containerPort"`
+	Protocol      string `json:"protocol"`
+	HostIP        string `json:"hostIP,omitempty"`
+}
+
+// NetInfo is one network of the pod. The first seven fields are rkt's;
+// rkt's decoder ignores the others. An entry is written before its
+// plugin's ADD runs, with no IP, so that a setup killed in the middle
+// still tells gc what to tear down.
+type NetInfo struct {
+	NetName    string `json:"netName"`
+	ConfPath   string `json:"netConf"`
+	PluginPath string `json:"pluginPath"`
+	IfName     string `json:"ifName"`
+	IP         net.IP `json:"ip"`
+	Args       string `json:"args"`
+	Mask       net.IP `json:"mask"`
+	// HostIP is the network's gateway as the plugin reported it.
+	HostIP net.IP `json:"hostIP,omitempty"`
+	// Ports are the host ports forwarded to the pod through this
+	// network (the portmap plugin), recorded before they are set up.
+	Ports []PortMapping `json:"portMappings,omitempty"`
+}
+
+// Names CNI accepts for a network (libcni's rule), and the interface names
+// the stage1 gives (rkt's eth<N>).
+var (
+	netNameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.\-]{0,127}$`)
+	ifNameRE  = regexp.MustCompile(`^eth[0-9]{1,3}$`)
+)
+
+// ValidName reports whether name can name a network.
+func ValidName(name string) bool { return netNameRE.MatchString(name) }
+
+// ConfCopy is the path, relative to the pod directory, of the copy of the
+// named network's configuration.
+func ConfCopy(name string) string { return Dir + "/" + name + ".conf" }
+
+// Validate checks an entry read from a pod directory, where it may have
+// been planted: its names must be ones the stage1 writes, its conf path
+// the copy the stage1 makes.
+func (n *NetInfo) Validate() error {
+	if !ValidName(n.NetName) {
+		return fmt.Errorf("netName %q is not a valid network name", n.NetName)
+	}
+	if !ifNameRE.MatchString(n.IfName) {
+		return fmt.Errorf("network %q: ifName %q is not eth<N>", n.NetName, n.IfName)
+	}
+	if n.ConfPath != ConfCopy(n.NetName) {
+		return fmt.Errorf("network %q: netConf %q is not %s", n.NetName, n.ConfPath, ConfCopy(n.NetName))
+	}
+	if len(n.Args) > 4096 || strings.ContainsAny(n.Args, "\x00\n") {
+		return fmt.Errorf("network %q: args are too long or hold control characters", n.NetName)
+	}
+	for _, p := range n.Ports {
+		if p.HostPort < 1 || p.HostPort > 65535 || p.ContainerPort < 1 || p.ContainerPort > 65535 {
+			return fmt.Errorf("network %q: port mapping %d:%d out of range", n.NetName, p.HostPort, p.ContainerPort)
+		}
+		if p.Protocol != "tcp" && p.Protocol != "udp" {
+			return fmt.Errorf("network %q: port mapping protocol %q", n.NetName, p.Protocol)
+		}
+		if p.HostIP != "" && net.ParseIP(p.HostIP) == nil {
+			return fmt.Errorf("network %q: port mapping host IP %q", n.NetName, p.HostIP)
+		}
+	}
+	return nil
+}
+
+// Parse decodes and validates net-info.json's content.
+func Parse(b []byte) ([]NetInfo, error) {
+	var nis []NetInfo
+	if err := json.Unmarshal(b, &nis); err != nil {
+		return nil, fmt.Errorf("%s: %w", File, err)
+	}
+	seen := map[string]bool{}
+	for i := range nis {
+		if err := nis[i].Validate(); err != nil {
+			return nil, fmt.Errorf("%s: %w", File, err)
+		}
+		if seen[nis[i].NetName] || seen["if:"+nis[i].IfName] {
+			return nil, fmt.Errorf("%s: network %q or interface %q listed twice", File, nis[i].NetName, nis[i].IfName)
+		}
+		seen[nis[i].NetName], seen["if:"+nis[i].IfName] = true, true
+	}
+	return nis, nil
+}
+
+// ErrNone means the pod has no net-info.json.
+var ErrNone = errors.New("no " + File)
+
+// LoadAt reads and validates net-info.json in the pod directory dirfd,
+// never following a symlink or blocking on a FIFO.
+func LoadAt(dirfd int) ([]NetInfo, error) {
+	b, err := status.ReadRegularAt(dirfd, File, MaxSize)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, ErrNone
+		}
+		return nil, fmt.Errorf("%s: %w", File, err)
+	}
+	return Parse(b)
+}
+
+// SaveIn replaces net-info.json in the pod directory atomically.
+func SaveIn(podDir string, nis []NetInfo) error {
+	if nis == nil {
+		nis = []NetInfo{}
+	}
+	b, err := json.Marshal(nis)
+	if err != nil {
+		return err
+	}
+	if err := status.WriteFileIn(podDir, File, append(b, '\n')); err != nil {
+		return fmt.Errorf("write %s: %w", File, err)
+	}
+	return nil
+}
+
+// Format is the "networks=" value of rkt status: name:ip4=IP, comma
+// separated.
+func Format(nis []NetInfo) string {
+	parts := make([]string, 0, len(nis))
+	for _, ni := range nis {
+		ip := ""
+		if ni.IP != nil {
+			ip = ni.IP.String()
+		}
+		parts = append(parts, ni.NetName+":ip4="+ip)
+	}
+	return strings.Join(parts, ", ")
+}

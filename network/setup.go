@@ -1,0 +1,316 @@
+package network
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/network/netinfo"
+	"github.com/pod1/pod1/status"
+)
+
+// Params describe one pod's networking.
+type Params struct {
+	PodDir      string
+	UUID        string
+	Stage1Root  string
+	LocalConfig string
+	Nets        []Request
+	// NetnsPid is a process in the pod's network namespace (PID 1).
+	NetnsPid int
+	// DNS writes the first DNS answer of a plugin to the apps'
+	// resolv.conf (stage1/rootfs/etc/rkt-resolv.conf) unless one is
+	// there already (rkt: only with --dns-conf-mode resolv=default).
+	DNS bool
+	// Ports are forwarded from the host to the pod on the first network
+	// with IP masquerading, else on the last one (rkt's choice).
+	Ports []netinfo.PortMapping
+	Debug bool
+	// Step, if set, is called at each step of the setup ("bound",
+	// "recorded:NET", "added:NET", "ports:NET", "done"): the tests
+	// kill the stage1 there.
+	Step func(string)
+}
+
+func (p *Params) step(s string) {
+	if p.Step != nil {
+		p.Step(s)
+	}
+}
+
+// ResolvConf is the apps' resolv.conf, relative to the stage1 rootfs.
+const ResolvConf = "etc/rkt-resolv.conf"
+
+// Setup runs the plugins' ADD for every requested network. On any error
+// it tears down what it did and returns an error naming the network.
+func Setup(ctx context.Context, p *Params) (err error) {
+	confs, err := Load(p.Stage1Root, p.LocalConfig, p.Nets)
+	if err != nil {
+		return err
+	}
+	if len(confs) == 0 {
+		return nil
+	}
+	args := map[string]string{}
+	for _, r := range p.Nets {
+		args[r.Name] = r.Args
+	}
+	dirs := PluginDirs(p.Stage1Root, p.LocalConfig)
+	pe := &pluginExec{debug: p.Debug}
+	// Missing plugins are found before anything is made.
+	fwd := forwardNet(confs)
+	for i, c := range confs {
+		if _, err := pe.FindInPath(c.Type, dirs); err != nil {
+			return fmt.Errorf("network %q: %w", c.Name, err)
+		}
+		if i == fwd && len(p.Ports) > 0 {
+			if _, err := pe.FindInPath("portmap", dirs); err != nil {
+				return fmt.Errorf("network %q: port forwarding: %w", c.Name, err)
+			}
+		}
+	}
+	if err := mkdirNoFollow(filepath.Join(p.PodDir, netinfo.Dir)); err != nil {
+		return err
+	}
+	defer func() {
+		if pe.netns != nil {
+			pe.netns.Close()
+		}
+		if err != nil {
+			if terr := Teardown(context.WithoutCancel(ctx), p.PodDir, p.Stage1Root, p.LocalConfig, p.UUID, p.Debug); terr != nil {
+				fmt.Fprintf(os.Stderr, "stage1: network teardown after a failed setup: %v\n", terr)
+			}
+		}
+	}()
+	if pe.netns, err = bindNetns(p.PodDir, p.NetnsPid); err != nil {
+		return err
+	}
+	p.step("bound")
+	cni := libcni.NewCNIConfigWithCacheDir(dirs, filepath.Join(p.PodDir, netinfo.Dir, "cache"), pe)
+	netDir := filepath.Join(p.PodDir, netinfo.Dir)
+	var nis []netinfo.NetInfo
+	dnsDone := !p.DNS
+	for i, c := range confs {
+		ni := netinfo.NetInfo{
+			NetName:  c.Name,
+			ConfPath: netinfo.ConfCopy(c.Name),
+			IfName:   "eth" + strconv.Itoa(i),
+			Args:     args[c.Name],
+		}
+		ni.PluginPath, _ = pe.FindInPath(c.Type, dirs)
+		if i == fwd {
+			ni.Ports = p.Ports
+		}
+		// The copy and the entry come before the ADD: a setup killed
+		// during it leaves gc what it needs for the DEL.
+		if err := status.WriteFileIn(netDir, c.Name+".conf", c.Bytes); err != nil {
+			return fmt.Errorf("network %q: save configuration: %w", c.Name, err)
+		}
+		nis = append(nis, ni)
+		if err := netinfo.SaveIn(p.PodDir, nis); err != nil {
+			return fmt.Errorf("network %q: %w", c.Name, err)
+		}
+		p.step("recorded:" + c.Name)
+		res, err := addNet(ctx, cni, c, &nis[i], p.UUID)
+		if err != nil {
+			return fmt.Errorf("network %q: %w", c.Name, err)
+		}
+		p.step("added:" + c.Name)
+		if err := netinfo.SaveIn(p.PodDir, nis); err != nil {
+			return fmt.Errorf("network %q: %w", c.Name, err)
+		}
+		if !dnsDone && dnsSet(&res.DNS) {
+			dnsDone = true
+			if err := writeResolv(p.Stage1Root, c.Name, &res.DNS); err != nil {
+				return fmt.Errorf("network %q: %w", c.Name, err)
+			}
+		}
+		if i == fwd && len(p.Ports) > 0 {
+			if err := addPorts(ctx, cni, &nis[i], res, p.UUID); err != nil {
+				return fmt.Errorf("network %q: port forwarding: %w", c.Name, err)
+			}
+			p.step("ports:" + c.Name)
+		}
+	}
+	p.step("done")
+	return nil
+}
+
+// forwardNet is the index of the network host ports go to.
+func forwardNet(confs []*Conf) int {
+	for i, c := range confs {
+		if c.IPMasq {
+			return i
+		}
+	}
+	return len(confs) - 1
+}
+
+func runtimeConf(ni *netinfo.NetInfo, uuid string) *libcni.RuntimeConf {
+	kv, _ := cniArgs(ni.Args) // checked when parsed
+	return &libcni.RuntimeConf{ContainerID: uuid, NetNS: nsPath, IfName: ni.IfName, Args: kv}
+}
+
+func addNet(ctx context.Context, cni *libcni.CNIConfig, c *Conf, ni *netinfo.NetInfo, uuid string) (*current.Result, error) {
+	nc, err := libcni.ConfFromBytes(c.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	r, err := cni.AddNetwork(ctx, nc, runtimeConf(ni, uuid))
+	if err != nil {
+		return nil, err
+	}
+	res, err := current.NewResultFromResult(r)
+	if err != nil {
+		return nil, fmt.Errorf("plugin result: %w", err)
+	}
+	for _, ipc := range res.IPs {
+		if v4 := ipc.Address.IP.To4(); v4 != nil {
+			ni.IP = v4
+			ni.Mask = net.IP(ipc.Address.Mask)
+			ni.HostIP = ipc.Gateway
+			break
+		}
+	}
+	return res, nil
+}
+
+// portmapConf is the portmap plugin's configuration for a network's
+// forwards; its name is the network's with a suffix, so that libcni's
+// cached result for the network itself is kept apart.
+func portmapConf(ni *netinfo.NetInfo, prev *current.Result) (*libcni.NetworkConfig, error) {
+	m := map[string]any{
+		"cniVersion":   current.ImplementedSpecVersion,
+		"name":         ni.NetName + "-portmap",
+		"type":         "portmap",
+		"snat":         true,
+		"capabilities": map[string]bool{"portMappings": true},
+	}
+	if prev != nil {
+		m["prevResult"] = prev
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return libcni.ConfFromBytes(b)
+}
+
+func portmapRuntime(ni *netinfo.NetInfo, uuid string) *libcni.RuntimeConf {
+	rt := runtimeConf(ni, uuid)
+	var pms []map[string]any
+	for _, p := range ni.Ports {
+		pm := map[string]any{"hostPort": p.HostPort, "containerPort": p.ContainerPort, "protocol": p.Protocol}
+		if p.HostIP != "" {
+			pm["hostIP"] = p.HostIP
+		}
+		pms = append(pms, pm)
+	}
+	rt.CapabilityArgs = map[string]any{"portMappings": pms}
+	return rt
+}
+
+func addPorts(ctx context.Context, cni *libcni.CNIConfig, ni *netinfo.NetInfo, res *current.Result, uuid string) error {
+	if ni.IP == nil {
+		return errors.New("the network gave the pod no IPv4 address")
+	}
+	prev, err := res.GetAsVersion(current.ImplementedSpecVersion)
+	if err != nil {
+		return err
+	}
+	pr, ok := prev.(*current.Result)
+	if !ok {
+		return errors.New("unexpected plugin result type")
+	}
+	nc, err := portmapConf(ni, pr)
+	if err != nil {
+		return err
+	}
+	_, err = cni.AddNetwork(ctx, nc, portmapRuntime(ni, uuid))
+	return err
+}
+
+func dnsSet(d *types.DNS) bool {
+	return len(d.Nameservers) > 0 || d.Domain != "" || len(d.Search) > 0 || len(d.Options) > 0
+}
+
+// writeResolv writes the apps' resolv.conf from a plugin's DNS answer,
+// unless stage0 already wrote one.
+func writeResolv(stage1Root, name string, d *types.DNS) error {
+	etc := filepath.Join(stage1Root, "etc")
+	if _, err := os.Lstat(filepath.Join(stage1Root, ResolvConf)); err == nil {
+		fmt.Fprintf(os.Stderr, "stage1: network %q gave DNS settings, but the pod has a resolv.conf already\n", name)
+		return nil
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Generated by pod1 from network %s\n\n", name)
+	if len(d.Search) > 0 {
+		fmt.Fprintf(&b, "search %s\n", strings.Join(d.Search, " "))
+	}
+	for _, ns := range d.Nameservers {
+		fmt.Fprintf(&b, "nameserver %s\n", ns)
+	}
+	if len(d.Options) > 0 {
+		fmt.Fprintf(&b, "options %s\n", strings.Join(d.Options, " "))
+	}
+	if d.Domain != "" {
+		fmt.Fprintf(&b, "domain %s\n", d.Domain)
+	}
+	if err := os.MkdirAll(etc, 0o755); err != nil {
+		return err
+	}
+	if err := status.WriteFileIn(etc, filepath.Base(ResolvConf), []byte(b.String())); err != nil {
+		return fmt.Errorf("write resolv.conf: %w", err)
+	}
+	return os.Chmod(filepath.Join(stage1Root, ResolvConf), 0o644)
+}
+
+func mkdirNoFollow(dir string) error {
+	err := os.Mkdir(dir, 0o700)
+	if err == nil || !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	return nil
+}
+
+// bindNetns bind-mounts the network namespace of pid on <pod>/netns and
+// returns it open. The bind keeps the namespace, and with it the pod's
+// interfaces, alive after the pod's processes are gone, until gc's DEL.
+func bindNetns(podDir string, pid int) (*os.File, error) {
+	ns, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/net")
+	if err != nil {
+		return nil, fmt.Errorf("pod network namespace: %w", err)
+	}
+	target := filepath.Join(podDir, netinfo.NetnsFile)
+	fd, err := unix.Open(target, unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0o444)
+	if err != nil {
+		ns.Close()
+		return nil, fmt.Errorf("create %s: %w", netinfo.NetnsFile, err)
+	}
+	defer unix.Close(fd)
+	src := "/proc/self/fd/" + strconv.Itoa(int(ns.Fd()))
+	if err := unix.Mount(src, "/proc/self/fd/"+strconv.Itoa(fd), "", unix.MS_BIND, ""); err != nil {
+		ns.Close()
+		return nil, fmt.Errorf("bind the network namespace on %s: %w", netinfo.NetnsFile, err)
+	}
+	return ns, nil
+}

@@ -1,0 +1,171 @@
+package network
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/containernetworking/cni/libcni"
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/network/netinfo"
+)
+
+// Teardown undoes Setup, from what the pod directory records: the DEL of
+// every network in net-info.json (last first), its port forwards before
+// it, then the namespace's bind mount and the stage1's files. It is
+// idempotent, and works on a setup killed at any point. Everything it
+// reads may have been planted: entries that do not validate are reported
+// and skipped, plugins are looked up only by their plain type name, and
+// the namespace is used only if it is one, and not the host's.
+// If a DEL fails, its entry and the namespace are kept for a retry and
+// an error is returned.
+func Teardown(ctx context.Context, podDir, stage1Root, localConfig, uuid string, debug bool) error {
+	dir, err := os.Open(podDir)
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	nis, err := netinfo.LoadAt(int(dir.Fd()))
+	switch {
+	case errors.Is(err, netinfo.ErrNone):
+		nis = nil
+	case err != nil:
+		fmt.Fprintf(os.Stderr, "stage1: gc: %v; not tearing down the networks it lists\n", err)
+		nis = nil
+	}
+	ns, err := openNetns(podDir)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "stage1: gc: %v; tearing down without it\n", err)
+	}
+	pe := &pluginExec{netns: ns, debug: debug}
+	if ns != nil {
+		defer ns.Close()
+	}
+	cni := libcni.NewCNIConfigWithCacheDir(PluginDirs(stage1Root, localConfig), filepath.Join(podDir, netinfo.Dir, "cache"), pe)
+	var failed []netinfo.NetInfo
+	var errs []error
+	for i := len(nis) - 1; i >= 0; i-- {
+		ni := &nis[i]
+		if err := delNet(ctx, cni, podDir, ni, uuid, ns != nil); err != nil {
+			errs = append(errs, fmt.Errorf("network %q: %w", ni.NetName, err))
+			failed = append([]netinfo.NetInfo{*ni}, failed...)
+		}
+	}
+	if len(failed) > 0 {
+		if err := netinfo.SaveIn(podDir, failed); err != nil {
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	}
+	if err := removeNetFiles(podDir); err != nil {
+		return err
+	}
+	return nil
+}
+
+func delNet(ctx context.Context, cni *libcni.CNIConfig, podDir string, ni *netinfo.NetInfo, uuid string, haveNS bool) error {
+	rt := runtimeConf(ni, uuid)
+	if !haveNS {
+		rt.NetNS = ""
+	}
+	if len(ni.Ports) > 0 {
+		nc, err := portmapConf(ni, nil)
+		if err != nil {
+			return err
+		}
+		prt := portmapRuntime(ni, uuid)
+		prt.NetNS = rt.NetNS
+		if err := cni.DelNetwork(ctx, nc, prt); err != nil {
+			return fmt.Errorf("port forwards: %w", err)
+		}
+	}
+	b, err := readConf(filepath.Join(podDir, netinfo.Dir), ni.NetName+".conf")
+	if err != nil {
+		// The copy is written before the entry: without it there is
+		// nothing this stage1 set up.
+		if errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintf(os.Stderr, "stage1: gc: network %q: its configuration copy is gone; skipping\n", ni.NetName)
+			return nil
+		}
+		return fmt.Errorf("configuration copy: %w", err)
+	}
+	c, err := ParseConf(ni.ConfPath, b)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "stage1: gc: %v; skipping\n", err)
+		return nil
+	}
+	if c.Name != ni.NetName {
+		fmt.Fprintf(os.Stderr, "stage1: gc: network %q: its configuration copy names %q; skipping\n", ni.NetName, c.Name)
+		return nil
+	}
+	nc, err := libcni.ConfFromBytes(c.Bytes)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "stage1: gc: network %q: %v; skipping\n", ni.NetName, err)
+		return nil
+	}
+	return cni.DelNetwork(ctx, nc, rt)
+}
+
+// openNetns opens <pod>/netns if it is a network namespace other than
+// ours (gc runs in the host's): a planted file or symlink must not point
+// the plugins' DEL at the host's interfaces.
+func openNetns(podDir string) (*os.File, error) {
+	p := filepath.Join(podDir, netinfo.NetnsFile)
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("open %s: %w", netinfo.NetnsFile, err)
+	}
+	f := os.NewFile(uintptr(fd), p)
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &sfs); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("statfs %s: %w", netinfo.NetnsFile, err)
+	}
+	if sfs.Type != unix.NSFS_MAGIC {
+		f.Close()
+		return nil, nil // created, but never bound: no namespace to enter
+	}
+	var st, self unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := unix.Stat("/proc/self/ns/net", &self); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if st.Dev == self.Dev && st.Ino == self.Ino {
+		f.Close()
+		return nil, fmt.Errorf("%s is the host's network namespace", netinfo.NetnsFile)
+	}
+	if t, err := unix.IoctlRetInt(fd, unix.NS_GET_NSTYPE); err != nil || t != unix.CLONE_NEWNET {
+		f.Close()
+		return nil, fmt.Errorf("%s is not a network namespace", netinfo.NetnsFile)
+	}
+	return f, nil
+}
+
+// removeNetFiles removes the namespace's bind mount and the stage1's
+// network files, once every DEL is done.
+func removeNetFiles(podDir string) error {
+	p := filepath.Join(podDir, netinfo.NetnsFile)
+	if err := unix.Unmount(p, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("unmount %s: %w", netinfo.NetnsFile, err)
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", netinfo.NetnsFile, err)
+	}
+	if err := os.RemoveAll(filepath.Join(podDir, netinfo.Dir)); err != nil {
+		return fmt.Errorf("remove %s: %w", netinfo.Dir, err)
+	}
+	if err := os.Remove(filepath.Join(podDir, netinfo.File)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", netinfo.File, err)
+	}
+	return nil
+}

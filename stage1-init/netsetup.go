@@ -1,0 +1,119 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/network/netinfo"
+	"github.com/pod1/pod1/status"
+)
+
+// netSetupBin is the stage1's CNI binary, next to this one in the stage1
+// rootfs. It is exec'd only when a pod asks for networks (run) or has
+// network state (gc): no other process of the stage1 links libcni, so
+// --net=none and --net=host pay nothing for networking.
+const netSetupBin = "net-setup"
+
+// errReported is a failure whose one line the child already printed.
+var errReported = errors.New("reported")
+
+// wantsNetworks reports whether --net names CNI networks: anything but
+// host, and none (which, as in rkt, means loopback only whatever else is
+// listed).
+func wantsNetworks(nets []string) bool {
+	want := false
+	for _, n := range nets {
+		name, _, _ := strings.Cut(n, ":")
+		switch name {
+		case "none", "host":
+			return false
+		default:
+			want = true
+		}
+	}
+	return want
+}
+
+func netSetupPath() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("locate %s: %w", netSetupBin, err)
+	}
+	return filepath.Join(filepath.Dir(exe), netSetupBin), nil
+}
+
+// runNetSetup runs net-setup with args in the pod directory and waits for
+// it. It dies with the calling thread (run's, locked), so a run killed
+// during setup leaves no setup going on behind gc's back.
+func runNetSetup(podDir string, args []string) error {
+	bin, err := netSetupPath()
+	if err != nil {
+		return err
+	}
+	pid, err := syscall.ForkExec(bin, append([]string{netSetupBin}, args...), &syscall.ProcAttr{
+		Dir:   podDir,
+		Env:   os.Environ(),
+		Files: []uintptr{os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd()},
+		Sys:   &syscall.SysProcAttr{Pdeathsig: unix.SIGKILL},
+	})
+	if err != nil {
+		return fmt.Errorf("start %s: %w", netSetupBin, err)
+	}
+	ws := waitPid(pid)
+	switch {
+	case ws.Exited() && ws.ExitStatus() == 0:
+		return nil
+	case ws.Exited() && ws.ExitStatus() == status.CodeStage1Failure:
+		return errReported
+	case ws.Signaled():
+		return fmt.Errorf("failed to setup network: %s killed by signal %v", netSetupBin, ws.Signal())
+	default:
+		return fmt.Errorf("failed to setup network: %s exited %d", netSetupBin, ws.ExitStatus())
+	}
+}
+
+// setupNetworks sets up the pod's CNI networks in PID 1's network
+// namespace, before PID 1 gets its configuration, so before any app
+// starts.
+func setupNetworks(podDir string, f *runFlags, pid int) error {
+	args := []string{"add", "--pid=" + strconv.Itoa(pid), "--net=" + f.net, "--local-config=" + f.localConfig}
+	if f.opts.ResolvMode == "default" {
+		args = append(args, "--dns")
+	}
+	if f.opts.Debug {
+		args = append(args, "--debug")
+	}
+	return runNetSetup(podDir, append(args, f.opts.UUID))
+}
+
+// gcNetworks tears down the pod's networks if it has network state; a pod
+// that never asked for networks has none, and gc does not exec net-setup.
+func gcNetworks(podDir, localConfig, uuid string, debug bool) error {
+	found := false
+	for _, name := range []string{netinfo.File, netinfo.NetnsFile, netinfo.Dir} {
+		if _, err := os.Lstat(filepath.Join(podDir, name)); err == nil {
+			found = true
+		}
+	}
+	if !found {
+		return nil
+	}
+	args := []string{"del", "--local-config=" + localConfig}
+	if debug {
+		args = append(args, "--debug")
+	}
+	if err := runNetSetup(podDir, append(args, uuid)); err != nil {
+		if errors.Is(err, errReported) {
+			return errors.New("network teardown failed")
+		}
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,232 @@
+package tests
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A pod on the default network has an address, is reached from the host
+// at it, reaches the host, and after gc nothing of its network is left:
+// no veth, no masquerade rule, no lease, no netns mount.
+func TestNetDefaultTraffic(t *testing.T) {
+	port, peer := hostListener(t, "0.0.0.0:0")
+	p := newPod(t, []App{{Name: "srv", Exec: probe("addrs", "+", "serve", "0.0.0.0:7070", "+",
+		"dial", "172.16.28.1:"+itoa(port), "hello-host")}}, nil)
+	withNetworking(t, p)
+	r := start(t, p, RunOpts{Args: []string{"--net=default"}})
+	nis := waitNetInfo(t, p.Dir, 1)
+	ni := nis[0]
+	if ni.NetName != "default" || ni.IfName != "eth0" || !(&net.IPNet{IP: net.IPv4(172, 16, 28, 0), Mask: net.CIDRMask(24, 32)}).Contains(ni.IP) {
+		t.Fatalf("net-info.json: %+v", nis)
+	}
+	veth := hostLink(t, ni.IP)
+	if got := dialTCP(t, ni.IP.String()+":7070", "hello-pod"); got != "pong hello-pod" {
+		t.Errorf("host to pod: %q", got)
+	}
+	if code := r.Wait(t); code != 0 {
+		t.Fatalf("pod exited %d: %s %s", code, r.Stdout, r.Stderr)
+	}
+	if got := r.Line(t, "addrs eth0"); got != "addrs eth0 "+ni.IP.String()+"/24" {
+		t.Errorf("pod's address: %q, net-info.json says %s", got, ni.IP)
+	}
+	if got := r.Line(t, "dial"); !strings.HasSuffix(got, "reply pong hello-host") {
+		t.Errorf("pod to host: %q", got)
+	}
+	if got := <-peer; got != ni.IP.String() {
+		t.Errorf("host saw the pod as %s, want %s", got, ni.IP)
+	}
+	// Until gc the namespace, the veth, the masquerade rule and the
+	// lease outlive the pod, as in rkt: the check below can fail.
+	before := strings.Join(netLeftovers(t, p, veth), "\n")
+	for _, want := range []string{"netns mount", "link " + veth, "MASQUERADE", "cni file /var/lib/cni/networks/default/" + ni.IP.String()} {
+		if !strings.Contains(before, want) {
+			t.Errorf("before gc, no %q in:\n%s", want, before)
+		}
+	}
+	gcPod(t, p)
+	if left := netLeftovers(t, p, veth); len(left) != 0 {
+		t.Errorf("left after gc: %v", left)
+	}
+	gcPod(t, p) // idempotent
+}
+
+// A forwarded host port (rkt run --port=http:HOSTPORT) reaches the app
+// from the host's own address and from 127.0.0.1; gc removes the forward.
+func TestNetPortForward(t *testing.T) {
+	addr := hostAddr(t)
+	hp := freePort(t)
+	apps := []App{{Name: "web", Exec: probe("serve", "0.0.0.0:8080", "2")}}
+	p := newPodRaw(t, withPorts(t, manifest(apps, nil), map[string]map[string]int{"web": {"http": 8080}}, map[string]int{"http": hp}), apps)
+	withNetworking(t, p)
+	r := start(t, p, RunOpts{Args: []string{"--net=default"}})
+	nis := waitNetInfo(t, p.Dir, 1)
+	if len(nis[0].Ports) != 1 || nis[0].Ports[0].HostPort != hp || nis[0].Ports[0].ContainerPort != 8080 {
+		t.Fatalf("net-info.json ports: %+v", nis[0].Ports)
+	}
+	if got := dialTCP(t, "127.0.0.1:"+itoa(hp), "via-localhost"); got != "pong via-localhost" {
+		t.Errorf("127.0.0.1:%d: %q", hp, got)
+	}
+	if addr != "" {
+		if got := dialTCP(t, addr+":"+itoa(hp), "via-host-addr"); got != "pong via-host-addr" {
+			t.Errorf("%s:%d: %q", addr, hp, got)
+		}
+	} else {
+		t.Log("no host address outside 172.16/12: only 127.0.0.1 tested")
+		dialTCP(t, nis[0].IP.String()+":8080", "direct")
+	}
+	if code := r.Wait(t); code != 0 {
+		t.Fatalf("pod exited %d: %s %s", code, r.Stdout, r.Stderr)
+	}
+	before := strings.Join(netLeftovers(t, p), "\n")
+	if !strings.Contains(before, "DNAT") {
+		t.Errorf("no DNAT rule naming the pod before gc:\n%s", before)
+	}
+	gcPod(t, p)
+	if left := netLeftovers(t, p); len(left) != 0 {
+		t.Errorf("left after gc: %v", left)
+	}
+}
+
+// Bad network input fails the pod with 254 and one line naming the
+// network and the cause, before any app starts, and leaves nothing.
+func TestNetBadInput(t *testing.T) {
+	cases := []struct {
+		name  string
+		net   string
+		confs map[string]string
+		want  string
+	}{
+		{"unknown", "nosuchnet", nil, `network "nosuchnet": no such network`},
+		{"unparsable", "default", map[string]string{"10-bad.conf": `{"name": "bad", "type":`}, "10-bad.conf"},
+		{"missing-plugin", "noplug", map[string]string{"10-noplug.conf": `{"cniVersion":"0.3.1","name":"noplug","type":"nosuchplugin"}`}, `network "noplug": plugin "nosuchplugin" not found`},
+		{"bad-type", "slash", map[string]string{"10-slash.conf": `{"cniVersion":"0.3.1","name":"slash","type":"../../bin/sh"}`}, `plugin type "../../bin/sh" is not a plain name`},
+		{"bad-args", "default:IP", nil, `argument "IP" is not K=V`},
+		{"ip-outside-range", "default:IP=10.99.99.99", nil, `network "default"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPod(t, []App{{Name: "a", Exec: probe("exit", "0")}}, nil)
+			withNetworking(t, p)
+			args := []string{"--net=" + c.net}
+			if c.confs != nil {
+				args = append(args, "--local-config="+localConfig(t, c.confs))
+			}
+			r := runPod(t, p, RunOpts{Args: args})
+			lines := strings.Split(strings.TrimSpace(r.Stderr.String()), "\n")
+			if r.Code != 254 || len(lines) != 1 || !strings.HasPrefix(lines[0], "stage1: failed to setup network: ") || !strings.Contains(lines[0], c.want) {
+				t.Errorf("exit %d, stderr %q; want 254 and one line with %q", r.Code, r.Stderr, c.want)
+			}
+			if code := p.Status(t, "a"); code != -1 {
+				t.Errorf("the app ran (status %d)", code)
+			}
+			if left := netLeftovers(t, p); len(left) != 0 {
+				t.Errorf("left: %v", left)
+			}
+		})
+	}
+}
+
+// An address already taken fails the second pod, and its other network,
+// set up before, is undone: nothing of the failed pod is left.
+func TestNetIPTaken(t *testing.T) {
+	conf := map[string]string{"20-taken.conf": `{"cniVersion":"0.3.1","name":"taken","type":"ptp",
+		"ipam":{"type":"host-local","subnet":"10.213.77.0/24","dataDir":"/run/pod1-test-cni"}}`}
+	lc := localConfig(t, conf)
+	first := newPod(t, []App{{Name: "a", Exec: probe("sleep", "30s")}}, nil)
+	withNetworking(t, first)
+	r1 := start(t, first, RunOpts{Args: []string{"--net=taken:IP=10.213.77.9", "--local-config=" + lc}})
+	waitNetInfo(t, first.Dir, 1)
+	p := newPod(t, []App{{Name: "a", Exec: probe("exit", "0")}}, nil)
+	withNetworking(t, p)
+	r := runPod(t, p, RunOpts{Args: []string{"--net=default,taken:IP=10.213.77.9", "--local-config=" + lc}})
+	if r.Code != 254 || !strings.Contains(r.Stderr.String(), `stage1: failed to setup network: network "taken"`) ||
+		strings.Count(strings.TrimSpace(r.Stderr.String()), "\n") != 0 {
+		t.Errorf("exit %d, stderr %q", r.Code, r.Stderr)
+	}
+	if left := netLeftovers(t, p); len(left) != 0 {
+		t.Errorf("left of the failed pod: %v", left)
+	}
+	r1.cancel()
+	r1.Wait(t)
+	gcPod(t, first)
+	if left := netLeftovers(t, first); len(left) != 0 {
+		t.Errorf("left of the first pod: %v", left)
+	}
+}
+
+// run SIGKILLed at each step of the network setup (net-setup and PID 1
+// die with it), then gc: nothing of the network is left.
+func TestNetKilledAtEachStep(t *testing.T) {
+	for _, step := range []string{"bound", "recorded:default", "added:default", "ports:default", "done"} {
+		t.Run(step, func(t *testing.T) {
+			apps := []App{{Name: "web", Exec: probe("exit", "0")}}
+			p := newPodRaw(t, withPorts(t, manifest(apps, nil), map[string]map[string]int{"web": {"http": 8080}}, map[string]int{"http": freePort(t)}), apps)
+			withNetworking(t, p)
+			r := runPod(t, p, RunOpts{Args: []string{"--net=default"}, Env: []string{"POD1_TEST_NET_KILL_AT=" + step}})
+			if r.Code != 128+9 {
+				t.Fatalf("run was not killed at %s: exit %d %s", step, r.Code, r.Stderr)
+			}
+			if code := p.Status(t, "web"); code != -1 {
+				t.Errorf("the app ran (status %d)", code)
+			}
+			before := netLeftovers(t, p)
+			if len(before) == 0 {
+				t.Fatal("nothing to clean up: the test would prove nothing")
+			}
+			if step != "bound" && step != "recorded:default" && !strings.Contains(strings.Join(before, "\n"), "MASQUERADE") {
+				t.Errorf("no masquerade rule before gc: %v", before)
+			}
+			gcPod(t, p)
+			if left := netLeftovers(t, p); len(left) != 0 {
+				t.Errorf("left after gc (had %v): %v", before, left)
+			}
+		})
+	}
+}
+
+// pod1 run --net=default --port=http:HOSTPORT: the port forwards to the
+// app, pod1 status and list show the pod's address, pod1 gc leaves
+// nothing of its network.
+func TestNetPod1RunStatusPortGC(t *testing.T) {
+	data := dataDir(t)
+	img := probeACIDir(t)
+	mf := filepath.Join(img, "manifest")
+	var m map[string]any
+	b, err := os.ReadFile(mf)
+	must(t, err)
+	must(t, json.Unmarshal(b, &m))
+	m["app"].(map[string]any)["ports"] = []map[string]any{{"name": "http", "protocol": "tcp", "port": 8080}}
+	b, _ = json.Marshal(m)
+	must(t, os.WriteFile(mf, b, 0o644))
+	hp := freePort(t)
+	p := runBG(t, data, "--net=default", "--port=http:"+itoa(hp), img, "--exec=/bin/probe", "--", "serve", "0.0.0.0:8080", "1")
+	nis := waitNetInfo(t, p.Dir, 1)
+	out, _, code := pod1(t, data, "status", p.UUID)
+	if code != 0 || !strings.Contains(out, "\nnetworks=default:ip4="+nis[0].IP.String()+"\n") {
+		t.Errorf("pod1 status: %d %q", code, out)
+	}
+	out, _, _ = pod1(t, data, "list", "--no-legend")
+	if !strings.Contains(out, "default:ip4="+nis[0].IP.String()) {
+		t.Errorf("pod1 list: %q", out)
+	}
+	if got := dialTCP(t, "127.0.0.1:"+itoa(hp), "hi"); got != "pong hi" {
+		t.Errorf("forwarded port: %q", got)
+	}
+	if c := p.wait(t); c != 0 {
+		t.Fatalf("pod exited %d: %s", c, p.Stderr)
+	}
+	pod := &Pod{Dir: p.Dir, UUID: p.UUID}
+	if left := netLeftovers(t, pod); len(left) == 0 {
+		t.Fatal("nothing before gc: the test would prove nothing")
+	}
+	if _, errOut, code := pod1(t, data, "gc", "--grace-period=0s"); code != 0 {
+		t.Fatalf("gc: %d %s", code, errOut)
+	}
+	if left := netLeftovers(t, pod); len(left) != 0 {
+		t.Errorf("left after pod1 gc: %v", left)
+	}
+}
