@@ -8,13 +8,14 @@ import (
 
 	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/status"
 )
 
 // gcCgroups removes the pod's cgroups when the run entry point could not
 // (it was killed): whatever is still in them is killed first. A pod that
 // never got as far as making them has nothing to remove.
 func gcCgroups() error {
-	b, err := os.ReadFile(layout.CgroupsFile)
+	b, err := status.ReadRegularIn(".", layout.CgroupsFile, 1<<20)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 
@@ -13,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/status"
 )
 
 // stopMain is the stop entry point ([--force] UUID, cwd = pod dir): it asks
@@ -31,7 +31,7 @@ func stopMain(args []string) int {
 	if _, err := types.NewUUID(fs.Arg(0)); err != nil {
 		return fail(fmt.Errorf("UUID %q is malformed: %w", fs.Arg(0), err))
 	}
-	b, err := os.ReadFile(layout.Pid)
+	b, err := status.ReadRegularIn(".", layout.Pid, 64)
 	if err != nil {
 		return fail(fmt.Errorf("read pid: %w", err))
 	}
