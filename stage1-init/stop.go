@@ -43,7 +43,15 @@ func stopMain(args []string) int {
 	if *force {
 		sig = unix.SIGUSR1
 	}
-	if err := unix.Kill(pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+	fd, err := openPodInit(pid)
+	if errors.Is(err, errPodGone) {
+		return 0
+	}
+	if err != nil {
+		return fail(fmt.Errorf("pid file: %w", err))
+	}
+	defer unix.Close(fd)
+	if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fail(fmt.Errorf("signal pod init %d: %w", pid, err))
 	}
 	return 0

@@ -3,9 +3,11 @@ package tests
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -88,6 +90,79 @@ func TestStopRefusesAFifoPidFile(t *testing.T) {
 		t.Errorf("pod exit %d", got)
 	}
 	_ = pid
+}
+
+// T-ENTRY-3: stop signals only the pod's own PID 1. A pid file naming a
+// host process, or the init of another pid namespace, or an app of the
+// pod, is refused and the process is not signalled.
+func TestStopSignalsOnlyThePodsPID1(t *testing.T) {
+	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "60s")}}, nil)
+	r := start(t, p, RunOpts{})
+	pid1 := podPid(t, p)
+	app := appPid(t, p, "a")
+
+	host := exec.Command("sleep", "60")
+	must(t, host.Start())
+	t.Cleanup(func() { _ = host.Process.Kill(); _ = host.Wait() })
+	ns := exec.Command("unshare", "--pid", "--fork", "sleep", "60")
+	must(t, ns.Start())
+	t.Cleanup(func() { _ = ns.Process.Kill(); _ = ns.Wait() })
+	var nsInit int
+	waitFor(t, 10*time.Second, "unshare's child", func() bool {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", ns.Process.Pid, ns.Process.Pid))
+		f := strings.Fields(string(b))
+		if len(f) == 1 {
+			nsInit, _ = strconv.Atoi(f[0])
+		}
+		return nsInit > 0
+	})
+
+	pidFile := filepath.Join(p.Dir, layout.Pid)
+	for _, v := range []struct {
+		name string
+		pid  int
+	}{{"host process", host.Process.Pid}, {"other namespace's init", nsInit}, {"app", app}} {
+		must(t, os.WriteFile(pidFile, []byte(fmt.Sprintf("%d\n", v.pid)), 0o644))
+		code, out := stopEntry(t, p)
+		if code != 254 || !strings.Contains(out, "not") {
+			t.Errorf("stop with the pid of the %s: %d %q", v.name, code, out)
+		}
+		if signalled(v.pid, unix.SIGTERM) {
+			t.Errorf("stop signalled the %s", v.name)
+		}
+	}
+	must(t, os.WriteFile(pidFile, []byte(fmt.Sprintf("%d\n", pid1)), 0o644))
+	if code, out := stopEntry(t, p); code != 0 {
+		t.Fatalf("stop: %d %s", code, out)
+	}
+	if got := r.Wait(t); got != 0 && got != 143 {
+		t.Errorf("pod exit %d", got)
+	}
+}
+
+// signalled reports whether the process is dead or has sig pending: a
+// signal sent before we looked is one or the other.
+func signalled(pid int, sig unix.Signal) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return true
+	}
+	bit := uint64(1) << (uint(sig) - 1)
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		v = strings.TrimSpace(v)
+		switch k {
+		case "State":
+			if strings.HasPrefix(v, "Z") || strings.HasPrefix(v, "X") {
+				return true
+			}
+		case "SigPnd", "ShdPnd":
+			if n, err := strconv.ParseUint(v, 16, 64); err == nil && n&bit != 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // stopEntry runs the stage1's stop entry point as stage0 does, bounded.
