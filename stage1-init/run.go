@@ -136,7 +136,10 @@ func makeCgroups(podDir string, pod *podspec.Pod) (*cgroups.Group, error) {
 		fmt.Fprintf(os.Stderr, "stage1: warning: %v; apps get no cgroups\n", err)
 		return nil, nil
 	}
-	pg, err := self.Child("pod1-" + pod.UUID)
+	pg, err := self.NewChild("pod1-" + pod.UUID)
+	if errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("UUID %s: %w: a pod with this UUID is running, or was killed and not yet collected by gc", pod.UUID, err)
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "stage1: warning: %v; apps get no cgroups\n", err)
 		return nil, nil

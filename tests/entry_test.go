@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/status"
 )
 
 // T-ENTRY-1: a pod file that is not a regular file (a FIFO, a symlink) is
@@ -183,4 +184,38 @@ func stopEntry(t *testing.T, p *Pod, args ...string) (int, string) {
 	}
 	must(t, err)
 	return 0, string(out)
+}
+
+// T-ENTRY-4: a second pod run with the UUID of a running pod is refused,
+// and the running pod is untouched. The pod's cgroups are named after its
+// UUID; the second run shared them and killed the first pod when it
+// removed them.
+func TestSecondRunWithARunningPodsUUIDIsRefused(t *testing.T) {
+	a := newPod(t, []App{{Name: "a", Exec: probe("sleep", "60s")}}, nil)
+	ra := start(t, a, RunOpts{})
+	app := appPid(t, a, "a")
+	if len(cgroupDirs(a)) == 0 {
+		t.Skip("the pod got no cgroups on this host")
+	}
+	b := newPod(t, []App{{Name: "a", Exec: probe("exit", "0")}}, nil)
+	b.UUID = a.UUID
+	rb := runPod(t, b, RunOpts{Timeout: 20 * time.Second})
+	if rb.Code != 254 || !strings.Contains(rb.Stderr.String(), "UUID "+a.UUID+": ") || rb.Stdout.Len() != 0 {
+		t.Errorf("second run: exit %d, stdout %q, stderr %q", rb.Code, rb.Stdout, rb.Stderr)
+	}
+	if signalled(app, unix.SIGKILL) || signalled(app, unix.SIGTERM) {
+		t.Fatal("the running pod's app was killed")
+	}
+	if rec := recState(t, a, "a"); rec != "running" {
+		t.Errorf("the running pod's app is %s", rec)
+	}
+	if code, out := stopEntry(t, a); code != 0 {
+		t.Fatalf("stop: %d %s", code, out)
+	}
+	if got := ra.Wait(t); got != 0 && got != 143 {
+		t.Errorf("pod exit %d", got)
+	}
+	if code, err := status.Read(a.statusDir(), "a"); err != nil || code != 143 {
+		t.Errorf("app status %d, %v; want 143", code, err)
+	}
 }
