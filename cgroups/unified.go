@@ -121,7 +121,7 @@ func NewPod(name string, need []string) (*Group, error) {
 		return nil, err
 	}
 	if !self.Unified {
-		return self.Child(name)
+		return self.NewChild(name)
 	}
 	mount, rel, err := unifiedMount()
 	if err != nil {
@@ -146,7 +146,10 @@ func newUnifiedPod(mount, parent, name string, need []string) (*Group, error) {
 		}
 	}
 	g := &Group{V2: filepath.Join(parent, name), V1: map[string]string{}, Unified: true}
-	if err := os.Mkdir(g.V2, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := os.Mkdir(g.V2, 0o755); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return nil, fmt.Errorf("cgroup %s: %w", g.V2, os.ErrExist)
+		}
 		return nil, fmt.Errorf("create cgroup: %w", err)
 	}
 	// The pod's cgroup holds no process itself (PID 1 and the apps are

@@ -4,6 +4,11 @@
 // stage1 annotation names. Every package that reads or writes a pod
 // directory, on the host side and in the stage1, takes its paths from
 // here, so that two files can only collide where this file shows it.
+//
+// Files named after an app never share a directory with the stage1's own
+// files: pod1's files in Pod1Dir have fixed names, and the per-app specs
+// live in AppSpecDir, which holds nothing else. An app named "options" or
+// "cgroups" once overwrote options.json or cgroups.json there.
 package layout
 
 import "path"
@@ -67,12 +72,13 @@ const (
 )
 
 // pod1's own files, out of every app's reach (the stage1 rootfs is not in
-// any app's root).
+// any app's root) and out of every app name's reach: Pod1Dir holds only
+// the names below, and nothing in it is named after an app.
 const (
 	Pod1Dir = Stage1RootFS + "/" + Pod1DirIn
 	// AppSpecDir holds each app's resolved spec as "<app>.json", for the
 	// entry points that build a process like the app's (enter, app/add).
-	AppSpecDir = Pod1Dir
+	AppSpecDir = Pod1Dir + "/apps"
 	// OptionsFile saves the pod's run options for app/add.
 	OptionsFile = Pod1Dir + "/options.json"
 	// CgroupsFile saves the pod's cgroup (cgroups.Group as JSON) for gc.

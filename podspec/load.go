@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -16,6 +15,7 @@ import (
 	"github.com/pod1/pod1/appexec"
 	"github.com/pod1/pod1/idmap"
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/status"
 )
 
 // markerSuffixes are the names stage0 derives from an app name inside
@@ -70,7 +70,7 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 }
 
 func readManifest(podDir string) (*schema.PodManifest, error) {
-	raw, err := readCapped(filepath.Join(podDir, layout.PodManifest))
+	raw, err := readCapped(podDir, layout.PodManifest)
 	if err != nil {
 		return nil, errorf("pod manifest", "%w", err)
 	}
@@ -127,27 +127,15 @@ func LoadApp(podDir string, opts *Options, name string) (*App, []SharedVolume, e
 	return app, shared, nil
 }
 
-func readCapped(p string) ([]byte, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, err
+// readCapped reads a manifest of the pod directory: without following a
+// symlink, without blocking on a FIFO, only a regular file and at most
+// MaxManifestSize bytes of it.
+func readCapped(podDir, rel string) ([]byte, error) {
+	b, err := status.ReadRegularIn(podDir, rel, MaxManifestSize)
+	if errors.Is(err, status.ErrTooLarge) {
+		return nil, fmt.Errorf("%s exceeds %d bytes", rel, MaxManifestSize)
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", p)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, MaxManifestSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > MaxManifestSize {
-		return nil, fmt.Errorf("%s exceeds %d bytes", p, MaxManifestSize)
-	}
-	return b, nil
+	return b, err
 }
 
 // oneLine folds the multi-line messages of appc's JSON errors.
@@ -204,7 +192,7 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 	appDir := filepath.Join(podDir, layout.AppDir(name))
 	// stage0 always renders the image manifest beside the app's rootfs;
 	// a pod without it was not prepared completely.
-	raw, err := readCapped(filepath.Join(appDir, "manifest"))
+	raw, err := readCapped(podDir, layout.AppManifest(name))
 	if err != nil {
 		return nil, errorf(field("image manifest"), "%w", err)
 	}

@@ -79,7 +79,7 @@ func appOpMain(role string, args []string) int {
 // and resolves it with the pod's run options, on the host side, before
 // PID 1 hears of it.
 func resolveAddedApp(uuid, name string) (json.RawMessage, error) {
-	b, err := os.ReadFile(layout.OptionsFile)
+	b, err := status.ReadRegularIn(".", layout.OptionsFile, podspec.MaxManifestSize)
 	if err != nil {
 		return nil, fmt.Errorf("pod options: %w", err)
 	}

@@ -22,6 +22,12 @@ func takeLockFD(v, podDir string) (*os.File, error) {
 	if err != nil || fd < 0 {
 		return nil, fmt.Errorf("RKT_LOCK_FD=%q: not a file descriptor number", v)
 	}
+	// fds 0-2 go to the apps as their stdio: a lock there would hand
+	// every app an fd on the pod directory, and the stage1's files
+	// through it.
+	if fd <= 2 {
+		return nil, fmt.Errorf("RKT_LOCK_FD=%d: fds 0-2 are stdin, stdout and stderr, not a lock", fd)
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, fmt.Errorf("RKT_LOCK_FD: fd %d is not open: %w", fd, err)

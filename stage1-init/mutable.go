@@ -252,7 +252,7 @@ func (s *supervisor) reconcile(skip string) {
 // adopt adds an app whose app/add was interrupted, resolving it as the
 // entry point would have.
 func (s *supervisor) adopt(podDir, name string) error {
-	b, err := os.ReadFile(layout.OptionsFile)
+	b, err := status.ReadRegularIn(".", layout.OptionsFile, podspec.MaxManifestSize)
 	if err != nil {
 		return err
 	}

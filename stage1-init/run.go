@@ -146,6 +146,9 @@ func makeCgroups(podDir string, pod *podspec.Pod) (*cgroups.Group, error) {
 		}
 	}
 	pg, err := cgroups.NewPod(cgroups.PodName(pod.UUID), needs)
+	if errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("UUID %s: %w: a pod with this UUID is running, or was killed and not yet collected by gc", pod.UUID, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cgroup: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/status"
 )
 
 // stopMain is the stop entry point ([--force] UUID, cwd = pod dir): it asks
@@ -31,7 +32,7 @@ func stopMain(args []string) int {
 	if _, err := types.NewUUID(fs.Arg(0)); err != nil {
 		return fail(fmt.Errorf("UUID %q is malformed: %w", fs.Arg(0), err))
 	}
-	b, err := os.ReadFile(layout.Pid)
+	b, err := status.ReadRegularIn(".", layout.Pid, 64)
 	if err != nil {
 		return fail(fmt.Errorf("read pid: %w", err))
 	}
@@ -43,7 +44,15 @@ func stopMain(args []string) int {
 	if *force {
 		sig = unix.SIGUSR1
 	}
-	if err := unix.Kill(pid, sig); err != nil && !errors.Is(err, unix.ESRCH) {
+	fd, err := openPodInit(pid)
+	if errors.Is(err, errPodGone) {
+		return 0
+	}
+	if err != nil {
+		return fail(fmt.Errorf("pid file: %w", err))
+	}
+	defer unix.Close(fd)
+	if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fail(fmt.Errorf("signal pod init %d: %w", pid, err))
 	}
 	return 0

@@ -2,6 +2,7 @@ package status
 
 import (
 	"errors"
+	"fmt"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -25,6 +26,43 @@ func ReadRegularAt(dirfd int, name string, max int64) ([]byte, error) {
 		return nil, &os.PathError{Op: "open", Path: name, Err: err}
 	}
 	defer unix.Close(fd)
+	return readRegular(fd, name, max)
+}
+
+// ReadRegularIn reads the regular file rel (a relative path) below the
+// directory dir, as ReadRegularAt does, and also refuses a symlink at any
+// component of rel and any path that leaves dir: the entry points read
+// files of a pod directory that whoever ran the pod may have planted, and
+// a FIFO there made them hang, a symlink read a file elsewhere.
+func ReadRegularIn(dir, rel string, max int64) ([]byte, error) {
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
+	}
+	defer unix.Close(dfd)
+	fd, err := unix.Openat2(dfd, rel, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if errors.Is(err, unix.ENOSYS) {
+		// Before Linux 5.6: the last component is still checked.
+		fd, err = unix.Openat(dfd, rel, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: rel, Err: err}
+	}
+	defer unix.Close(fd)
+	b, err := readRegular(fd, rel, max)
+	switch {
+	case errors.Is(err, ErrNotRegular):
+		return nil, fmt.Errorf("%s: %w", rel, err)
+	case errors.Is(err, ErrTooLarge):
+		return nil, fmt.Errorf("%s: %w: more than %d bytes", rel, err, max)
+	}
+	return b, err
+}
+
+func readRegular(fd int, name string, max int64) ([]byte, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, &os.PathError{Op: "stat", Path: name, Err: err}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/pod1/pod1/layout"
 )
 
@@ -163,6 +165,7 @@ func TestBadLockFdsAreRefused(t *testing.T) {
 	other, err := os.Open(t.TempDir())
 	must(t, err)
 	defer other.Close()
+	p0 := newPod(t, []App{okApp("a")}, nil)
 	cases := []struct {
 		name string
 		o    RunOpts
@@ -174,12 +177,29 @@ func TestBadLockFdsAreRefused(t *testing.T) {
 		{"not-a-directory", RunOpts{LockFile: file}, "RKT_LOCK_FD: fd 3 is not a directory"},
 		{"other-directory", RunOpts{LockFile: other}, "RKT_LOCK_FD: fd 3 is not the pod directory"},
 		{"not-locked", RunOpts{NoFlock: true}, "RKT_LOCK_FD: fd 3 is not locked"},
+		// The locked pod directory as stdin: the apps would inherit it.
+		{"stdin", RunOpts{LockFdEnv: "0", Stdin: lockedDir(t, p0)}, "RKT_LOCK_FD=0: fds 0-2 are stdin, stdout and stderr, not a lock"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := newPod(t, []App{okApp("a")}, nil)
+			if c.o.Stdin != nil {
+				p = p0
+				c.o.LockFile = c.o.Stdin
+			}
 			r := runPod(t, p, c.o)
 			assertRefused(t, p, r, c.want)
 		})
 	}
+}
+
+// lockedDir opens the pod directory and takes its exclusive lock, as
+// stage0 does.
+func lockedDir(t *testing.T, p *Pod) *os.File {
+	t.Helper()
+	f, err := os.Open(p.Dir)
+	must(t, err)
+	t.Cleanup(func() { f.Close() })
+	must(t, unix.Flock(int(f.Fd()), unix.LOCK_EX))
+	return f
 }

@@ -253,6 +253,7 @@ type RunOpts struct {
 	NoFlock   bool       // pass the pod dir fd without locking it
 	LockFile  *os.File   // pass this as fd 3 instead of the pod dir
 	LockFdEnv string     // RKT_LOCK_FD value override
+	Stdin     *os.File   // the stage1's stdin; default /dev/null
 	Timeout   time.Duration
 	Wrapper   []string // a command the run entry point is started through
 }
@@ -290,6 +291,9 @@ func start(t *testing.T, p *Pod, o RunOpts) *Run {
 		cmd.Env = append(cmd.Env, "RKT_LOCK_FD="+v)
 	}
 	cmd.ExtraFiles = append([]*os.File{lock}, o.ExtraFds...)
+	if o.Stdin != nil {
+		cmd.Stdin = o.Stdin
+	}
 	r := &Run{Cmd: cmd, Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, cancel: cancel, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = r.Stdout, r.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/pod1/pod1/hostside/launch"
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/status"
 )
 
 // Paths in the pod directory.
@@ -35,6 +36,8 @@ const (
 	statusDir  = layout.StatusDir
 	stage1Root = layout.Stage1RootFS
 	intentDir  = "appops"
+	// maxFile bounds what is read of a pod file.
+	maxFile = 16 << 20
 )
 
 // ErrBusy is returned by TryOpen when another app operation holds the pod.
@@ -114,7 +117,7 @@ func (p *Pod) entry(ep string, args ...string) (int, string, error) {
 }
 
 func readPid(dir string) string {
-	b, _ := os.ReadFile(filepath.Join(dir, layout.Pid))
+	b, _ := status.ReadRegularIn(dir, layout.Pid, 64)
 	return string(b)
 }
 
@@ -142,7 +145,7 @@ func firstLine(s string) string {
 // readManifest and writeManifest read and atomically replace the pod
 // manifest, as stage0 does (a temp file renamed into place).
 func (p *Pod) readManifest() (*schema.PodManifest, error) {
-	b, err := os.ReadFile(filepath.Join(p.Dir, manifest))
+	b, err := status.ReadRegularIn(p.Dir, manifest, maxFile)
 	if err != nil {
 		return nil, fmt.Errorf("pod manifest: %w", err)
 	}

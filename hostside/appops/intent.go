@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/pod1/pod1/hostside/launch"
+	"github.com/pod1/pod1/status"
 )
 
 // Journalled operations.
@@ -55,7 +56,7 @@ func (p *Pod) Recover() error {
 			_ = os.Remove(filepath.Join(p.Dir, intentDir, e.Name()))
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(p.Dir, intentDir, e.Name()))
+		b, err := status.ReadRegularIn(p.Dir, filepath.Join(intentDir, e.Name()), maxFile)
 		if err != nil {
 			errs = append(errs, err)
 			continue

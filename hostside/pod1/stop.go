@@ -14,6 +14,7 @@ import (
 
 	"github.com/pod1/pod1/hostside/pods"
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/status"
 )
 
 const stopUsage = `usage: pod1 stop [--force] [--uuid-file=FILE] UUID...
@@ -108,7 +109,7 @@ func stopOne(g *globalFlags, target string, force bool, stdout, stderr io.Writer
 // stage1Entrypoint reads an entrypoint annotation from the pod's copy of
 // the stage1 manifest.
 func stage1Entrypoint(podDir, annotation string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(podDir, layout.Stage1Manifest))
+	b, err := status.ReadRegularIn(podDir, layout.Stage1Manifest, 16<<20)
 	if err != nil {
 		return "", fmt.Errorf("stage1 manifest: %w", err)
 	}

@@ -1,0 +1,221 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/status"
+)
+
+// T-ENTRY-1: a pod file that is not a regular file (a FIFO, a symlink) is
+// refused with one line, never waited on: opening a FIFO blocks until a
+// writer comes, which never does.
+func TestPodFilesThatAreNotRegularAreRefused(t *testing.T) {
+	cases := []struct {
+		name, file string
+		plant      func(t *testing.T, path string)
+		want       string
+	}{
+		{"pod-manifest-fifo", layout.PodManifest, mkfifo, "pod manifest: pod: not a regular file"},
+		{"image-manifest-fifo", layout.AppManifest("a"), mkfifo, `app "a": image manifest: ` + layout.AppManifest("a") + ": not a regular file"},
+		{"pod-manifest-symlink", layout.PodManifest, symlinkToCopy, "pod manifest: open pod: "},
+		{"image-manifest-symlinked-dir", layout.AppManifest("a"), symlinkedParent, `app "a": image manifest: open ` + layout.AppManifest("a")},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPod(t, []App{okApp("a")}, nil)
+			c.plant(t, filepath.Join(p.Dir, c.file))
+			r := runPod(t, p, RunOpts{Timeout: 20 * time.Second})
+			assertRefused(t, p, r, c.want)
+		})
+	}
+}
+
+func mkfifo(t *testing.T, path string) {
+	must(t, os.Remove(path))
+	must(t, unix.Mkfifo(path, 0o644))
+}
+
+// symlinkToCopy replaces the file by a symlink to a copy of it elsewhere.
+func symlinkToCopy(t *testing.T, path string) {
+	b, err := os.ReadFile(path)
+	must(t, err)
+	other := filepath.Join(t.TempDir(), "copy")
+	must(t, os.WriteFile(other, b, 0o644))
+	must(t, os.Remove(path))
+	must(t, os.Symlink(other, path))
+}
+
+// symlinkedParent moves the file's directory elsewhere and leaves a
+// symlink to it.
+func symlinkedParent(t *testing.T, path string) {
+	dir := filepath.Dir(path)
+	other := filepath.Join(t.TempDir(), "moved")
+	must(t, os.Rename(dir, other))
+	must(t, os.Symlink(other, dir))
+}
+
+// T-ENTRY-2: a pid file that is a FIFO makes stop fail at once instead of
+// hanging.
+func TestStopRefusesAFifoPidFile(t *testing.T) {
+	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "60s")}}, nil)
+	r := start(t, p, RunOpts{})
+	pid := podPid(t, p)
+	appPid(t, p, "a")
+	pidFile := filepath.Join(p.Dir, layout.Pid)
+	b, err := os.ReadFile(pidFile)
+	must(t, err)
+	must(t, os.Remove(pidFile))
+	must(t, unix.Mkfifo(pidFile, 0o644))
+	code, out := stopEntry(t, p)
+	if code != 254 || !strings.Contains(out, "pid: not a regular file") {
+		t.Errorf("stop with a FIFO as pid: %d %q", code, out)
+	}
+	must(t, os.Remove(pidFile))
+	must(t, os.WriteFile(pidFile, b, 0o644))
+	if code, out := stopEntry(t, p); code != 0 {
+		t.Fatalf("stop: %d %s", code, out)
+	}
+	if got := r.Wait(t); got != 0 && got != 143 {
+		t.Errorf("pod exit %d", got)
+	}
+	_ = pid
+}
+
+// T-ENTRY-3: stop signals only the pod's own PID 1. A pid file naming a
+// host process, or the init of another pid namespace, or an app of the
+// pod, is refused and the process is not signalled.
+func TestStopSignalsOnlyThePodsPID1(t *testing.T) {
+	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "60s")}}, nil)
+	r := start(t, p, RunOpts{})
+	pid1 := podPid(t, p)
+	app := appPid(t, p, "a")
+
+	host := exec.Command("sleep", "60")
+	must(t, host.Start())
+	t.Cleanup(func() { _ = host.Process.Kill(); _ = host.Wait() })
+	ns := exec.Command("unshare", "--pid", "--fork", "sleep", "60")
+	must(t, ns.Start())
+	t.Cleanup(func() { _ = ns.Process.Kill(); _ = ns.Wait() })
+	var nsInit int
+	waitFor(t, 10*time.Second, "unshare's child", func() bool {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", ns.Process.Pid, ns.Process.Pid))
+		f := strings.Fields(string(b))
+		if len(f) == 1 {
+			nsInit, _ = strconv.Atoi(f[0])
+		}
+		return nsInit > 0
+	})
+
+	pidFile := filepath.Join(p.Dir, layout.Pid)
+	for _, v := range []struct {
+		name string
+		pid  int
+	}{{"host process", host.Process.Pid}, {"other namespace's init", nsInit}, {"app", app}} {
+		must(t, os.WriteFile(pidFile, []byte(fmt.Sprintf("%d\n", v.pid)), 0o644))
+		code, out := stopEntry(t, p)
+		if code != 254 || !strings.Contains(out, "not") {
+			t.Errorf("stop with the pid of the %s: %d %q", v.name, code, out)
+		}
+		if signalled(v.pid, unix.SIGTERM) {
+			t.Errorf("stop signalled the %s", v.name)
+		}
+	}
+	must(t, os.WriteFile(pidFile, []byte(fmt.Sprintf("%d\n", pid1)), 0o644))
+	if code, out := stopEntry(t, p); code != 0 {
+		t.Fatalf("stop: %d %s", code, out)
+	}
+	if got := r.Wait(t); got != 0 && got != 143 {
+		t.Errorf("pod exit %d", got)
+	}
+}
+
+// signalled reports whether the process is dead or has sig pending: a
+// signal sent before we looked is one or the other.
+func signalled(pid int, sig unix.Signal) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return true
+	}
+	bit := uint64(1) << (uint(sig) - 1)
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		v = strings.TrimSpace(v)
+		switch k {
+		case "State":
+			if strings.HasPrefix(v, "Z") || strings.HasPrefix(v, "X") {
+				return true
+			}
+		case "SigPnd", "ShdPnd":
+			if n, err := strconv.ParseUint(v, 16, 64); err == nil && n&bit != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// stopEntry runs the stage1's stop entry point as stage0 does, bounded.
+func stopEntry(t *testing.T, p *Pod, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(p.Dir, layout.Stage1RootFS, "stop"), append(args, p.UUID)...)
+	cmd.Dir = p.Dir
+	cmd.WaitDelay = time.Second
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("stop entry point hung: %s", out)
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), string(out)
+	}
+	must(t, err)
+	return 0, string(out)
+}
+
+// T-ENTRY-4: a second pod run with the UUID of a running pod is refused,
+// and the running pod is untouched. The pod's cgroups are named after its
+// UUID; the second run shared them and killed the first pod when it
+// removed them.
+func TestSecondRunWithARunningPodsUUIDIsRefused(t *testing.T) {
+	a := newPod(t, []App{{Name: "a", Exec: probe("sleep", "60s")}}, nil)
+	ra := start(t, a, RunOpts{})
+	app := appPid(t, a, "a")
+	if len(cgroupDirs(a)) == 0 {
+		t.Skip("the pod got no cgroups on this host")
+	}
+	b := newPod(t, []App{{Name: "a", Exec: probe("exit", "0")}}, nil)
+	b.UUID = a.UUID
+	rb := runPod(t, b, RunOpts{Timeout: 20 * time.Second})
+	if rb.Code != 254 || !strings.Contains(rb.Stderr.String(), "UUID "+a.UUID+": ") || rb.Stdout.Len() != 0 {
+		t.Errorf("second run: exit %d, stdout %q, stderr %q", rb.Code, rb.Stdout, rb.Stderr)
+	}
+	if signalled(app, unix.SIGKILL) || signalled(app, unix.SIGTERM) {
+		t.Fatal("the running pod's app was killed")
+	}
+	if rec := recState(t, a, "a"); rec != "running" {
+		t.Errorf("the running pod's app is %s", rec)
+	}
+	if code, out := stopEntry(t, a); code != 0 {
+		t.Fatalf("stop: %d %s", code, out)
+	}
+	if got := ra.Wait(t); got != 0 && got != 143 {
+		t.Errorf("pod exit %d", got)
+	}
+	if code, err := status.Read(a.statusDir(), "a"); err != nil || code != 143 {
+		t.Errorf("app status %d, %v; want 143", code, err)
+	}
+}
