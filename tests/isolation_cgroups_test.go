@@ -73,6 +73,11 @@ func TestDeviceAllowList(t *testing.T) {
 		must(t, os.Symlink(bin("stage1-init"), filepath.Join(p.Dir, "stage1/rootfs/enter")))
 	}
 	r := start(t, p, RunOpts{})
+	defer func() {
+		if t.Failed() {
+			t.Logf("stdout: %s\nstderr: %s", r.Stdout, r.Stderr)
+		}
+	}()
 	appPid(t, p, "a")
 	waitFor(t, 10*time.Second, "the app's report", func() bool { return strings.Contains(r.Stdout.String(), "open-rw /dev/ptmx") })
 	if got := deviceLines(r.Stdout.String()); strings.Join(got, "\n") != strings.Join(deviceWant, "\n") {
@@ -108,19 +113,6 @@ func podCgroupFile(t *testing.T, p *Pod, file string) string {
 		return filepath.Join(d, "apps", file)
 	}
 	return filepath.Join(g.V2, "apps", file)
-}
-
-func pidsEventsMax(t *testing.T, f string) int {
-	t.Helper()
-	b, err := os.ReadFile(f)
-	must(t, err)
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "max "); ok {
-			n, _ := strconv.Atoi(v)
-			return n
-		}
-	}
-	return 0
 }
 
 // Two fork-bombing apps, each under the per-app default (8192), are held
@@ -185,6 +177,11 @@ func TestPodPidsMaxHoldsForkBombs(t *testing.T) {
 func TestPodPidsMaxDefault(t *testing.T) {
 	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "60s")}}, nil)
 	r := start(t, p, RunOpts{})
+	defer func() {
+		if t.Failed() {
+			t.Logf("stderr: %s", r.Stderr)
+		}
+	}()
 	appPid(t, p, "a")
 	read := func(f string) int64 {
 		b, err := os.ReadFile(f)
@@ -320,7 +317,7 @@ func TestGCKillsLeftoversBeforeReturning(t *testing.T) {
 	if pid, err := unix.Wait4(left.Process.Pid, &ws, unix.WNOHANG, nil); pid != left.Process.Pid || err != nil || ws.Signal() != unix.SIGKILL {
 		t.Fatalf("leftover not dead when gc returned: wait4 %d %v %v", pid, err, ws)
 	}
-	left.Process.Release()
+	_ = left.Process.Release()
 	if d := cgroupDirs(p); len(d) != 0 {
 		t.Errorf("cgroups left: %v", d)
 	}
