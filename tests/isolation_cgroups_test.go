@@ -35,6 +35,21 @@ var deviceWant = []string{
 	"open-rw /dev/null ok", "open-rw /dev/urandom ok", "open-rw /dev/ptmx ok",
 }
 
+// cgDeadline bounds this file's waits for events (a pod started, forks
+// refused): generous, as the emulated VM of make vm-test is slow; a wait
+// ends as soon as its event happens.
+const cgDeadline = 3 * time.Minute
+
+// runningApp waits for app's record to say it runs, and returns its pid.
+func runningApp(t *testing.T, p *Pod, app string) int {
+	t.Helper()
+	waitFor(t, cgDeadline, "app "+app+" running", func() bool {
+		r, err := status.ReadRecord(p.statusDir(), app)
+		return err == nil && r.State == status.StateRunning && r.Pid > 0
+	})
+	return appPid(t, p, app)
+}
+
 func plantNodes(t *testing.T, root string) {
 	must(t, os.Mkdir(filepath.Join(root, "nodes"), 0o755))
 	for name, d := range map[string][3]uint32{"loop0": {unix.S_IFBLK, 7, 0}, "kmsg": {unix.S_IFCHR, 1, 11}, "null": {unix.S_IFCHR, 1, 3}} {
@@ -62,7 +77,7 @@ func TestDeviceAllowList(t *testing.T) {
 	p := newPod(t, []App{{Name: "a", Exec: probe(append(append([]string{}, deviceChecks...), "+", "sleep", "60s")...),
 		Rootfs: func(t *testing.T, root string) { plantNodes(t, root) }}}, nil)
 	root := filepath.Join(p.Dir, "stage1/rootfs/opt/stage2/a/rootfs")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), cgDeadline)
 	defer cancel()
 	// Without a loop driver 7:0 gives ENXIO, after the device check.
 	host, err := exec.CommandContext(ctx, bin("probe"), "open-rw", filepath.Join(root, "nodes/loop0"), "+", "open-write", filepath.Join(root, "nodes/kmsg")).CombinedOutput()
@@ -78,8 +93,8 @@ func TestDeviceAllowList(t *testing.T) {
 			t.Logf("stdout: %s\nstderr: %s", r.Stdout, r.Stderr)
 		}
 	}()
-	appPid(t, p, "a")
-	waitFor(t, 10*time.Second, "the app's report", func() bool { return strings.Contains(r.Stdout.String(), "open-rw /dev/ptmx") })
+	runningApp(t, p, "a")
+	waitFor(t, cgDeadline, "the app's report", func() bool { return strings.Contains(r.Stdout.String(), "open-rw /dev/ptmx") })
 	if got := deviceLines(r.Stdout.String()); strings.Join(got, "\n") != strings.Join(deviceWant, "\n") {
 		t.Errorf("app:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(deviceWant, "\n"))
 	}
@@ -129,17 +144,17 @@ func TestPodPidsMaxHoldsForkBombs(t *testing.T) {
 	}
 	p := newPodRaw(t, manifestAnn(apps, nil, map[string]string{
 		"pod1/exit-policy": "main-app", "pod1/main-app": "steady", "pod1/pod-pids-max": "100"}), apps)
-	r := start(t, p, RunOpts{Args: []string{"--net=none"}, Timeout: 90 * time.Second})
+	r := start(t, p, RunOpts{Args: []string{"--net=none"}, Timeout: 2 * cgDeadline})
 	defer func() {
 		if t.Failed() {
 			t.Logf("stdout: %s\nstderr: %s", r.Stdout, r.Stderr)
 		}
 	}()
-	appPid(t, p, "steady")
+	runningApp(t, p, "steady")
 	if got := readTrim(t, podCgroupFile(t, p, "pids.max")); got != "100" {
 		t.Fatalf("pod pids.max = %q", got)
 	}
-	waitFor(t, 30*time.Second, "both bombs to be held", func() bool {
+	waitFor(t, cgDeadline, "both bombs to be held", func() bool {
 		return strings.Count(r.Stdout.String(), "forkbomb stopped after") == 2
 	})
 	if n, _ := strconv.Atoi(readTrim(t, podCgroupFile(t, p, "pids.current"))); n > 100 {
@@ -148,7 +163,7 @@ func TestPodPidsMaxHoldsForkBombs(t *testing.T) {
 	// Each bomb is far below its own limit: the pod's held them.
 	total := 0
 	for _, a := range []string{"bomb1", "bomb2"} {
-		pid := appPid(t, p, a)
+		pid := runningApp(t, p, a)
 		if got := readTrim(t, cgroupFile(t, pid, "pids", "pids.max")); got != "8192" {
 			t.Errorf("%s: pids.max %s, want the per-app default", a, got)
 		}
@@ -182,7 +197,7 @@ func TestPodPidsMaxDefault(t *testing.T) {
 			t.Logf("stderr: %s", r.Stderr)
 		}
 	}()
-	appPid(t, p, "a")
+	runningApp(t, p, "a")
 	read := func(f string) int64 {
 		b, err := os.ReadFile(f)
 		must(t, err)
@@ -202,7 +217,7 @@ func TestPodPidsMaxDefault(t *testing.T) {
 // directory, the UUID as argument).
 func gcEntry(t *testing.T, p *Pod) (string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), cgDeadline)
 	defer cancel()
 	c := exec.CommandContext(ctx, filepath.Join(p.Dir, "stage1/rootfs/gc"), p.UUID)
 	c.Dir = p.Dir
@@ -230,7 +245,7 @@ func TestGCActsOnlyOnThePodsCgroups(t *testing.T) {
 	}
 	must(t, os.Mkdir(victim, 0o755))
 	defer func() { _ = unix.Rmdir(victim) }()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), cgDeadline)
 	defer cancel()
 	sleeper := exec.CommandContext(ctx, "sleep", "60")
 	must(t, sleeper.Start())
@@ -277,7 +292,7 @@ func TestGCActsOnlyOnThePodsCgroups(t *testing.T) {
 func TestGCKillsLeftoversBeforeReturning(t *testing.T) {
 	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "60s")}}, nil)
 	r := start(t, p, RunOpts{})
-	appPid(t, p, "a")
+	runningApp(t, p, "a")
 	init := podPid(t, p)
 	b, err := os.ReadFile(filepath.Join(p.Dir, layout.CgroupsFile))
 	must(t, err)
@@ -290,7 +305,7 @@ func TestGCKillsLeftoversBeforeReturning(t *testing.T) {
 	for _, d := range g.V1 {
 		dirs = append(dirs, d)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), cgDeadline)
 	defer cancel()
 	left := exec.CommandContext(ctx, "sleep", "60")
 	must(t, left.Start())
@@ -304,7 +319,7 @@ func TestGCKillsLeftoversBeforeReturning(t *testing.T) {
 	}
 	must(t, r.Cmd.Process.Signal(unix.SIGKILL))
 	r.Wait(t)
-	waitFor(t, 10*time.Second, "PID 1 gone", func() bool { return procState(init) == "" })
+	waitFor(t, cgDeadline, "PID 1 gone", func() bool { return procState(init) == "" })
 	if procState(left.Process.Pid) == "" {
 		t.Fatal("the leftover died with the stage1: the test would prove nothing")
 	}
