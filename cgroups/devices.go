@@ -166,7 +166,7 @@ func attachDeviceFilter(dir string, ds []Device) error {
 	if err != nil {
 		return fmt.Errorf("load BPF device program: %w", err)
 	}
-	defer prog.Close()
+	defer func() { _ = prog.Close() }()
 	fd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", dir, err)

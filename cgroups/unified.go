@@ -54,17 +54,16 @@ func hasProcesses(dir string) bool {
 
 // enableDown enables each of ctrls for the children of every cgroup from
 // mount down to dir (both included), one controller per write: a write
-// naming several fails as a whole if one of them is refused. It returns
-// the controllers dir's children can use and, for each one that could not
-// be had, why.
-func enableDown(mount, dir string, ctrls []string) (enabled []string, why map[string]error) {
+// naming several fails as a whole if one of them is refused. It returns,
+// for each controller that could not be had, why.
+func enableDown(mount, dir string, ctrls []string) (why map[string]error) {
 	why = map[string]error{}
 	rel, err := filepath.Rel(mount, dir)
 	if err != nil || strings.HasPrefix(rel, "..") {
 		for _, c := range ctrls {
 			why[c] = fmt.Errorf("%s is not under %s", dir, mount)
 		}
-		return nil, why
+		return why
 	}
 	chain := []string{mount}
 	if rel != "." {
@@ -81,11 +80,8 @@ func enableDown(mount, dir string, ctrls []string) (enabled []string, why map[st
 				break
 			}
 		}
-		if why[c] == nil {
-			enabled = append(enabled, c)
-		}
 	}
-	return enabled, why
+	return why
 }
 
 // enable makes ctrl available to dir's children, if it is not already.
@@ -139,7 +135,7 @@ func newUnifiedPod(mount, parent, name string, need []string) (*Group, error) {
 			ctrls = append(ctrls[:len(ctrls):len(ctrls)], c)
 		}
 	}
-	_, why := enableDown(mount, parent, ctrls)
+	why := enableDown(mount, parent, ctrls)
 	for _, c := range need {
 		if why[c] != nil {
 			return nil, fmt.Errorf("cgroup controller %s: %w", c, why[c])

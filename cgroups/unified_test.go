@@ -73,7 +73,7 @@ func TestUnifiedPodInSessionScope(t *testing.T) {
 	scope := filepath.Join(top, "user.slice", "user-0.slice", "session-1.scope")
 	// What the old code relied on, even with the controller given to the
 	// scope: refused while the scope holds a process.
-	if _, why := enableDown(top, filepath.Dir(scope), []string{"hugetlb"}); why["hugetlb"] != nil {
+	if why := enableDown(top, filepath.Dir(scope), []string{"hugetlb"}); why["hugetlb"] != nil {
 		t.Fatal(why["hugetlb"])
 	}
 	err := os.WriteFile(filepath.Join(scope, "cgroup.subtree_control"), []byte("+hugetlb"), 0)
@@ -128,7 +128,7 @@ func TestUnifiedPodParentRules(t *testing.T) {
 	}
 	// enableDown says why a cgroup with processes cannot pass a
 	// controller on.
-	_, why := enableDown(top, filepath.Join(top, "user.slice", "user-0.slice"), []string{"hugetlb"})
+	why := enableDown(top, filepath.Join(top, "user.slice", "user-0.slice"), []string{"hugetlb"})
 	if why["hugetlb"] == nil || !strings.Contains(why["hugetlb"].Error(), "no-internal-process") {
 		t.Fatalf("enable through a cgroup with a process: %v", why["hugetlb"])
 	}

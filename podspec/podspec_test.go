@@ -128,3 +128,19 @@ func TestCheckAppNames(t *testing.T) {
 		}
 	}
 }
+
+func TestPodPidsMax(t *testing.T) {
+	if n, err := podPidsMax(nil); n != -1 || err != nil {
+		t.Fatalf("unset: %d %v", n, err)
+	}
+	for v, want := range map[string]int{"0": 0, "100": 100, "4194304": 1 << 22} {
+		if n, err := podPidsMax(ann(AnnPodPidsMax, v)); n != want || err != nil {
+			t.Errorf("%s: %d %v", v, n, err)
+		}
+	}
+	for _, v := range []string{"-1", "4194305", "x", ""} {
+		if _, err := podPidsMax(ann(AnnPodPidsMax, v)); err == nil || !strings.Contains(err.Error(), AnnPodPidsMax) {
+			t.Errorf("%q accepted: %v", v, err)
+		}
+	}
+}
