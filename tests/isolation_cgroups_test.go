@@ -59,10 +59,10 @@ func deviceLines(out string) []string {
 // the host opens the planted nodes (negative control: the refusals are
 // the pod's).
 func TestDeviceAllowList(t *testing.T) {
-	p := newPod(t, []App{{Name: "a", Exec: probe(append(append([]string{}, deviceChecks...), "+", "sleep", "60s")...),
+	p := newPod(t, []App{{Name: "a", Exec: probe(append(append([]string{}, deviceChecks...), "+", "sleep", "1h")...),
 		Rootfs: func(t *testing.T, root string) { plantNodes(t, root) }}}, nil)
 	root := filepath.Join(p.Dir, "stage1/rootfs/opt/stage2/a/rootfs")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), eventDeadline)
 	defer cancel()
 	host, err := exec.CommandContext(ctx, bin("probe"), "open-rw", filepath.Join(root, "nodes/loop0"), "+", "open-rw", filepath.Join(root, "nodes/kmsg")).CombinedOutput()
 	if err != nil || strings.Count(string(host), " ok\n") != 2 {
@@ -132,11 +132,11 @@ func TestPodPidsMaxHoldsForkBombs(t *testing.T) {
 	apps := []App{
 		{Name: "bomb1", Exec: probe("forkbomb"), Annotations: grace},
 		{Name: "bomb2", Exec: probe("forkbomb"), Annotations: grace},
-		{Name: "steady", Exec: probe("sleep", "60s"), Annotations: grace},
+		{Name: "steady", Exec: probe("sleep", "1h"), Annotations: grace},
 	}
 	p := newPodRaw(t, manifestAnn(apps, nil, map[string]string{
 		"pod1/exit-policy": "main-app", "pod1/main-app": "steady", "pod1/pod-pids-max": "100"}), apps)
-	r := start(t, p, RunOpts{Args: []string{"--net=none"}, Timeout: 90 * time.Second})
+	r := start(t, p, RunOpts{Args: []string{"--net=none"}})
 	defer func() {
 		if t.Failed() {
 			t.Logf("stdout: %s\nstderr: %s", r.Stdout, r.Stderr)
@@ -182,7 +182,7 @@ func TestPodPidsMaxHoldsForkBombs(t *testing.T) {
 // Without the annotation the pod gets systemd's DefaultTasksMax: 15% of
 // what the host allows.
 func TestPodPidsMaxDefault(t *testing.T) {
-	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "60s")}}, nil)
+	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
 	r := start(t, p, RunOpts{})
 	appPid(t, p, "a")
 	read := func(f string) int64 {
@@ -204,7 +204,7 @@ func TestPodPidsMaxDefault(t *testing.T) {
 // directory, the UUID as argument).
 func gcEntry(t *testing.T, p *Pod) (string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), eventDeadline)
 	defer cancel()
 	c := exec.CommandContext(ctx, filepath.Join(p.Dir, "stage1/rootfs/gc"), p.UUID)
 	c.Dir = p.Dir
@@ -232,7 +232,7 @@ func TestGCActsOnlyOnThePodsCgroups(t *testing.T) {
 	}
 	must(t, os.Mkdir(victim, 0o755))
 	defer func() { _ = unix.Rmdir(victim) }()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), eventDeadline)
 	defer cancel()
 	sleeper := exec.CommandContext(ctx, "sleep", "60")
 	must(t, sleeper.Start())
@@ -277,7 +277,7 @@ func TestGCActsOnlyOnThePodsCgroups(t *testing.T) {
 // process put there) is killed by gc, which returns only once it is gone
 // and the cgroups are removed.
 func TestGCKillsLeftoversBeforeReturning(t *testing.T) {
-	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "60s")}}, nil)
+	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
 	r := start(t, p, RunOpts{})
 	appPid(t, p, "a")
 	init := podPid(t, p)
@@ -292,7 +292,7 @@ func TestGCKillsLeftoversBeforeReturning(t *testing.T) {
 	for _, d := range g.V1 {
 		dirs = append(dirs, d)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), eventDeadline)
 	defer cancel()
 	left := exec.CommandContext(ctx, "sleep", "60")
 	must(t, left.Start())
