@@ -19,7 +19,7 @@ import (
 // output.
 func pod1cli(t *testing.T, env []string, args ...string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), eventDeadline)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin("pod1"), args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -40,7 +40,7 @@ func cliSandbox(t *testing.T, flags ...string) (string, string) {
 	t.Helper()
 	data := dataDir(t)
 	uuidFile := filepath.Join(t.TempDir(), "uuid")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*eventDeadline)
 	cmd := exec.CommandContext(ctx, bin("pod1"), append([]string{"app", "sandbox", "--dir=" + data, "--stage1-path=" + stage1ACI(t), "--net=none", "--uuid-file-save=" + uuidFile}, flags...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -63,7 +63,7 @@ func cliSandbox(t *testing.T, flags ...string) (string, string) {
 		pod1cli(t, nil, "--dir="+data, "stop", uuid)
 		select {
 		case <-done:
-		case <-time.After(30 * time.Second):
+		case <-time.After(eventDeadline):
 			_ = cmd.Process.Kill()
 			<-done
 		}
@@ -126,8 +126,8 @@ func TestPod1AppCommands(t *testing.T) {
 	img := probeACIDir(t)
 	d := "--dir=" + data
 	for _, a := range [][]string{
-		{"--name=web", "--exec=/bin/probe", "--", "sleep", "60s"},
-		{"--name=db", "--exec=/bin/probe", "--", "sleep", "60s"},
+		{"--name=web", "--exec=/bin/probe", "--", "sleep", "1h"},
+		{"--name=db", "--exec=/bin/probe", "--", "sleep", "1h"},
 		{"--name=crashy", "--annotation=pod1/restart-policy=on-failure", "--annotation=pod1/restart-backoff=10ms",
 			"--annotation=pod1/start-limit-burst=3", "--exec=/bin/probe", "--", "exit", "3"},
 	} {
@@ -193,7 +193,7 @@ func TestPod1AppOperationsKilledAtEachStep(t *testing.T) {
 	d := "--dir=" + data
 	steps := []string{"add:journalled", "add:rendered", "add:manifest", "add:created", "add:added"}
 	for i, step := range steps {
-		code, out := pod1cli(t, []string{"POD1_TEST_APPOP_KILL_AT=" + step}, d, "app", "add", uuid, img, "--name=victim", "--exec=/bin/probe", "--", "sleep", "60s")
+		code, out := pod1cli(t, []string{"POD1_TEST_APPOP_KILL_AT=" + step}, d, "app", "add", uuid, img, "--name=victim", "--exec=/bin/probe", "--", "sleep", "1h")
 		if code != -1 && code != 137 {
 			t.Fatalf("%s: add was not killed: %d %s", step, code, out)
 		}
@@ -209,7 +209,7 @@ func TestPod1AppOperationsKilledAtEachStep(t *testing.T) {
 		assertAppGone(t, data, uuid, "victim")
 	}
 	// rm killed after PID 1 forgot the app but before its files went.
-	if code, out := pod1cli(t, nil, d, "app", "add", uuid, img, "--name=victim", "--exec=/bin/probe", "--", "sleep", "60s"); code != 0 {
+	if code, out := pod1cli(t, nil, d, "app", "add", uuid, img, "--name=victim", "--exec=/bin/probe", "--", "sleep", "1h"); code != 0 {
 		t.Fatalf("add: %d %s", code, out)
 	}
 	if code, out := pod1cli(t, nil, d, "app", "start", uuid, "--app=victim"); code != 0 {

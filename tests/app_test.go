@@ -235,11 +235,11 @@ func TestStopEntryPoint(t *testing.T) {
 		app  []string
 		want int
 	}{
-		{"graceful", nil, probe("sleep", "60s"), 143},
-		{"force", []string{"--force"}, probe("ignore-term", "+", "sleep", "60s"), 137},
+		{"graceful", nil, probe("sleep", "1h"), 143},
+		{"force", []string{"--force"}, probe("ignore-term", "+", "sleep", "1h"), 137},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := newPod(t, []App{{Name: "a", Exec: c.app}, {Name: "b", Exec: probe("sleep", "60s")}}, nil)
+			p := newPod(t, []App{{Name: "a", Exec: c.app}, {Name: "b", Exec: probe("sleep", "1h")}}, nil)
 			r := start(t, p, RunOpts{})
 			podPid(t, p)
 			waitFor(t, 5*time.Second, "app running", func() bool {

@@ -32,6 +32,14 @@ var repoRoot = func() string {
 
 func bin(name string) string { return filepath.Join(repoRoot, "bin", name) }
 
+// eventDeadline bounds every wait of the tests for an event (a pod
+// started, an app's status written, a command finished) and every pod and
+// command a test starts. A wait ends as soon as its event happens: the
+// deadline only turns a hang into a failure, so it is generous enough for
+// the slowest machine the suite runs on (make vm-test under QEMU's
+// emulator) and says nothing about how fast the event should be.
+const eventDeadline = 3 * time.Minute
+
 func TestMain(m *testing.M) {
 	if os.Getuid() != 0 {
 		fmt.Fprintln(os.Stderr, "tests: the integration tests start real pods and need root (sudo make test)")
@@ -263,9 +271,6 @@ type RunOpts struct {
 // RKT_LOCK_FD.
 func start(t *testing.T, p *Pod, o RunOpts) *Run {
 	t.Helper()
-	if o.Timeout == 0 {
-		o.Timeout = 30 * time.Second
-	}
 	if o.Args == nil {
 		o.Args = []string{"--net=none"}
 	}
@@ -278,7 +283,12 @@ func start(t *testing.T, p *Pod, o RunOpts) *Run {
 			must(t, unix.Flock(int(lock.Fd()), unix.LOCK_EX))
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
+	// A pod lives until the test stops it, or the test's cleanup kills it:
+	// no lifetime of a fixed length, which a slow machine would outlive.
+	ctx, cancel := context.WithCancel(context.Background())
+	if o.Timeout > 0 {
+		ctx, cancel = context.WithTimeout(context.Background(), o.Timeout)
+	}
 	argv := append(append(append([]string{}, o.Wrapper...), filepath.Join(p.Dir, layout.Stage1RootFS, "run")), append(o.Args, p.UUID)...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir = p.Dir
@@ -327,10 +337,15 @@ func start(t *testing.T, p *Pod, o RunOpts) *Run {
 	return r
 }
 
-// Wait waits for the stage1 to exit and returns its exit code.
+// Wait waits for the stage1 to exit and returns its exit code; a stage1
+// still running after eventDeadline fails the test (its cleanup kills it).
 func (r *Run) Wait(t *testing.T) int {
 	t.Helper()
-	<-r.done
+	select {
+	case <-r.done:
+	case <-time.After(eventDeadline):
+		t.Fatalf("the stage1 is still running after %v\nstdout:\n%s\nstderr:\n%s", eventDeadline, r.Stdout, r.Stderr)
+	}
 	if r.Cmd.ProcessState == nil {
 		t.Fatal("stage1 did not run")
 	}
@@ -386,7 +401,7 @@ func locked(t *testing.T, dir string) bool {
 // podPid reads the pid file the stage1 wrote, waiting for it.
 func podPid(t *testing.T, p *Pod) int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(eventDeadline)
 	for {
 		b, err := os.ReadFile(filepath.Join(p.Dir, layout.Pid))
 		if err == nil {
@@ -461,9 +476,11 @@ func zombiesIn(ns string) int {
 	return n
 }
 
-// waitFor polls cond until it holds or the deadline passes.
+// waitFor polls cond until it holds; it gives up after d or
+// eventDeadline, whichever is longer.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
+	d = max(d, eventDeadline)
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {

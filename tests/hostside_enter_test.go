@@ -45,7 +45,7 @@ func rktEnter(t *testing.T, p *Pod, app string, cmd ...string) (string, string, 
 	lock, err := os.Open(p.Dir)
 	must(t, err)
 	defer lock.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), eventDeadline)
 	defer cancel()
 	c := exec.CommandContext(ctx, filepath.Join(tree, "enter"),
 		append([]string{fmt.Sprintf("--pid=%d", podPid(t, p)), "--appname=" + app, "--"}, cmd...)...)
@@ -90,8 +90,8 @@ func procLines(t *testing.T, pid int, file string, keep func(string) bool) []str
 // when started by rkt with more open.
 func TestHostsideEnterIsTheApp(t *testing.T) {
 	p := newPod(t, []App{
-		{Name: "a", Exec: probe("sleep", "60s"), User: "1000", Group: "1000", Groups: []int{50}, WD: "/tmp", Env: map[string]string{"FOO": "bar"}},
-		{Name: "b", Exec: probe("sleep", "60s")},
+		{Name: "a", Exec: probe("sleep", "1h"), User: "1000", Group: "1000", Groups: []int{50}, WD: "/tmp", Env: map[string]string{"FOO": "bar"}},
+		{Name: "b", Exec: probe("sleep", "1h")},
 		{Name: "c", Exec: probe("exit", "0")},
 	}, nil)
 	if _, err := os.Lstat(filepath.Join(p.Dir, layout.Stage1RootFS, "enter")); err != nil {
@@ -190,8 +190,8 @@ func TestHostsidePod1Enter(t *testing.T) {
 	b, err := os.ReadFile(bin("probe"))
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(img, "rootfs/bin/sh"), b, 0o755))
-	p := runBG(t, data, img, "--name=one", "--user=0", "--exec=/bin/probe", "--", "sleep", "60s",
-		"---", img, "--name=two", "--exec=/bin/probe", "--", "sleep", "60s")
+	p := runBG(t, data, img, "--name=one", "--user=0", "--exec=/bin/probe", "--", "sleep", "1h",
+		"---", img, "--name=two", "--exec=/bin/probe", "--", "sleep", "1h")
 	p.waitPid(t)
 	appPid(t, &Pod{Dir: p.Dir, UUID: p.UUID}, "two")
 	if _, errOut, code := pod1(t, data, "enter", p.UUID, "/bin/probe"); code != 254 || !strings.Contains(errOut, "several apps (one, two)") {

@@ -30,7 +30,7 @@ func exitedPod(t *testing.T, data, img string, code string) string {
 func TestHostsideGCCollects(t *testing.T) {
 	data := dataDir(t)
 	img := probeACIDir(t)
-	running := runBG(t, data, img, "--exec=/bin/probe", "--", "sleep", "60s")
+	running := runBG(t, data, img, "--exec=/bin/probe", "--", "sleep", "1h")
 	running.waitPid(t)
 	exited := exitedPod(t, data, img, "0")
 	// A stage1 that died before writing pid: its gc entrypoint must
@@ -192,7 +192,7 @@ func TestHostsideGCKilledAtEachStep(t *testing.T) {
 func TestHostsideGCAfterStage1Killed(t *testing.T) {
 	data := dataDir(t)
 	img := probeACIDir(t)
-	p := runBG(t, data, img, "--exec=/bin/probe", "--", "sleep", "60s")
+	p := runBG(t, data, img, "--exec=/bin/probe", "--", "sleep", "1h")
 	pid := p.waitPid(t)
 	ns := pidNS(pid)
 	must(t, p.Cmd.Process.Signal(syscall.SIGKILL)) // pod1 run became the stage1's run

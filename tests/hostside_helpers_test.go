@@ -38,7 +38,8 @@ func runBG(t *testing.T, data string, args ...string) *bgPod {
 		full = append(full, "--net=none")
 	}
 	full = append(full, args...)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// The pod lives until the test stops it, or the cleanup cancels it.
+	ctx, cancel := context.WithCancel(context.Background())
 	p := &bgPod{Cmd: exec.CommandContext(ctx, bin("pod1"), full...), Stderr: &bytes.Buffer{}, Stdout: &bytes.Buffer{}, done: make(chan struct{})}
 	p.Cmd.Stderr, p.Cmd.Stdout = p.Stderr, p.Stdout
 	p.Cmd.WaitDelay = time.Second
@@ -55,7 +56,7 @@ func runBG(t *testing.T, data string, args ...string) *bgPod {
 		cancel()
 		<-p.done
 	})
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(eventDeadline)
 	for {
 		b, err := os.ReadFile(uuidFile)
 		if err == nil && len(b) > 0 {
@@ -94,7 +95,7 @@ func (p *bgPod) wait(t *testing.T) int {
 	t.Helper()
 	select {
 	case <-p.done:
-	case <-time.After(time.Minute):
+	case <-time.After(eventDeadline):
 		t.Fatalf("pod %s did not end", p.UUID)
 	}
 	return p.Code
@@ -109,7 +110,14 @@ func (p *bgPod) waitPid(t *testing.T) int {
 // pod1 runs the pod1 CLI, bounded, and returns its output and exit code.
 func pod1(t *testing.T, data string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	return pod1Within(t, eventDeadline, data, args...)
+}
+
+// pod1Within is pod1 with a deadline of d, for commands whose work grows
+// with what the test made.
+func pod1Within(t *testing.T, d time.Duration, data string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin("pod1"), append([]string{"--dir=" + data}, args...)...)
 	var o, e bytes.Buffer

@@ -53,7 +53,7 @@ func TestHostsideStatusAndList(t *testing.T) {
 	img := probeACIDir(t)
 	p := runBG(t, data, img, "--name=ok", "--exec=/bin/probe", "--", "exit", "0",
 		"---", img, "--name=three", "--exec=/bin/probe", "--", "wait-file", "/tmp/go", "+", "exit", "3",
-		"---", img, "--name=long", "--exec=/bin/probe", "--", "sleep", "60s")
+		"---", img, "--name=long", "--exec=/bin/probe", "--", "sleep", "1h")
 	pid := p.waitPid(t)
 	statusDir := filepath.Join(p.Dir, "overlay", readFile(t, filepath.Join(p.Dir, "stage1TreeStoreID")), "upper/rkt/status")
 	waitFor(t, 10*time.Second, "app ok's status", func() bool {

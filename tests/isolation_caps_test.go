@@ -137,7 +137,7 @@ func TestEscapeCapabilitiesAreWarnedAbout(t *testing.T) {
 // (seccomp, masked paths) too.
 func TestAppAddedLaterGetsItsIsolation(t *testing.T) {
 	p, r := sandbox(t, nil)
-	a := App{Name: "late", Exec: probe("status", "+", "stat", "/proc/timer_list", "+", "sleep", "60s")}
+	a := App{Name: "late", Exec: probe("status", "+", "stat", "/proc/timer_list", "+", "sleep", "1h")}
 	root := filepath.Join(p.Dir, layout.AppRootfs(a.Name))
 	must(t, os.MkdirAll(filepath.Join(root, "bin"), 0o755))
 	copyFile(t, bin("probe"), filepath.Join(root, "bin/probe"))

@@ -74,7 +74,7 @@ func deviceLines(out string) []string {
 // the host opens the planted nodes (negative control: the refusals are
 // the pod's).
 func TestDeviceAllowList(t *testing.T) {
-	p := newPod(t, []App{{Name: "a", Exec: probe(append(append([]string{}, deviceChecks...), "+", "sleep", "60s")...),
+	p := newPod(t, []App{{Name: "a", Exec: probe(append(append([]string{}, deviceChecks...), "+", "sleep", "1h")...),
 		Rootfs: func(t *testing.T, root string) { plantNodes(t, root) }}}, nil)
 	root := filepath.Join(p.Dir, "stage1/rootfs/opt/stage2/a/rootfs")
 	ctx, cancel := context.WithTimeout(context.Background(), cgDeadline)
@@ -140,7 +140,7 @@ func TestPodPidsMaxHoldsForkBombs(t *testing.T) {
 	apps := []App{
 		{Name: "bomb1", Exec: probe("forkbomb"), Annotations: grace},
 		{Name: "bomb2", Exec: probe("forkbomb"), Annotations: grace},
-		{Name: "steady", Exec: probe("sleep", "60s"), Annotations: grace},
+		{Name: "steady", Exec: probe("sleep", "1h"), Annotations: grace},
 	}
 	p := newPodRaw(t, manifestAnn(apps, nil, map[string]string{
 		"pod1/exit-policy": "main-app", "pod1/main-app": "steady", "pod1/pod-pids-max": "100"}), apps)
@@ -190,7 +190,7 @@ func TestPodPidsMaxHoldsForkBombs(t *testing.T) {
 // Without the annotation the pod gets systemd's DefaultTasksMax: 15% of
 // what the host allows.
 func TestPodPidsMaxDefault(t *testing.T) {
-	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "60s")}}, nil)
+	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
 	r := start(t, p, RunOpts{})
 	defer func() {
 		if t.Failed() {
@@ -290,7 +290,7 @@ func TestGCActsOnlyOnThePodsCgroups(t *testing.T) {
 // process put there) is killed by gc, which returns only once it is gone
 // and the cgroups are removed.
 func TestGCKillsLeftoversBeforeReturning(t *testing.T) {
-	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "60s")}}, nil)
+	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
 	r := start(t, p, RunOpts{})
 	runningApp(t, p, "a")
 	init := podPid(t, p)

@@ -32,7 +32,7 @@ func enterGetsTheAppsIsolation(t *testing.T, private bool) {
 		seccompSet("remove", "ENOTSUP", "@rkt/default-blacklist", "sysinfo"),
 		isolator("os/linux/oom-score-adj", 600),
 	}
-	p := isoPod(t, []App{{Name: "a", Exec: append(append([]string{}, check...), "+", "sleep", "60s")}}, Isolators{"a": isos}, nil, "a")
+	p := isoPod(t, []App{{Name: "a", Exec: append(append([]string{}, check...), "+", "sleep", "1h")}}, Isolators{"a": isos}, nil, "a")
 	if _, err := os.Lstat(filepath.Join(p.Dir, layout.Stage1RootFS, "enter")); err != nil {
 		must(t, os.Symlink(bin("stage1-init"), filepath.Join(p.Dir, layout.Stage1RootFS, "enter")))
 	}

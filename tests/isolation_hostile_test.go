@@ -7,7 +7,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -117,13 +116,13 @@ func TestVolumeSourceSwapRefused(t *testing.T) {
 	vols := []map[string]any{{"name": "parent", "kind": "host", "source": parent},
 		{"name": "child", "kind": "host", "source": filepath.Join(parent, "child")}}
 	apps := []App{
-		{Name: "racer", Exec: probe("wait-file", "/p/child/ran", "+", "swap", "/p/child", dir, "+", "sleep", "60s"),
+		{Name: "racer", Exec: probe("wait-file", "/p/child/ran", "+", "swap", "/p/child", dir, "+", "sleep", "1h"),
 			MPoints: []map[string]any{{"name": "parent", "path": "/p"}}},
 		{Name: "victim", Exec: probe("touch", "/c/ran", "+", "exit", "1"), MPoints: []map[string]any{{"name": "child", "path": "/c"}},
 			Annotations: map[string]string{"pod1/restart-policy": "on-failure", "pod1/restart-backoff": "300ms", "pod1/start-limit-burst": "2"}},
 	}
 	p := newPod(t, apps, vols)
-	r := hostileRun(t, p, RunOpts{Timeout: 30 * time.Second}, dir, digest)
+	r := hostileRun(t, p, RunOpts{}, dir, digest)
 	if !strings.Contains(r.Stdout.String(), "swap done") {
 		t.Fatalf("the racer did not swap: %q %s", r.Stdout, r.Stderr)
 	}

@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/moby/sys/capability"
 )
@@ -90,7 +89,7 @@ func TestProcSelfExeScriptCannotRewriteStage1(t *testing.T) {
 	}
 	p := newPodRaw(t, manifestAnn(apps, nil, map[string]string{"pod1/exit-policy": "main-app", "pod1/main-app": "attacker"}), apps)
 	before := stage1Hashes(t, p)
-	r := runPod(t, p, RunOpts{Timeout: 60 * time.Second})
+	r := runPod(t, p, RunOpts{})
 	if r.Code != 0 {
 		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 	}

@@ -75,7 +75,7 @@ func TestLauncherPodsReadWithRktRules(t *testing.T) {
 				args = append(args, "--no-overlay")
 			}
 			args = append(args, img, "--name=failing", "--exec=/bin/probe", "--", "sleep", "300ms", "+", "exit", "3",
-				"---", img, "--name=long", "--exec=/bin/probe", "--", "sleep", "60s",
+				"---", img, "--name=long", "--exec=/bin/probe", "--", "sleep", "1h",
 				"---", img, "--name=ok")
 			cmd := exec.Command(bin("pod1"), args...)
 			var stderr strings.Builder
@@ -98,7 +98,7 @@ func TestLauncherPodsReadWithRktRules(t *testing.T) {
 			})
 			select {
 			case <-done:
-			case <-time.After(20 * time.Second):
+			case <-time.After(eventDeadline):
 				_ = cmd.Process.Kill()
 				t.Fatal("pod did not end")
 			}

@@ -23,7 +23,7 @@ func sandbox(t *testing.T, vols []map[string]any) (*Pod, *Run) {
 	raw := manifest(nil, vols)
 	p := newPodRaw(t, raw, nil)
 	must(t, os.WriteFile(filepath.Join(p.Dir, "pod.lck"), nil, 0o600))
-	r := start(t, p, RunOpts{Args: []string{"--debug", "--net=none", "--local-config=/etc/rkt", "--mutable"}, Timeout: 180 * time.Second})
+	r := start(t, p, RunOpts{Args: []string{"--debug", "--net=none", "--local-config=/etc/rkt", "--mutable"}})
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("stage1 stderr:\n%s", r.Stderr)
@@ -58,7 +58,7 @@ func entry(t *testing.T, p *Pod, ep string, args ...string) (int, string) {
 	go func() {
 		select {
 		case <-done:
-		case <-time.After(60 * time.Second):
+		case <-time.After(eventDeadline):
 			_ = cmd.Process.Kill()
 		}
 	}()
@@ -154,8 +154,8 @@ func TestMutablePodAppLifecycle(t *testing.T) {
 		t.Fatal("a sandbox runs only PID 1")
 	}
 	for _, a := range []App{
-		{Name: "web", Exec: probe("touch", "/vol/web-ran", "+", "sleep", "60s"), MPoints: mp},
-		{Name: "worker", Exec: probe("sleep", "60s")},
+		{Name: "web", Exec: probe("touch", "/vol/web-ran", "+", "sleep", "1h"), MPoints: mp},
+		{Name: "worker", Exec: probe("sleep", "1h")},
 		{Name: "crashy", Exec: probe("append", "/vol/crashy", "+", "exit", "3"), MPoints: mp, Annotations: map[string]string{
 			"pod1/restart-policy": "on-failure", "pod1/restart-backoff": "10ms", "pod1/start-limit-burst": "3"}},
 	} {
@@ -280,7 +280,7 @@ func TestControlChannelRefusesApps(t *testing.T) {
 func TestInterruptedAppOperationsReconcile(t *testing.T) {
 	p, r := sandbox(t, nil)
 	// stage0 did its part of the add; its app/add caller died.
-	a := App{Name: "orphan", Exec: probe("ignore-term", "+", "sleep", "60s"), Annotations: map[string]string{"pod1/stop-grace-period": "500ms"}}
+	a := App{Name: "orphan", Exec: probe("ignore-term", "+", "sleep", "1h"), Annotations: map[string]string{"pod1/stop-grace-period": "500ms"}}
 	addAppStage0Only(t, p, a)
 	if code, out := startApp(t, p, "orphan"); code != 0 {
 		t.Fatalf("start of a half-added app: %d %s", code, out)
@@ -385,7 +385,7 @@ func TestManyAppCyclesLeakNothing(t *testing.T) {
 	var m1, f1, rss1 int
 	t0 := time.Now()
 	for i := 0; i < cycles; i++ {
-		a := App{Name: "cycle", Exec: probe("sleep", "60s")}
+		a := App{Name: "cycle", Exec: probe("sleep", "1h")}
 		if code, out := addApp(t, p, a); code != 0 {
 			t.Fatalf("cycle %d add: %d %s", i, code, out)
 		}
@@ -446,7 +446,7 @@ func TestLimitsThatCannotBeSetFailTheStart(t *testing.T) {
 	}
 	// stage1/ is the one descendant it has; no app cgroup can be made.
 	must(t, os.WriteFile(filepath.Join(v2[0], "cgroup.max.descendants"), []byte("1"), 0))
-	a := App{Name: "limited", Exec: probe("sleep", "60s")}
+	a := App{Name: "limited", Exec: probe("sleep", "1h")}
 	addAppStage0Only(t, p, a)
 	// The app entry in the manifest gets a memory limit.
 	var pm map[string]any

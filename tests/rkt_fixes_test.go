@@ -15,7 +15,7 @@ import (
 func TestRktIsolatorsGivenTwice(t *testing.T) {
 	r := newRkt(t)
 	img := r.aci("limited", map[string]any{
-		"exec": []string{"/bin/probe", "sleep", "60s"},
+		"exec": []string{"/bin/probe", "sleep", "1h"},
 		"isolators": []map[string]any{
 			{"name": "resource/memory", "value": map[string]any{"limit": "100M"}},
 			{"name": "resource/cpu", "value": map[string]any{"limit": "2"}},

@@ -33,7 +33,7 @@ func TestRktPrepareRunPrepared(t *testing.T) {
 // when rkt reports it exited; rkt gc then removes it and its mounts.
 func TestRktEnterStopGc(t *testing.T) {
 	r := newRkt(t)
-	img := r.aci("srv", map[string]any{"exec": []string{"/bin/probe", "term-exit", "0", "+", "sleep", "60s"}}, nil)
+	img := r.aci("srv", map[string]any{"exec": []string{"/bin/probe", "term-exit", "0", "+", "sleep", "1h"}}, nil)
 	p := r.start("run", img)
 	pid := r.pid(p.UUID)
 	out := r.rkt("enter", p.UUID, "/bin/probe", "hostname", "+", "ids")
@@ -65,7 +65,7 @@ func TestRktEnterStopGc(t *testing.T) {
 // rkt stop --force kills an app that ignores SIGTERM at once.
 func TestRktStopForce(t *testing.T) {
 	r := newRkt(t)
-	img := r.aci("stubborn", map[string]any{"exec": []string{"/bin/probe", "ignore-term", "+", "sleep", "60s"}}, nil)
+	img := r.aci("stubborn", map[string]any{"exec": []string{"/bin/probe", "ignore-term", "+", "sleep", "1h"}}, nil)
 	p := r.start("run", img)
 	t0 := time.Now()
 	r.rkt("stop", "--force", p.UUID)
@@ -86,7 +86,7 @@ func TestRktStopForce(t *testing.T) {
 // removed through rkt app, then the sandbox stopped.
 func TestRktAppAPI(t *testing.T) {
 	r := newRkt(t)
-	img := r.aci("worker", map[string]any{"exec": []string{"/bin/probe", "sleep", "60s"}}, nil)
+	img := r.aci("worker", map[string]any{"exec": []string{"/bin/probe", "sleep", "1h"}}, nil)
 	short := r.aci("short", map[string]any{"exec": []string{"/bin/probe", "exit", "6"}}, nil)
 	p := r.start("app", "sandbox", "--stage1-path="+filepath.Join(repoRoot, "build/stage1.aci"), "--net=none")
 	// app add finds images in the store only (pull policy never).

@@ -62,7 +62,7 @@ func TestFirstFailureStopsOthersAndIsThePodCode(t *testing.T) {
 	p := newPod(t, []App{
 		{Name: "ok", Exec: probe("exit", "0")},
 		{Name: "failing", Exec: probe("sleep", "200ms", "+", "exit", "3")},
-		{Name: "long", Exec: probe("sleep", "60s")},
+		{Name: "long", Exec: probe("sleep", "1h")},
 		{Name: "later", Exec: probe("sleep", "400ms", "+", "exit", "5")},
 	}, nil)
 	t0 := time.Now()
@@ -105,8 +105,8 @@ func TestSIGTERMToRunStopsThePod(t *testing.T) {
 				want = 137 // forced: killed at once
 			}
 			p := newPod(t, []App{
-				{Name: "a", Exec: probe("sleep", "60s")},
-				{Name: "b", Exec: probe("sleep", "60s")},
+				{Name: "a", Exec: probe("sleep", "1h")},
+				{Name: "b", Exec: probe("sleep", "1h")},
 			}, nil)
 			r := start(t, p, RunOpts{})
 			podPid(t, p)
@@ -172,7 +172,7 @@ func TestLockFreeMeansPodGoneAndStatusesFinal(t *testing.T) {
 	for round := 0; round < 3; round++ {
 		p := newPod(t, []App{
 			// Orphaned daemons that would outlive the app.
-			{Name: "daemons", Exec: probe("orphans", "20", "60s", "+", "sleep", "200ms", "+", "exit", "4")},
+			{Name: "daemons", Exec: probe("orphans", "20", "1h", "+", "sleep", "200ms", "+", "exit", "4")},
 			{Name: "quick", Exec: probe("exit", "0")},
 		}, nil)
 		r := start(t, p, RunOpts{})
@@ -214,10 +214,10 @@ func TestThousandOrphansLeaveNoZombie(t *testing.T) {
 	vol := t.TempDir()
 	p := newPod(t, []App{{
 		Name:    "spawner",
-		Exec:    probe("orphans", "1000", "0s", "+", "touch", "/vol/spawned", "+", "sleep", "60s"),
+		Exec:    probe("orphans", "1000", "0s", "+", "touch", "/vol/spawned", "+", "sleep", "1h"),
 		MPoints: []map[string]any{{"name": "vol", "path": "/vol"}},
 	}}, []map[string]any{{"name": "vol", "kind": "host", "source": vol}})
-	r := start(t, p, RunOpts{Timeout: 90 * time.Second})
+	r := start(t, p, RunOpts{})
 	ns := pidNS(podPid(t, p))
 	waitFor(t, 60*time.Second, "orphans spawned", func() bool {
 		_, err := os.Stat(filepath.Join(vol, "spawned"))
@@ -244,8 +244,8 @@ func TestSIGKILLOfAStage1Process(t *testing.T) {
 		t.Run(victim, func(t *testing.T) {
 			p := newPod(t, []App{
 				{Name: "early", Exec: probe("exit", "0")},
-				{Name: "b", Exec: probe("orphans", "5", "60s", "+", "sleep", "60s")},
-				{Name: "c", Exec: probe("sleep", "60s")},
+				{Name: "b", Exec: probe("orphans", "5", "1h", "+", "sleep", "1h")},
+				{Name: "c", Exec: probe("sleep", "1h")},
 			}, nil)
 			r := start(t, p, RunOpts{})
 			initPid := podPid(t, p)

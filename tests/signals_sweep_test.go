@@ -96,8 +96,8 @@ func TestSIGKILLOfRunSweep(t *testing.T) {
 	)
 	apps := []App{
 		{Name: "early", Exec: probe("exit", "0")},
-		{Name: "many", Exec: probe("orphans", "100", "60s", "+", "sleep", "60s")},
-		{Name: "sleeper", Exec: probe("sleep", "60s")},
+		{Name: "many", Exec: probe("orphans", "100", "1h", "+", "sleep", "1h")},
+		{Name: "sleeper", Exec: probe("sleep", "1h")},
 	}
 	maxWait := time.Duration(0)
 	for _, m := range moments {
@@ -199,8 +199,8 @@ func TestEarlyStopSweep(t *testing.T) {
 					defer func() { <-sem }()
 					t.Run(strconv.Itoa(i), func(t *testing.T) {
 						apps := []App{
-							{Name: "a", Exec: probe("sleep", "60s")},
-							{Name: "b", Exec: probe("sleep", "60s")},
+							{Name: "a", Exec: probe("sleep", "1h")},
+							{Name: "b", Exec: probe("sleep", "1h")},
 						}
 						p := newPod(t, apps, nil)
 						r := start(t, p, RunOpts{})

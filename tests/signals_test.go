@@ -78,7 +78,7 @@ func TestSignalsIgnoredKeepThePod(t *testing.T) {
 	}
 	p := newPod(t, []App{
 		{Name: "sender", Exec: probe("signal", "1", signalList(sigs))},
-		{Name: "sleeper", Exec: probe("sleep", "60s")},
+		{Name: "sleeper", Exec: probe("sleep", "1h")},
 	}, nil)
 	r := start(t, p, RunOpts{})
 	pid1 := podPid(t, p)
@@ -132,9 +132,9 @@ func TestSignalsThatStopThePod(t *testing.T) {
 			if sigpolicy.Of(c.sig) == sigpolicy.ForceStop {
 				want = 137
 			}
-			apps := []App{{Name: "sleeper", Exec: probe("sleep", "60s")}}
+			apps := []App{{Name: "sleeper", Exec: probe("sleep", "1h")}}
 			if c.to == "pid1" {
-				apps = append(apps, App{Name: "sender", Exec: probe("wait-file", "/tmp/go", "+", "signal", "1", strconv.Itoa(int(c.sig)), "+", "sleep", "60s")})
+				apps = append(apps, App{Name: "sender", Exec: probe("wait-file", "/tmp/go", "+", "signal", "1", strconv.Itoa(int(c.sig)), "+", "sleep", "1h")})
 			}
 			p := newPod(t, apps, nil)
 			r := start(t, p, RunOpts{})

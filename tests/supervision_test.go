@@ -136,7 +136,7 @@ func TestBackoffSpacing(t *testing.T) {
 func TestRestartStartsClean(t *testing.T) {
 	vol := t.TempDir()
 	mp, vols := volume(vol)
-	p := newPod(t, []App{{Name: "a", Exec: probe("procs", "+", "orphans", "3", "60s", "+", "append", "/vol/runs", "+", "exit", "1"), MPoints: mp,
+	p := newPod(t, []App{{Name: "a", Exec: probe("procs", "+", "orphans", "3", "1h", "+", "append", "/vol/runs", "+", "exit", "1"), MPoints: mp,
 		Annotations: map[string]string{"pod1/restart-policy": "on-failure", "pod1/restart-backoff": "10ms", "pod1/start-limit-burst": "3"}}}, vols)
 	r := runPod(t, p, RunOpts{})
 	ls := r.Lines("procs ")
@@ -150,7 +150,7 @@ func TestRestartStartsClean(t *testing.T) {
 		}
 	}
 	p2 := newPod(t, []App{
-		{Name: "leaver", Exec: probe("orphans", "3", "60s", "+", "exit", "0")},
+		{Name: "leaver", Exec: probe("orphans", "3", "1h", "+", "exit", "0")},
 		{Name: "watcher", Exec: probe("sleep", "500ms", "+", "procs")},
 	}, nil)
 	r2 := runPod(t, p2, RunOpts{})
@@ -163,8 +163,8 @@ func TestRestartStartsClean(t *testing.T) {
 // records 137; one that handles SIGTERM records its own code.
 func TestGracePeriod(t *testing.T) {
 	p := newPod(t, []App{
-		{Name: "stubborn", Exec: probe("ignore-term", "+", "sleep", "60s"), Annotations: map[string]string{"pod1/stop-grace-period": "300ms"}},
-		{Name: "polite", Exec: probe("term-exit", "42", "+", "sleep", "60s")},
+		{Name: "stubborn", Exec: probe("ignore-term", "+", "sleep", "1h"), Annotations: map[string]string{"pod1/stop-grace-period": "300ms"}},
+		{Name: "polite", Exec: probe("term-exit", "42", "+", "sleep", "1h")},
 		{Name: "failing", Exec: probe("sleep", "300ms", "+", "exit", "2")},
 	}, nil)
 	t0 := time.Now()
@@ -195,7 +195,7 @@ func TestSimultaneousExits(t *testing.T) {
 		apps = append(apps, App{Name: "x" + strconv.Itoa(i), Exec: probe("wait-fifo", "/vol/go", "+", "exit", "7"), MPoints: mp})
 	}
 	p := newPodRaw(t, manifestAnn(apps, vols, map[string]string{"pod1/exit-policy": "main-app", "pod1/main-app": "main"}), apps)
-	r := start(t, p, RunOpts{Timeout: 120 * time.Second})
+	r := start(t, p, RunOpts{})
 	waitFor(t, 60*time.Second, "200 apps running", func() bool {
 		ents, _ := os.ReadDir(p.statusDir())
 		return len(ents) == 201
@@ -242,7 +242,7 @@ func TestSimultaneousExits(t *testing.T) {
 func TestThousandFastExitsNeverZero(t *testing.T) {
 	p := newPod(t, []App{{Name: "a", Exec: probe("exit", "19"), Annotations: map[string]string{
 		"pod1/restart-policy": "always", "pod1/restart-backoff": "0s", "pod1/start-limit-burst": "1000", "pod1/start-limit-interval": "1h"}}}, nil)
-	r := runPod(t, p, RunOpts{Args: []string{"--debug", "--net=none"}, Timeout: 120 * time.Second})
+	r := runPod(t, p, RunOpts{Args: []string{"--debug", "--net=none"}})
 	if r.Code != 19 || p.Status(t, "a") != 19 {
 		t.Fatalf("pod exit %d status %d", r.Code, p.Status(t, "a"))
 	}
@@ -263,11 +263,11 @@ func TestForkBombContained(t *testing.T) {
 	mp, vols := volume(vol)
 	apps := []App{
 		{Name: "bomb", Exec: probe("forkbomb"), Annotations: map[string]string{"pod1/pids-max": "64", "pod1/stop-grace-period": "1s"}},
-		{Name: "steady", Exec: probe("sleep", "1s", "+", "touch", "/vol/alive", "+", "sleep", "60s"), MPoints: mp,
+		{Name: "steady", Exec: probe("sleep", "1s", "+", "touch", "/vol/alive", "+", "sleep", "1h"), MPoints: mp,
 			Annotations: map[string]string{"pod1/stop-grace-period": "1s"}},
 	}
 	p := newPodRaw(t, manifestAnn(apps, vols, map[string]string{"pod1/exit-policy": "main-app", "pod1/main-app": "steady"}), apps)
-	r := start(t, p, RunOpts{Args: []string{"--debug", "--net=none"}, Timeout: 90 * time.Second})
+	r := start(t, p, RunOpts{Args: []string{"--debug", "--net=none"}})
 	initPid := podPid(t, p)
 	defer func() {
 		if t.Failed() {
@@ -299,7 +299,7 @@ func TestForkBombContained(t *testing.T) {
 
 func TestExitPolicies(t *testing.T) {
 	t.Run("any-app", func(t *testing.T) {
-		apps := []App{{Name: "a", Exec: probe("sleep", "100ms")}, {Name: "b", Exec: probe("sleep", "60s")}}
+		apps := []App{{Name: "a", Exec: probe("sleep", "100ms")}, {Name: "b", Exec: probe("sleep", "1h")}}
 		p := newPodRaw(t, manifestAnn(apps, nil, map[string]string{"pod1/exit-policy": "any-app"}), apps)
 		r := runPod(t, p, RunOpts{})
 		if r.Code != 0 || p.Status(t, "a") != 0 || p.Status(t, "b") != 143 {
@@ -307,7 +307,7 @@ func TestExitPolicies(t *testing.T) {
 		}
 	})
 	t.Run("main-app", func(t *testing.T) {
-		apps := []App{{Name: "side", Exec: probe("exit", "3")}, {Name: "web", Exec: probe("sleep", "300ms", "+", "exit", "4")}, {Name: "other", Exec: probe("sleep", "60s")}}
+		apps := []App{{Name: "side", Exec: probe("exit", "3")}, {Name: "web", Exec: probe("sleep", "300ms", "+", "exit", "4")}, {Name: "other", Exec: probe("sleep", "1h")}}
 		p := newPodRaw(t, manifestAnn(apps, nil, map[string]string{"pod1/exit-policy": "main-app", "pod1/main-app": "web"}), apps)
 		r := runPod(t, p, RunOpts{})
 		if r.Code != 4 || p.Status(t, "side") != 3 || p.Status(t, "web") != 4 || p.Status(t, "other") != 143 {
@@ -370,7 +370,7 @@ func TestExitsDuringAnotherAppsCleanupAreKept(t *testing.T) {
 			apps = append(apps, App{Name: n, Exec: probe("spawn", "20", "600s", "+", "touch", "/vol/"+n, "+", "sleep", "600s"), MPoints: mp})
 		}
 		p := newPod(t, apps, vols)
-		r := start(t, p, RunOpts{Args: []string{"--debug", "--net=none"}, Timeout: 30 * time.Second})
+		r := start(t, p, RunOpts{Args: []string{"--debug", "--net=none"}})
 		waitFor(t, 20*time.Second, "every app's daemons", func() bool {
 			for _, a := range apps {
 				if _, err := os.Stat(filepath.Join(vol, a.Name)); err != nil {
@@ -420,7 +420,7 @@ func TestSpareAppProcessLeavesNoTrace(t *testing.T) {
 		}
 	})
 	t.Run("private-users", func(t *testing.T) {
-		p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "60s")}}, nil)
+		p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
 		shiftOwnership(t, p, usersBase)
 		r := start(t, p, RunOpts{Args: []string{"--net=none", privateUsers}})
 		app := appPid(t, p, "a")
@@ -434,7 +434,7 @@ func TestSpareAppProcessLeavesNoTrace(t *testing.T) {
 		}
 	})
 	t.Run("taken", func(t *testing.T) {
-		p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "60s")}, {Name: "b", Exec: probe("sleep", "60s")}}, nil)
+		p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}, {Name: "b", Exec: probe("sleep", "1h")}}, nil)
 		start(t, p, RunOpts{})
 		for _, name := range []string{"a", "b"} {
 			app := appPid(t, p, name)

@@ -61,7 +61,7 @@ func TestAppAddedToPrivateUsersSandbox(t *testing.T) {
 	data, uuid := cliSandbox(t, "--private-users=300000:65536")
 	img := probeACIDir(t)
 	d := "--dir=" + data
-	if code, out := pod1cli(t, nil, d, "app", "add", uuid, img, "--name=late", "--exec=/bin/probe", "--", "sleep", "60s"); code != 0 {
+	if code, out := pod1cli(t, nil, d, "app", "add", uuid, img, "--name=late", "--exec=/bin/probe", "--", "sleep", "1h"); code != 0 {
 		t.Fatalf("add: %d %s", code, out)
 	}
 	if code, out := pod1cli(t, nil, d, "app", "start", uuid, "--app=late"); code != 0 {

@@ -128,7 +128,7 @@ func TestPrivateUsersRestartAndStop(t *testing.T) {
 	apps := []App{
 		{Name: "crashy", MPoints: mp, Exec: probe("append", "/vol/runs", "+", "exit", "3"), Annotations: map[string]string{
 			"pod1/restart-policy": "on-failure", "pod1/restart-backoff": "10ms", "pod1/start-limit-burst": "3"}},
-		{Name: "long", Exec: probe("sleep", "60s")},
+		{Name: "long", Exec: probe("sleep", "1h")},
 	}
 	// The pod lives as long as "long" does, whatever becomes of crashy.
 	p := newPodRaw(t, manifestAnn(apps, vols, map[string]string{"pod1/exit-policy": "main-app", "pod1/main-app": "long"}), apps)

@@ -105,6 +105,8 @@ func isolation(cmd string, a []string) error {
 		return hog(arg(a, 0))
 	case "burn":
 		return burn(arg(a, 0))
+	case "burn-cpu":
+		return burnCPU(arg(a, 0))
 	case "swap":
 		// swap PATH TARGET: PATH becomes a symlink to TARGET.
 		if err := os.Rename(arg(a, 0), arg(a, 0)+".old"); err != nil {
@@ -244,6 +246,26 @@ func hog(size string) error {
 
 // burn spins one thread for a wall-clock duration and reports the CPU time
 // it got: under a CPU quota, about quota x duration.
+// burnCPU spins until the process has used d of CPU time and reports the
+// wall time that took, with the app's name: how long does not depend on
+// the machine's speed, only on how much CPU the app is allowed.
+func burnCPU(d string) error {
+	dur, err := time.ParseDuration(d)
+	if err != nil {
+		return err
+	}
+	cpu := func() time.Duration {
+		var r unix.Rusage
+		_ = unix.Getrusage(unix.RUSAGE_SELF, &r)
+		return time.Duration(r.Utime.Nano() + r.Stime.Nano())
+	}
+	t0, c0 := time.Now(), cpu()
+	for cpu()-c0 < dur {
+	}
+	fmt.Printf("burn-cpu %s wall %.3f\n", os.Getenv("AC_APP_NAME"), time.Since(t0).Seconds())
+	return nil
+}
+
 func burn(d string) error {
 	dur, err := time.ParseDuration(d)
 	if err != nil {
