@@ -33,13 +33,17 @@ const (
 	readyFd = 6
 )
 
-// pid1Files returns the fds run passes to PID 1, in fd order from 0.
+// pid1Files returns the fds run passes to PID 1, indexed by their number
+// there.
 func pid1Files(config, lock *os.File, parent int, ready *os.File) []uintptr {
-	p := ^uintptr(0) // not passed: closed in the child
+	files := make([]uintptr, readyFd+1)
+	files[0], files[1], files[2] = os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd()
+	files[podConfigFd], files[lockFd], files[readyFd] = config.Fd(), lock.Fd(), ready.Fd()
+	files[parentFd] = ^uintptr(0) // not passed: closed in the child
 	if parent >= 0 {
-		p = uintptr(parent)
+		files[parentFd] = uintptr(parent)
 	}
-	return []uintptr{os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd(), config.Fd(), lock.Fd(), p, ready.Fd()}
+	return files
 }
 
 // openSelfPidfd returns a pidfd of the calling process for PID 1 to watch,

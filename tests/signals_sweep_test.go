@@ -177,9 +177,23 @@ func TestEarlyStopSweep(t *testing.T) {
 			must(t, r.Cmd.Process.Signal(sig))
 		}
 	}
+	// What stop does, at the first moment the pid file names PID 1.
+	direct := func(sig unix.Signal) func(t *testing.T, p *Pod, r *Run, i int) {
+		return func(t *testing.T, p *Pod, r *Run, i int) {
+			var pid int
+			waitFor(t, 10*time.Second, "pid file", func() bool {
+				b, err := os.ReadFile(filepath.Join(p.Dir, "pid"))
+				pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+				return err == nil && pid > 0
+			})
+			must(t, unix.Kill(pid, sig))
+		}
+	}
 	modes := []mode{
-		{"stop", false, 30, entry(false)},
-		{"stop-force", true, 30, entry(true)},
+		{"stop", false, 15, entry(false)},
+		{"stop-force", true, 15, entry(true)},
+		{"pidfile-SIGTERM", false, 15, direct(unix.SIGTERM)},
+		{"pidfile-SIGUSR1", true, 15, direct(unix.SIGUSR1)},
 		{"run-SIGTERM", false, 15, signal(unix.SIGTERM)},
 		{"run-SIGUSR1", true, 15, signal(unix.SIGUSR1)},
 	}

@@ -345,13 +345,15 @@ func TestBadSupervisionAnnotations(t *testing.T) {
 }
 
 // Apps start with an empty signal mask and no ignored signals, even when
-// the stage1 was started with some ignored (nohup).
+// the stage1 was started with some ignored (nohup) and though PID 1 and run
+// ignore most signals themselves: the first app (PID 1's spare process)
+// and the second (started the usual way) alike.
 func TestAppsStartWithCleanSignalState(t *testing.T) {
-	p := newPod(t, []App{{Name: "a", Exec: probe("status")}}, nil)
+	p := newPod(t, []App{{Name: "a", Exec: probe("status")}, {Name: "b", Exec: probe("status")}}, nil)
 	r := runPod(t, p, RunOpts{Wrapper: []string{"nohup"}})
 	for _, want := range []string{"status SigBlk: 0000000000000000", "status SigIgn: 0000000000000000"} {
-		if !strings.Contains(r.Stdout.String(), want+"\n") {
-			t.Errorf("missing %q in %q", want, r.Lines("status Sig"))
+		if n := strings.Count(r.Stdout.String(), want+"\n"); n != 2 {
+			t.Errorf("%q %d times in %q, want 2", want, n, r.Lines("status Sig"))
 		}
 	}
 }

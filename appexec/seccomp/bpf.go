@@ -131,6 +131,7 @@ func (f *Filter) Assemble() ([]unix.SockFilter, error) {
 		p.label(ok)
 	}
 	f.nofileCarveOut(p)
+	refuseForgedFaults(p)
 	allow, refuse := uint32(unix.SECCOMP_RET_ALLOW), f.refusal()
 	if f.Mode == ModeAllow {
 		for _, name := range implicitlyAllowed {
@@ -198,4 +199,52 @@ func (f *Filter) nofileCarveOut(p *program) {
 	p.label(fail)
 	p.load(offNr)
 	p.label(after)
+}
+
+// forgedFaults are the signals the Go runtime of the pod's PID 1 takes for
+// a fault of its own when they come with a si_code a process may choose
+// (sigqueue's SI_QUEUE, anything but kill's SI_USER and tgkill's
+// SI_TKILL): it crashes, whatever os/signal was told. A pid namespace's
+// init receives every signal it has a handler for, and Go has one for
+// each of these, so an app must not be able to queue them.
+var forgedFaults = []uint32{
+	uint32(unix.SIGILL), uint32(unix.SIGTRAP), uint32(unix.SIGBUS), uint32(unix.SIGFPE),
+	uint32(unix.SIGSEGV), uint32(unix.SIGSTKFLT), uint32(unix.SIGSYS),
+}
+
+// refuseForgedFaults refuses, with EPERM and in every filter, the calls
+// that send a signal with a caller-made siginfo when the signal is one of
+// forgedFaults: rt_sigqueueinfo, rt_tgsigqueueinfo, and pidfd_send_signal
+// with a siginfo (without one the kernel makes it SI_USER, as kill does).
+func refuseForgedFaults(p *program) {
+	for _, c := range []struct {
+		name      string
+		sig, info int // argument indexes; info -1: always has one
+	}{
+		{"rt_sigqueueinfo", 1, -1}, {"rt_tgsigqueueinfo", 2, -1}, {"pidfd_send_signal", 1, 2},
+	} {
+		nr, ok := syscallNumbers[c.name]
+		if !ok {
+			continue
+		}
+		after, check, deny, pass := p.newLabel(), p.newLabel(), p.newLabel(), p.newLabel()
+		p.jump(unix.BPF_JEQ, nr, "", after)
+		if c.info >= 0 {
+			p.load(argLow(c.info))
+			p.jump(unix.BPF_JEQ, 0, "", check)
+			p.load(argHigh(c.info))
+			p.jump(unix.BPF_JEQ, 0, pass, check)
+		}
+		p.label(check)
+		p.load(argLow(c.sig))
+		for _, sig := range forgedFaults {
+			p.jump(unix.BPF_JEQ, sig, deny, "")
+		}
+		p.jump(unix.BPF_JEQ, 0, pass, pass)
+		p.label(deny)
+		p.ret(unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM))
+		p.label(pass)
+		p.load(offNr)
+		p.label(after)
+	}
 }

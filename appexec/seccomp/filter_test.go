@@ -119,6 +119,17 @@ func TestDefaultFilter(t *testing.T) {
 		{native("clone3"), errno(unix.ENOSYS)},
 		{native("prlimit64", 0, unix.RLIMIT_NOFILE), allow},
 		{call{nr: nr("read"), arch: 0x40000003}, kill},
+		// A fault signal queued with a made-up siginfo would crash the
+		// Go runtime of PID 1; kill's and tgkill's are told apart.
+		{native("rt_sigqueueinfo", 1, uint64(unix.SIGSEGV), 0x1000), errno(unix.EPERM)},
+		{native("rt_sigqueueinfo", 1, uint64(unix.SIGSYS), 0x1000), errno(unix.EPERM)},
+		{native("rt_sigqueueinfo", 1, uint64(unix.SIGUSR2), 0x1000), allow},
+		{native("rt_tgsigqueueinfo", 1, 1, uint64(unix.SIGBUS), 0x1000), errno(unix.EPERM)},
+		{native("rt_tgsigqueueinfo", 1, 1, uint64(unix.SIGTERM), 0x1000), allow},
+		{native("pidfd_send_signal", 3, uint64(unix.SIGFPE), 0x1000), errno(unix.EPERM)},
+		{native("pidfd_send_signal", 3, uint64(unix.SIGFPE), 0), allow},
+		{native("pidfd_send_signal", 3, uint64(unix.SIGFPE), 1<<40), errno(unix.EPERM)},
+		{native("kill", 1, uint64(unix.SIGSEGV)), allow},
 	}
 	if x32Bit != 0 {
 		cases = append(cases, struct {

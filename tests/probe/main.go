@@ -154,6 +154,8 @@ func run(cmd string, a []string) error {
 		}
 	case "signal":
 		return sendSignals(a)
+	case "sigqueue":
+		return queueSignals(a)
 	case "forkbomb":
 		return forkbomb()
 	case "orphans":
@@ -510,4 +512,33 @@ func dial(addr, msg string) {
 		return
 	}
 	fmt.Printf("dial %s reply %s\n", addr, strings.TrimSpace(string(b[:m])))
+}
+
+// queueSignals queues each signal of a comma-separated list to a pid with
+// rt_sigqueueinfo and a SI_QUEUE siginfo, as sigqueue(3) does, and
+// reports each result; then waits until none is pending.
+func queueSignals(a []string) error {
+	pid, err := strconv.Atoi(arg(a, 0))
+	if err != nil {
+		return err
+	}
+	for _, f := range strings.Split(arg(a, 1), ",") {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return err
+		}
+		var info [128]byte
+		*(*int32)(unsafe.Pointer(&info[0])) = int32(n)
+		*(*int32)(unsafe.Pointer(&info[8])) = -1 // SI_QUEUE
+		_, _, e := unix.RawSyscall(unix.SYS_RT_SIGQUEUEINFO, uintptr(pid), uintptr(n), uintptr(unsafe.Pointer(&info[0])))
+		if e != 0 {
+			fmt.Printf("sigqueue %d %d error %v\n", pid, n, e)
+		} else {
+			fmt.Printf("sigqueue %d %d ok\n", pid, n)
+		}
+		if err := waitNotPending(pid); err != nil {
+			return fmt.Errorf("signal %d: %w", n, err)
+		}
+	}
+	return nil
 }
