@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
@@ -89,7 +90,10 @@ func Setup(ctx context.Context, p *Params) (err error) {
 			pe.netns.Close()
 		}
 		if err != nil {
-			if terr := Teardown(context.WithoutCancel(ctx), p.PodDir, p.Stage1Root, p.LocalConfig, p.UUID, p.Debug); terr != nil {
+			// A setup that ran out of time still gets its undo.
+			tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if terr := Teardown(tctx, p.PodDir, p.Stage1Root, p.LocalConfig, p.UUID, p.Debug); terr != nil {
 				fmt.Fprintf(os.Stderr, "stage1: network teardown after a failed setup: %v\n", terr)
 			}
 		}

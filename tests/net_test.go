@@ -219,6 +219,10 @@ func TestNetPod1RunStatusPortGC(t *testing.T) {
 	if c := p.wait(t); c != 0 {
 		t.Fatalf("pod exited %d: %s", c, p.Stderr)
 	}
+	// rkt shows an exited pod's networks too: they last until gc.
+	if out, _, _ := pod1(t, data, "status", p.UUID); !strings.Contains(out, "\nnetworks=default:ip4="+nis[0].IP.String()+"\n") {
+		t.Errorf("pod1 status of the exited pod: %q", out)
+	}
 	pod := &Pod{Dir: p.Dir, UUID: p.UUID}
 	if left := netLeftovers(t, pod); len(left) == 0 {
 		t.Fatal("nothing before gc: the test would prove nothing")
@@ -228,5 +232,26 @@ func TestNetPod1RunStatusPortGC(t *testing.T) {
 	}
 	if left := netLeftovers(t, pod); len(left) != 0 {
 		t.Errorf("left after pod1 gc: %v", left)
+	}
+}
+
+// pod1 run --dns*: stage0 writes the apps' resolv.conf, as rkt run does;
+// a bad combination is refused before anything starts.
+func TestNetPod1RunDNSFlags(t *testing.T) {
+	data := dataDir(t)
+	img := probeACIDir(t)
+	p := runBG(t, data, "--dns=10.213.87.53", "--dns-search=pod1.test", "--dns-opt=ndots:2", "--dns-domain=d.test",
+		img, "--exec=/bin/probe", "--", "cat", "/etc/resolv.conf")
+	if c := p.wait(t); c != 0 {
+		t.Fatalf("pod exited %d: %s", c, p.Stderr)
+	}
+	for _, want := range []string{"cat nameserver 10.213.87.53\n", "cat search pod1.test\n", "cat options ndots:2\n", "cat domain d.test\n"} {
+		if !strings.Contains(p.Stdout.String(), want) {
+			t.Errorf("resolv.conf has no %q:\n%s", want, p.Stdout)
+		}
+	}
+	code, out := pod1cli(t, nil, "run", "--dir="+data, "--stage1-path="+stage1ACI(t), "--net=none", "--dns=host", "--dns=10.1.1.1", img)
+	if code != 254 || strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.Contains(out, "--dns=host cannot be combined") {
+		t.Errorf("--dns=host --dns=10.1.1.1: %d %q", code, out)
 	}
 }
