@@ -18,6 +18,7 @@ import (
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/network/netinfo"
 	"github.com/pod1/pod1/status"
 )
@@ -52,7 +53,7 @@ func (p *Params) step(s string) {
 }
 
 // ResolvConf is the apps' resolv.conf, relative to the stage1 rootfs.
-const ResolvConf = "etc/rkt-resolv.conf"
+const ResolvConf = layout.HostResolvIn
 
 // Setup runs the plugins' ADD for every requested network. On any error
 // it tears down what it did and returns an error naming the network.

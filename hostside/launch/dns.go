@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/pod1/pod1/layout"
 )
 
 // dnsConfModeMinVersion is the first stage1 interface version that takes
@@ -82,11 +84,11 @@ func writeResolvConf(p *Prepared, o Options) error {
 	if err != nil || mode != "stage0" {
 		return err
 	}
-	etc := filepath.Join(p.Dir, "stage1", "rootfs", "etc")
-	if err := os.MkdirAll(etc, dirPerm); err != nil {
+	path := filepath.Join(p.Dir, layout.Stage1RootFS, layout.HostResolvIn)
+	if err := os.MkdirAll(filepath.Dir(path), dirPerm); err != nil {
 		return fmt.Errorf("stage1 etc: %w", err)
 	}
-	if err := WriteFileAtomic(filepath.Join(etc, "rkt-resolv.conf"), o.DNS.resolvConf(), 0o644); err != nil {
+	if err := WriteFileAtomic(path, o.DNS.resolvConf(), 0o644); err != nil {
 		return fmt.Errorf("rkt-resolv.conf: %w", err)
 	}
 	return nil

@@ -13,20 +13,21 @@ import (
 	"net"
 	"strings"
 
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/status"
 )
 
-// Paths relative to the pod directory.
+// Paths relative to the pod directory (package layout owns them).
 const (
 	// File lists the pod's networks (rkt's name and format).
-	File = "net-info.json"
+	File = layout.NetInfo
 	// NetnsFile is the bind mount of the pod's network namespace, which
 	// keeps it alive from setup to gc so that every plugin's DEL can
 	// find the interfaces and rules it made.
-	NetnsFile = "netns"
+	NetnsFile = layout.Netns
 	// Dir holds the pod's copy of each network's configuration, taken
 	// when it was set up, and libcni's result cache.
-	Dir = "net"
+	Dir = layout.NetDir
 )
 
 // MaxSize caps how much of net-info.json is read: the file is in the pod
