@@ -35,7 +35,7 @@ const (
 	// network setup to gc (rkt's stage1 keeps its path there).
 	Netns = "netns"
 	// NetDir holds the copy of each network's configuration taken at
-	// setup, for gc's DEL, and libcni's result cache.
+	// setup, for gc's DEL.
 	NetDir = "net"
 	// SharedVolumes holds the pod's kind=empty volumes.
 	SharedVolumes = "sharedVolumes"

@@ -103,7 +103,12 @@ func Setup(ctx context.Context, p *Params) (err error) {
 		return err
 	}
 	p.step("bound")
-	cni := libcni.NewCNIConfigWithCacheDir(dirs, filepath.Join(p.PodDir, netinfo.Dir, "cache"), pe)
+	cache, err := os.MkdirTemp("", "pod1-cni-cache-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(cache)
+	cni := libcni.NewCNIConfigWithCacheDir(dirs, cache, pe)
 	netDir := filepath.Join(p.PodDir, netinfo.Dir)
 	var nis []netinfo.NetInfo
 	dnsDone := !p.DNS

@@ -26,7 +26,7 @@ const (
 	// find the interfaces and rules it made.
 	NetnsFile = layout.Netns
 	// Dir holds the pod's copy of each network's configuration, taken
-	// when it was set up, and libcni's result cache.
+	// when it was set up.
 	Dir = layout.NetDir
 )
 
