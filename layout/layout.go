@@ -33,8 +33,15 @@ const (
 	OverlayPrepared = "overlay-prepared"
 	// Stage1TreeStoreID names the stage1 image's tree in the store.
 	Stage1TreeStoreID = "stage1TreeStoreID"
-	// NetInfo is written by stage1s that set up networks.
+	// NetInfo is written by stage1s that set up networks (rkt's name
+	// and format; network/netinfo).
 	NetInfo = "net-info.json"
+	// Netns is the bind mount of the pod's network namespace, kept from
+	// network setup to gc (rkt's stage1 keeps its path there).
+	Netns = "netns"
+	// NetDir holds the copy of each network's configuration taken at
+	// setup, for gc's DEL.
+	NetDir = "net"
 	// SharedVolumes holds the pod's kind=empty volumes.
 	SharedVolumes = "sharedVolumes"
 
@@ -59,6 +66,12 @@ const (
 	// copies in for --dns-conf-mode / --hosts-entry=host.
 	HostHostsIn  = "etc/rkt-hosts"
 	HostResolvIn = "etc/rkt-resolv.conf"
+	// NetSetupIn is the stage1's CNI binary, beside the stage1 binary.
+	NetSetupIn = "net-setup"
+	// NetConfDirIn and NetPluginDirIn hold the stage1 image's network
+	// configurations and CNI plugins (rkt's paths).
+	NetConfDirIn   = "etc/rkt/net.d"
+	NetPluginDirIn = "usr/lib/rkt/plugins/net"
 )
 
 // The same, relative to the pod directory.

@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/network/netinfo"
 	"github.com/pod1/pod1/status"
 )
@@ -28,12 +29,12 @@ const (
 	UserNetDir = "net.d"
 	// BuiltinNetDir holds the stage1's own configurations (default,
 	// default-restricted), relative to its rootfs.
-	BuiltinNetDir = "etc/rkt/net.d"
+	BuiltinNetDir = layout.NetConfDirIn
 	// UserPluginDir is the host's directory of third-party plugins.
 	UserPluginDir = "/usr/lib/rkt/plugins/net"
 	// BuiltinPluginDir holds the plugins shipped in the stage1 image,
 	// relative to its rootfs.
-	BuiltinPluginDir = "usr/lib/rkt/plugins/net"
+	BuiltinPluginDir = layout.NetPluginDirIn
 )
 
 // maxConfSize bounds a configuration file.

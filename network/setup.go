@@ -11,12 +11,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/network/netinfo"
 	"github.com/pod1/pod1/status"
 )
@@ -51,7 +53,7 @@ func (p *Params) step(s string) {
 }
 
 // ResolvConf is the apps' resolv.conf, relative to the stage1 rootfs.
-const ResolvConf = "etc/rkt-resolv.conf"
+const ResolvConf = layout.HostResolvIn
 
 // Setup runs the plugins' ADD for every requested network. On any error
 // it tears down what it did and returns an error naming the network.
@@ -89,7 +91,10 @@ func Setup(ctx context.Context, p *Params) (err error) {
 			pe.netns.Close()
 		}
 		if err != nil {
-			if terr := Teardown(context.WithoutCancel(ctx), p.PodDir, p.Stage1Root, p.LocalConfig, p.UUID, p.Debug); terr != nil {
+			// A setup that ran out of time still gets its undo.
+			tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if terr := Teardown(tctx, p.PodDir, p.Stage1Root, p.LocalConfig, p.UUID, p.Debug); terr != nil {
 				fmt.Fprintf(os.Stderr, "stage1: network teardown after a failed setup: %v\n", terr)
 			}
 		}
@@ -98,7 +103,12 @@ func Setup(ctx context.Context, p *Params) (err error) {
 		return err
 	}
 	p.step("bound")
-	cni := libcni.NewCNIConfigWithCacheDir(dirs, filepath.Join(p.PodDir, netinfo.Dir, "cache"), pe)
+	cache, err := os.MkdirTemp("", "pod1-cni-cache-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(cache)
+	cni := libcni.NewCNIConfigWithCacheDir(dirs, cache, pe)
 	netDir := filepath.Join(p.PodDir, netinfo.Dir)
 	var nis []netinfo.NetInfo
 	dnsDone := !p.DNS

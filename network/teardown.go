@@ -44,7 +44,17 @@ func Teardown(ctx context.Context, podDir, stage1Root, localConfig, uuid string,
 	if ns != nil {
 		defer ns.Close()
 	}
-	cni := libcni.NewCNIConfigWithCacheDir(PluginDirs(stage1Root, localConfig), filepath.Join(podDir, netinfo.Dir, "cache"), pe)
+	// libcni's result cache is a directory of our own, never one in the
+	// pod directory: libcni reads it whole and follows symlinks, and a
+	// planted one would make gc read any host file (or /dev/zero). DEL
+	// then runs without the previous result, which the spec allows and
+	// the shipped plugins do not need.
+	cache, err := os.MkdirTemp("", "pod1-cni-cache-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(cache)
+	cni := libcni.NewCNIConfigWithCacheDir(PluginDirs(stage1Root, localConfig), cache, pe)
 	var failed []netinfo.NetInfo
 	var errs []error
 	for i := len(nis) - 1; i >= 0; i-- {

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/network/netinfo"
 	"github.com/pod1/pod1/status"
 )
@@ -19,7 +20,7 @@ import (
 // rootfs. It is exec'd only when a pod asks for networks (run) or has
 // network state (gc): no other process of the stage1 links libcni, so
 // --net=none and --net=host pay nothing for networking.
-const netSetupBin = "net-setup"
+const netSetupBin = layout.NetSetupIn
 
 // errReported is a failure whose one line the child already printed.
 var errReported = errors.New("reported")

@@ -26,6 +26,7 @@ import (
 	"github.com/appc/spec/schema/types"
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/network"
 	"github.com/pod1/pod1/network/netinfo"
 	"github.com/pod1/pod1/status"
@@ -121,7 +122,7 @@ func add(args []string) error {
 		Step:        step,
 		PodDir:      podDir,
 		UUID:        uuid,
-		Stage1Root:  filepath.Join(podDir, "stage1/rootfs"),
+		Stage1Root:  filepath.Join(podDir, layout.Stage1RootFS),
 		LocalConfig: *localConfig,
 		Nets:        reqs,
 		NetnsPid:    *pid,
@@ -149,7 +150,7 @@ func del(args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return network.Teardown(ctx, podDir, filepath.Join(podDir, "stage1/rootfs"), *localConfig, uuid, *debug)
+	return network.Teardown(ctx, podDir, filepath.Join(podDir, layout.Stage1RootFS), *localConfig, uuid, *debug)
 }
 
 func uuidArg(fs *flag.FlagSet) (string, error) {
@@ -172,7 +173,7 @@ func forwardedPorts(podDir string) ([]netinfo.PortMapping, error) {
 		return nil, err
 	}
 	defer d.Close()
-	b, err := status.ReadRegularAt(int(d.Fd()), "pod", 16<<20)
+	b, err := status.ReadRegularAt(int(d.Fd()), layout.PodManifest, 16<<20)
 	if err != nil {
 		return nil, fmt.Errorf("pod manifest: %w", err)
 	}

@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // A pod on the default network has an address, is reached from the host
@@ -219,6 +222,10 @@ func TestNetPod1RunStatusPortGC(t *testing.T) {
 	if c := p.wait(t); c != 0 {
 		t.Fatalf("pod exited %d: %s", c, p.Stderr)
 	}
+	// rkt shows an exited pod's networks too: they last until gc.
+	if out, _, _ := pod1(t, data, "status", p.UUID); !strings.Contains(out, "\nnetworks=default:ip4="+nis[0].IP.String()+"\n") {
+		t.Errorf("pod1 status of the exited pod: %q", out)
+	}
 	pod := &Pod{Dir: p.Dir, UUID: p.UUID}
 	if left := netLeftovers(t, pod); len(left) == 0 {
 		t.Fatal("nothing before gc: the test would prove nothing")
@@ -228,5 +235,68 @@ func TestNetPod1RunStatusPortGC(t *testing.T) {
 	}
 	if left := netLeftovers(t, pod); len(left) != 0 {
 		t.Errorf("left after pod1 gc: %v", left)
+	}
+}
+
+// pod1 run --dns*: stage0 writes the apps' resolv.conf, as rkt run does;
+// a bad combination is refused before anything starts.
+func TestNetPod1RunDNSFlags(t *testing.T) {
+	data := dataDir(t)
+	img := probeACIDir(t)
+	p := runBG(t, data, "--dns=10.213.87.53", "--dns-search=pod1.test", "--dns-opt=ndots:2", "--dns-domain=d.test",
+		img, "--exec=/bin/probe", "--", "cat", "/etc/resolv.conf")
+	if c := p.wait(t); c != 0 {
+		t.Fatalf("pod exited %d: %s", c, p.Stderr)
+	}
+	for _, want := range []string{"cat nameserver 10.213.87.53\n", "cat search pod1.test\n", "cat options ndots:2\n", "cat domain d.test\n"} {
+		if !strings.Contains(p.Stdout.String(), want) {
+			t.Errorf("resolv.conf has no %q:\n%s", want, p.Stdout)
+		}
+	}
+	code, out := pod1cli(t, nil, "run", "--dir="+data, "--stage1-path="+stage1ACI(t), "--net=none", "--dns=host", "--dns=10.1.1.1", img)
+	if code != 254 || strings.Count(strings.TrimSpace(out), "\n") != 0 || !strings.Contains(out, "--dns=host cannot be combined") {
+		t.Errorf("--dns=host --dns=10.1.1.1: %d %q", code, out)
+	}
+}
+
+// gc reads only what it validates: a netns that is the host's (a planted
+// symlink to it, or a bind mount of it) is not handed to the plugins, so
+// their DEL of "eth7" does not delete the host's eth7; a recorded
+// pluginPath is never run.
+func TestNetGCPlanted(t *testing.T) {
+	for _, kind := range []string{"symlink", "bind"} {
+		t.Run(kind, func(t *testing.T) {
+			bait := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "eth7"}}
+			if _, err := netlink.LinkByName("eth7"); err == nil {
+				t.Skip("this host has an eth7 of its own")
+			}
+			must(t, netlink.LinkAdd(bait))
+			t.Cleanup(func() { _ = netlink.LinkDel(bait) })
+			p := newPod(t, []App{{Name: "a", Exec: probe("exit", "0")}}, nil)
+			withNetworking(t, p)
+			marker := filepath.Join(t.TempDir(), "ran")
+			evil := filepath.Join(t.TempDir(), "evil")
+			must(t, os.WriteFile(evil, []byte("#!/bin/sh\ntouch "+marker+"\n"), 0o755))
+			must(t, os.MkdirAll(filepath.Join(p.Dir, "net"), 0o700))
+			b, err := os.ReadFile(filepath.Join(repoRoot, "rootfs/net.d/99-default.conf"))
+			must(t, err)
+			must(t, os.WriteFile(filepath.Join(p.Dir, "net/default.conf"), b, 0o600))
+			must(t, os.WriteFile(filepath.Join(p.Dir, "net-info.json"), []byte(`[{"netName":"default","netConf":"net/default.conf","pluginPath":"`+evil+`","ifName":"eth7","ip":"172.16.28.250","args":"","mask":"255.255.255.0"}]`), 0o644))
+			ns := filepath.Join(p.Dir, "netns")
+			if kind == "symlink" {
+				must(t, os.Symlink("/proc/self/ns/net", ns))
+			} else {
+				must(t, os.WriteFile(ns, nil, 0o444))
+				must(t, unix.Mount("/proc/self/ns/net", ns, "", unix.MS_BIND, ""))
+				t.Cleanup(func() { _ = unix.Unmount(ns, unix.MNT_DETACH) })
+			}
+			gcPod(t, p)
+			if _, err := netlink.LinkByName("eth7"); err != nil {
+				t.Errorf("gc deleted the host's eth7: %v", err)
+			}
+			if _, err := os.Stat(marker); err == nil {
+				t.Error("gc ran the recorded pluginPath")
+			}
+		})
 	}
 }

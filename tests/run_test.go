@@ -295,7 +295,8 @@ func TestSIGKILLOfAStage1Process(t *testing.T) {
 }
 
 // The pod's PID 1 is in new mount, pid, uts, ipc and net namespaces; the
-// app sees its hostname, loopback only, and is not PID 1.
+// app sees its hostname, loopback only (plus eth0 on the default
+// network), and is not PID 1.
 func TestNamespaces(t *testing.T) {
 	host := map[string]string{}
 	for _, n := range []string{"ipc", "mnt", "net", "pid", "uts"} {
@@ -314,6 +315,10 @@ func TestNamespaces(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := newPod(t, []App{{Name: "a", Exec: probe("ns", "+", "hostname", "+", "netdevs", "+", "pid")}}, nil)
+			if c.name == "net-default" {
+				withNetworking(t, p)
+				t.Cleanup(func() { gcPod(t, p) })
+			}
 			r := runPod(t, p, RunOpts{Args: c.args})
 			if r.Code != 0 {
 				t.Fatalf("exit %d: %s", r.Code, r.Stderr)
@@ -336,8 +341,12 @@ func TestNamespaces(t *testing.T) {
 			if got := r.Line(t, "hostname "); got != "hostname "+wantHost {
 				t.Errorf("got %q, want hostname %s", got, wantHost)
 			}
-			if c.name != "net-host-ipc-parent" && r.Line(t, "netdevs ") != "netdevs lo" {
-				t.Errorf("network devices: %q", r.Line(t, "netdevs "))
+			wantDevs := "netdevs lo"
+			if c.name == "net-default" {
+				wantDevs = "netdevs eth0 lo"
+			}
+			if c.name != "net-host-ipc-parent" && r.Line(t, "netdevs ") != wantDevs {
+				t.Errorf("network devices: %q, want %q", r.Line(t, "netdevs "), wantDevs)
 			}
 			if !strings.HasPrefix(r.Line(t, "pid "), "pid ") || strings.HasPrefix(r.Line(t, "pid "), "pid 1 ") {
 				t.Errorf("app is PID 1: %q", r.Line(t, "pid "))
@@ -345,8 +354,8 @@ func TestNamespaces(t *testing.T) {
 			if strings.Contains(r.Line(t, "pid "), "ppid 1") == false {
 				t.Errorf("app's parent is not the pod's PID 1: %q", r.Line(t, "pid "))
 			}
-			if c.name == "net-default" && !strings.Contains(r.Stderr.String(), "warning: --net=default") {
-				t.Errorf("no warning for --net=default: %q", r.Stderr)
+			if r.Stderr.Len() != 0 {
+				t.Errorf("stderr: %q", r.Stderr)
 			}
 		})
 	}

@@ -43,6 +43,15 @@ func stage1Argv(entrypoint string, o Options, version int, uuid string) []string
 			argv = append(argv, "--hostname="+o.Hostname)
 		}
 	}
+	if mode, _ := o.DNS.resolvMode(); mode != "default" {
+		// Checked when the options were; rkt passes the flag only
+		// when a half differs from "default".
+		if version < dnsConfModeMinVersion {
+			fmt.Fprintf(o.Stderr, "pod1: warning: --dns is not supported by stage1 interface version %d; ignored\n", version)
+		} else {
+			argv = append(argv, "--dns-conf-mode=resolv="+mode+",hosts=default")
+		}
+	}
 	if o.Mutable {
 		argv = append(argv, "--mutable")
 	}

@@ -66,6 +66,9 @@ type Options struct {
 	// Ports are host ports forwarded to the apps' named ports (rkt run
 	// --port), the pod manifest's ports.
 	Ports []types.ExposedPort
+	// DNS is rkt run's --dns flags: stage0 writes the apps' resolv.conf
+	// or tells the stage1 which one to use (--dns-conf-mode).
+	DNS DNS
 	// Apps are the pod's apps, in order.
 	Apps []AppOptions
 	// Mutable prepares a sandbox (rkt app sandbox): apps may be none,
@@ -124,6 +127,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Stage1 == "" {
 		return o, fmt.Errorf("--stage1-path: %w", ErrNoStage1)
+	}
+	if _, err := o.DNS.resolvMode(); err != nil {
+		return o, err
 	}
 	if len(o.Apps) == 0 && !o.Mutable {
 		return o, ErrNoApps

@@ -191,6 +191,9 @@ func fill(p *Prepared, pl *plan, o Options) error {
 			}
 		}
 	}
+	if err := writeResolvConf(p, o); err != nil {
+		return err
+	}
 	if err := checkEntrypoint(p, pl); err != nil {
 		return err
 	}

@@ -66,6 +66,10 @@ type runFlags struct {
 	privUsers   string
 	volumes     volumeFlag
 	ports       portFlag
+	dns         listFlag
+	dnsSearch   listFlag
+	dnsOpt      listFlag
+	dnsDomain   string
 	env         envFlag
 }
 
@@ -81,6 +85,10 @@ func newRunFlagSet(g *globalFlags, rf *runFlags) *flag.FlagSet {
 	fs.StringVar(&rf.privUsers, "private-users", "", "BASE:COUNT: run the apps in user namespaces, their ids 0..COUNT-1 the host's BASE onwards (implies --no-overlay)")
 	fs.Var(&rf.volumes, "volume", "NAME,kind=host|empty[,source=PATH][,readOnly=BOOL][,mode=M,uid=U,gid=G] (repeatable)")
 	fs.Var(&rf.ports, "port", "NAME:[HOSTIP:]HOSTPORT: forward a host port to the app port NAME (repeatable)")
+	fs.Var(&rf.dns, "dns", "name server to write in the apps' resolv.conf (repeatable); host: the host's resolv.conf; none: none, not even a network's")
+	fs.Var(&rf.dnsSearch, "dns-search", "DNS search domain for the apps' resolv.conf (repeatable)")
+	fs.Var(&rf.dnsOpt, "dns-opt", "DNS option for the apps' resolv.conf (repeatable)")
+	fs.StringVar(&rf.dnsDomain, "dns-domain", "", "DNS domain for the apps' resolv.conf")
 	fs.Var(&rf.env, "set-env", "K=V set for every app, before each app's own --set-env (repeatable)")
 	return fs
 }
@@ -135,6 +143,7 @@ func parsePodArgs(g *globalFlags, args []string, stderr io.Writer, withApps bool
 		UUIDFileSave: rf.uuidFile,
 		Volumes:      rf.volumes,
 		Ports:        rf.ports,
+		DNS:          launch.DNS{Servers: rf.dns, Search: rf.dnsSearch, Options: rf.dnsOpt, Domain: rf.dnsDomain},
 		Apps:         apps,
 		Stderr:       stderr,
 	}, nil

@@ -112,7 +112,9 @@ func (p *Pod) readAt(fd int) {
 		if unix.Fstat(fd, &st) == nil {
 			p.GCMarked = time.Unix(st.Ctim.Unix())
 		}
-	case Running:
+	case Running, Exited:
+		// rkt reads them for exited pods too: the networks stay set
+		// up until gc.
 		p.Networks = readNetworks(fd)
 	}
 	// rkt: the manifest may be missing while preparing or deleting.

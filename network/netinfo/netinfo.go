@@ -11,23 +11,23 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
-	"regexp"
 	"strings"
 
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/status"
 )
 
-// Paths relative to the pod directory.
+// Paths relative to the pod directory (package layout owns them).
 const (
 	// File lists the pod's networks (rkt's name and format).
-	File = "net-info.json"
+	File = layout.NetInfo
 	// NetnsFile is the bind mount of the pod's network namespace, which
 	// keeps it alive from setup to gc so that every plugin's DEL can
 	// find the interfaces and rules it made.
-	NetnsFile = "netns"
+	NetnsFile = layout.Netns
 	// Dir holds the pod's copy of each network's configuration, taken
-	// when it was set up, and libcni's result cache.
-	Dir = "net"
+	// when it was set up.
+	Dir = layout.NetDir
 )
 
 // MaxSize caps how much of net-info.json is read: the file is in the pod
@@ -61,15 +61,38 @@ type NetInfo struct {
 	Ports []PortMapping `json:"portMappings,omitempty"`
 }
 
-// Names CNI accepts for a network (libcni's rule), and the interface names
-// the stage1 gives (rkt's eth<N>).
-var (
-	netNameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.\-]{0,127}$`)
-	ifNameRE  = regexp.MustCompile(`^eth[0-9]{1,3}$`)
-)
+// ValidName reports whether name can name a network: libcni's rule
+// ([a-zA-Z0-9][a-zA-Z0-9_.-]*), at most 128 bytes. Written out, not a
+// regexp: the stage1's roles import this package, and a package-level
+// regexp would be compiled at every one's start.
+func ValidName(name string) bool {
+	if name == "" || len(name) > 128 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '_' && c != '.' && c != '-') {
+			return false
+		}
+	}
+	return true
+}
 
-// ValidName reports whether name can name a network.
-func ValidName(name string) bool { return netNameRE.MatchString(name) }
+// validIfName reports whether s is an interface name the stage1 gives
+// (rkt's eth<N>).
+func validIfName(s string) bool {
+	d := strings.TrimPrefix(s, "eth")
+	if d == s || d == "" || len(d) > 3 {
+		return false
+	}
+	for i := 0; i < len(d); i++ {
+		if d[i] < '0' || d[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
 
 // ConfCopy is the path, relative to the pod directory, of the copy of the
 // named network's configuration.
@@ -82,7 +105,7 @@ func (n *NetInfo) Validate() error {
 	if !ValidName(n.NetName) {
 		return fmt.Errorf("netName %q is not a valid network name", n.NetName)
 	}
-	if !ifNameRE.MatchString(n.IfName) {
+	if !validIfName(n.IfName) {
 		return fmt.Errorf("network %q: ifName %q is not eth<N>", n.NetName, n.IfName)
 	}
 	if n.ConfPath != ConfCopy(n.NetName) {
