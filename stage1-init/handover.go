@@ -31,15 +31,20 @@ const (
 	// after that, so no stop reaches PID 1 while the Go runtime's
 	// defaults would exit or drop it.
 	readyFd = 6
+	// logDirFd and criDirFd are the pod's log directory and the CRI log
+	// directory (openLogSinks), when the pod writes there: PID 1 writes
+	// its log files through them, never through a path.
+	logDirFd = 7
+	criDirFd = 8
 )
 
 // pid1Files returns the fds run passes to PID 1, in fd order from 0.
-func pid1Files(config, lock *os.File, parent int, ready *os.File) []uintptr {
-	p := ^uintptr(0) // not passed: closed in the child
+func pid1Files(config, lock *os.File, parent int, ready *os.File, logs [2]uintptr) []uintptr {
+	p := noFd // not passed: closed in the child
 	if parent >= 0 {
 		p = uintptr(parent)
 	}
-	return []uintptr{os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd(), config.Fd(), lock.Fd(), p, ready.Fd()}
+	return []uintptr{os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd(), config.Fd(), lock.Fd(), p, ready.Fd(), logs[0], logs[1]}
 }
 
 // openSelfPidfd returns a pidfd of the calling process for PID 1 to watch,
