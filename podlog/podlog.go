@@ -43,8 +43,11 @@ const lineMax = 16 << 10
 // dropped (and counted), so a stalled journal costs memory only up to
 // here.
 const (
-	journalQueueLen   = 1024
-	journalQueueBytes = 1 << 20
+	journalQueueLen   = 16384
+	journalQueueBytes = 4 << 20
+	// journalStall is how long the journal may take no line at all,
+	// once the pod is over, before what is left is given up on.
+	journalStall = 500 * time.Millisecond
 )
 
 // Stream numbers are the app's descriptors.
@@ -310,8 +313,8 @@ func writeAll(fd int, b []byte) {
 
 // Close waits, at most timeout, for every stream to end (the caller has
 // ended every process that could hold a write end) and for the journal
-// to take what is queued; what it could not take counts as dropped. The
-// directory fds are closed.
+// to take what is queued, as long as it takes some; what it could not
+// take counts as dropped. The directory fds are closed.
 func (f *Forwarder) Close(timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
 	done := make(chan struct{})
@@ -415,17 +418,28 @@ type journalEntry struct {
 }
 
 // journalQueue feeds the journal from one goroutine: a send that blocks
-// (journald busy or stopped) holds up the queue, never a stream.
+// (journald busy or stopped) holds up the queue, never a stream. The
+// queue is a slice that grows with a burst and is let go once sent, so
+// it costs memory only while lines wait.
 type journalQueue struct {
-	q     chan journalEntry
-	bytes atomic.Int64
-	done  chan struct{}
+	mu sync.Mutex
+	q  []journalEntry
+	// inflight is the batch being sent, next the first of it not sent.
+	inflight []journalEntry
+	next     int
+	// n and bytes count the lines (and their bytes) queued or in flight.
+	n, bytes int
+	// closed: no more lines come; abandoned: the rest was counted as
+	// dropped, the sender stops.
+	closed, abandoned bool
+	wake              chan struct{}
+	done              chan struct{}
 	// report is told the first error of the journal (nil: not told).
 	report func(error)
 }
 
 func newJournalQueue() *journalQueue {
-	j := &journalQueue{q: make(chan journalEntry, journalQueueLen), done: make(chan struct{})}
+	j := &journalQueue{wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go j.run()
 	return j
 }
@@ -434,32 +448,64 @@ func newJournalQueue() *journalQueue {
 // line (the lines themselves are counted as dropped).
 func (f *Forwarder) OnJournalError(report func(error)) {
 	if f.journal != nil {
+		f.journal.mu.Lock()
 		f.journal.report = report
+		f.journal.mu.Unlock()
 	}
 }
 
 func (j *journalQueue) put(e journalEntry) bool {
-	if j.bytes.Load()+int64(len(e.msg)) > journalQueueBytes {
+	j.mu.Lock()
+	if j.closed || j.n >= journalQueueLen || j.bytes+len(e.msg) > journalQueueBytes {
+		j.mu.Unlock()
 		return false
 	}
+	j.q = append(j.q, e)
+	j.n++
+	j.bytes += len(e.msg)
+	j.mu.Unlock()
 	select {
-	case j.q <- e:
-		j.bytes.Add(int64(len(e.msg)))
-		return true
+	case j.wake <- struct{}{}:
 	default:
-		return false
 	}
+	return true
 }
 
 func (j *journalQueue) run() {
 	defer close(j.done)
-	for e := range j.q {
-		j.bytes.Add(-int64(len(e.msg)))
-		if err := journal.Send(e.msg, e.prio, e.vars); err != nil {
-			e.app.dropped.Add(1)
-			if j.report != nil {
-				j.report(err)
+	for {
+		j.mu.Lock()
+		batch, closed := j.q, j.closed
+		j.q, j.inflight, j.next = nil, batch, 0
+		j.mu.Unlock()
+		if len(batch) == 0 {
+			if closed {
+				return
+			}
+			<-j.wake
+			continue
+		}
+		for i := range batch {
+			e := &batch[i]
+			err := journal.Send(e.msg, e.prio, e.vars)
+			j.mu.Lock()
+			if j.abandoned {
+				j.mu.Unlock()
+				return
+			}
+			j.next = i + 1
+			j.n--
+			j.bytes -= len(e.msg)
+			report := j.report
+			if err != nil && report != nil {
 				j.report = nil
+			}
+			j.mu.Unlock()
+			if err != nil {
+				e.app.dropped.Add(1)
+				if report != nil {
+					report(err)
+				}
 			}
 		}
 	}
@@ -468,25 +514,41 @@ func (j *journalQueue) run() {
 // finish lets the journal take what is queued, at most for d, once no
 // stream can add more (ended); what is left counts as dropped.
 func (j *journalQueue) finish(ended bool, d time.Duration) {
-	if ended {
-		close(j.q)
+	j.mu.Lock()
+	j.closed = true
+	j.mu.Unlock()
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+	// As long as the journal takes lines, up to d; one that took none
+	// for journalStall is given up on.
+	deadline := time.Now().Add(d)
+	last := -1
+	for ended && time.Now().Before(deadline) {
+		j.mu.Lock()
+		n := j.n
+		j.mu.Unlock()
+		if n == last {
+			break
+		}
+		last = n
 		select {
 		case <-j.done:
 			return
-		case <-time.After(max(d, 0)):
+		case <-time.After(min(journalStall, max(time.Until(deadline), 0))):
 		}
 	}
-	for {
-		select {
-		case e, ok := <-j.q:
-			if !ok {
-				return
-			}
-			e.app.dropped.Add(1)
-		default:
-			return
-		}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.abandoned = true
+	for _, e := range j.inflight[j.next:] {
+		e.app.dropped.Add(1)
 	}
+	for _, e := range j.q {
+		e.app.dropped.Add(1)
+	}
+	j.q, j.inflight = nil, nil
 }
 
 // ParseRecord splits a record written by AppendRecord (without its

@@ -226,9 +226,10 @@ func (s *supervisor) loop() int {
 }
 
 // logDrainTimeout bounds the wait for the last lines at the pod's end: a
-// console nobody reads or a stalled journal must not keep the pod (and its
-// lock) alive.
-const logDrainTimeout = 2 * time.Second
+// console nobody reads or a slow journal must not keep the pod (and its
+// lock) alive for long; a journal that takes nothing is given up on sooner
+// (podlog).
+const logDrainTimeout = 5 * time.Second
 
 func newForwarder(pod *podspec.Pod) *podlog.Forwarder {
 	dir, cri := -1, -1
