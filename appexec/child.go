@@ -53,12 +53,17 @@ func Child() int {
 var errNoSpec = errors.New("no spec")
 
 func readSpec() (*Spec, error) {
+	first, err := recvStdio()
+	if err != nil {
+		return nil, err
+	}
 	f := os.NewFile(SpecFd, "spec")
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxSpecSize))
+	rest, err := io.ReadAll(io.LimitReader(f, maxSpecSize))
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
 	}
+	b := append(first, rest...)
 	if len(b) == 0 {
 		return nil, errNoSpec
 	}
@@ -67,6 +72,65 @@ func readSpec() (*Spec, error) {
 		return nil, fmt.Errorf("decode spec: %w", err)
 	}
 	return &s, nil
+}
+
+// stdioRights is how many descriptors may come with the spec: the app's
+// stdin, stdout and stderr.
+const stdioRights = 3
+
+// recvStdio reads the first part of the spec. When SpecFd is a socket
+// (a process started before its app was known, stage1-init's spare), the
+// app's stdin, stdout and stderr may come with it, and replace ours;
+// on a pipe there is nothing to receive and the spec is read as it is.
+func recvStdio() ([]byte, error) {
+	buf := make([]byte, 64<<10)
+	oob := make([]byte, unix.CmsgSpace(stdioRights*4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(SpecFd, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.ENOTSOCK):
+			return nil, nil
+		case err != nil:
+			return nil, fmt.Errorf("read spec: %w", err)
+		}
+		if oobn > 0 {
+			if err := takeStdio(oob[:oobn]); err != nil {
+				return nil, err
+			}
+		}
+		return buf[:n], nil
+	}
+}
+
+func takeStdio(oob []byte) error {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return fmt.Errorf("read spec: control message: %w", err)
+	}
+	var fds []int
+	for i := range msgs {
+		got, err := unix.ParseUnixRights(&msgs[i])
+		if err != nil {
+			return fmt.Errorf("read spec: control message: %w", err)
+		}
+		fds = append(fds, got...)
+	}
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	if len(fds) != stdioRights {
+		return fmt.Errorf("read spec: got %d descriptors with it, want %d", len(fds), stdioRights)
+	}
+	for i, fd := range fds {
+		if err := unix.Dup3(fd, i, 0); err != nil {
+			return fmt.Errorf("read spec: take descriptor %d: %w", i, err)
+		}
+	}
+	return nil
 }
 
 // become sets the app up and execs it; it returns only on failure.

@@ -44,6 +44,10 @@ const (
 	NetDir = "net"
 	// SharedVolumes holds the pod's kind=empty volumes.
 	SharedVolumes = "sharedVolumes"
+	// LogDir holds the apps' log files on a host without a journal:
+	// "<app>.log" and its previous part "<app>.log.1" (package podlog).
+	// Written by PID 1 through a directory fd, read by pod1 logs.
+	LogDir = "pod1-logs"
 
 	// Stage1Dir holds the stage1 image: Stage1Manifest and Stage1RootFS.
 	Stage1Dir      = "stage1"

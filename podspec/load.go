@@ -33,6 +33,13 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 	if len(pm.Apps) == 0 && !opts.Mutable {
 		return nil, errorf("pod manifest: apps", "pod must contain at least one application")
 	}
+	if opts.Interactive && len(pm.Apps) != 1 {
+		return nil, errorf("--interactive", "the pod has %d apps; an interactive pod has exactly one", len(pm.Apps))
+	}
+	criDir, err := criLogDir(pm.Annotations)
+	if err != nil {
+		return nil, errorf("pod manifest: annotations", "%w", err)
+	}
 	vols, shared, err := loadVolumes(podDir, pm.Volumes, opts.PrivateUsers)
 	if err != nil {
 		return nil, err
@@ -47,13 +54,14 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 		Interactive:  opts.Interactive,
 		GracePeriod:  DefaultGracePeriod,
 		EmptyVolumes: shared,
+		CRIDir:       criDir,
 	}
 	if p.Hostname == "" {
 		p.Hostname = "rkt-" + opts.UUID
 	}
 	names := map[string]bool{}
 	for i := range pm.Apps {
-		app, err := loadApp(podDir, opts, &pm.Apps[i], vols)
+		app, err := loadApp(podDir, opts, &pm.Apps[i], vols, criDir != "")
 		if err != nil {
 			return nil, err
 		}
@@ -120,7 +128,11 @@ func LoadApp(podDir string, opts *Options, name string) (*App, []SharedVolume, e
 	if err != nil {
 		return nil, nil, err
 	}
-	app, err := loadApp(podDir, opts, ra, vols)
+	criDir, err := criLogDir(pm.Annotations)
+	if err != nil {
+		return nil, nil, errorf("pod manifest: annotations", "%w", err)
+	}
+	app, err := loadApp(podDir, opts, ra, vols, criDir != "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -186,7 +198,7 @@ func checkAppNames(raw []byte) error {
 	return nil
 }
 
-func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types.ACName]volume) (*App, error) {
+func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types.ACName]volume, k8sLogs bool) (*App, error) {
 	name := ra.Name.String()
 	field := func(f string) string { return fmt.Sprintf("app %q: %s", name, f) }
 	appDir := filepath.Join(podDir, layout.AppDir(name))
@@ -272,7 +284,11 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 	if err != nil {
 		return nil, errorf(field("annotations"), "%w", err)
 	}
-	return &App{Spec: *spec, Supervision: sup, Resources: res}, nil
+	sio, err := stdio(ra.Annotations, opts.Interactive, k8sLogs)
+	if err != nil {
+		return nil, errorf(field("annotations"), "%w", err)
+	}
+	return &App{Spec: *spec, Supervision: sup, Resources: res, Stdio: sio}, nil
 }
 
 // checkRootFS refuses an app root whose /proc, /sys or /dev is anything but

@@ -81,6 +81,12 @@ type Pod struct {
 	// Cgroup is the pod's cgroup, made by the run entry point; nil when
 	// the host has no usable cgroup hierarchy.
 	Cgroup *cgroups.Group `json:"cgroup,omitempty"`
+	// CRIDir is the host directory of the apps' CRI log files (rkt's
+	// k8s-plain log mode), or "".
+	CRIDir string `json:"criDir,omitempty"`
+	// Logs says where PID 1 sends the apps' output lines besides the
+	// console; the run entry point decides it.
+	Logs LogSinks `json:"logs"`
 	// EmptyVolumes are created on the host side before PID 1 starts.
 	EmptyVolumes []SharedVolume `json:"-"`
 }
@@ -92,6 +98,17 @@ type App struct {
 	Supervision Supervision  `json:"supervision"`
 	// Resources are the limits put on the app's cgroup.
 	Resources cgroups.Limits `json:"resources"`
+	// Stdio is where its standard descriptors go.
+	Stdio Stdio `json:"stdio"`
+}
+
+// LogSinks are where the apps' output lines go besides the console.
+type LogSinks struct {
+	// Journal: the host's journal listens; every line goes there.
+	Journal bool `json:"journal,omitempty"`
+	// Files: no journal; every line goes to the app's file in the
+	// pod's log directory (LogDir).
+	Files bool `json:"files,omitempty"`
 }
 
 // fieldError is a validation failure of one field.

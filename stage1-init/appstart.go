@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/cgroups"
+	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/status"
 )
 
@@ -36,9 +37,15 @@ func (s *supervisor) start(a *app) error {
 		// and an app does not run without them.
 		return fmt.Errorf("cgroup: %w", err)
 	}
+	stdio, closeStdio, err := s.stdio(a)
+	if err != nil {
+		return fmt.Errorf("stdio: %w", err)
+	}
+	// Our copies of the log pipes' write ends: the app holds its own.
+	defer closeStdio()
 	if sp := s.takeSpare(a); sp != nil {
 		defer sp.spec.Close()
-		s.started(a, sp.pid, sp.spec, spec)
+		s.started(a, sp.pid, sp.spec, spec, &stdio)
 		return nil
 	}
 	pr, pw, err := os.Pipe()
@@ -51,7 +58,7 @@ func (s *supervisor) start(a *app) error {
 	// forks and reaps a throwaway child to probe clone(CLONE_PIDFD)
 	// (os.checkPidfd) on the first app's start path, for a pidfd the
 	// reaper, which owns wait4, never uses.
-	files := []uintptr{os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd(), pr.Fd()}
+	files := []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2]), pr.Fd()}
 	fork := func() (int, error) {
 		return syscall.ForkExec("/proc/self/exe", []string{roleApp}, &syscall.ProcAttr{
 			Env:   os.Environ(),
@@ -71,14 +78,14 @@ func (s *supervisor) start(a *app) error {
 	if err != nil {
 		return err
 	}
-	s.started(a, pid, pw, spec)
+	s.started(a, pid, pw, spec, nil)
 	return nil
 }
 
 // started records the app's first process, pid, moves it into the app's
 // cgroup and only then sends it its spec on pw (nothing when spec is nil:
-// it has it).
-func (s *supervisor) started(a *app, pid int, pw *os.File, spec []byte) {
+// it has it), with its stdio when stdio is not nil (the spare's socket).
+func (s *supervisor) started(a *app, pid int, pw *os.File, spec []byte, stdio *[3]int) {
 	now := time.Now()
 	a.state, a.pid = stateRunning, pid
 	a.starts = append(a.starts, now)
@@ -101,7 +108,13 @@ func (s *supervisor) started(a *app, pid int, pw *os.File, spec []byte) {
 	// A child that dies before reading gives EPIPE here; its exit is
 	// reaped and recorded like any other.
 	if spec != nil {
-		if _, err := pw.Write(spec); err != nil {
+		var err error
+		if stdio != nil {
+			err = sendWithStdio(pw, spec, *stdio)
+		} else {
+			_, err = pw.Write(spec)
+		}
+		if err != nil {
 			s.debugf("app %q: send spec: %v", a.name, err)
 		}
 	}
@@ -219,6 +232,7 @@ func (s *supervisor) cleanCgroup(a *app) {
 
 func (s *supervisor) writeRecord(a *app) {
 	a.rec.App = a.name
+	a.rec.LogDropped = s.logs.Dropped(a.name)
 	if err := s.dir.WriteRecord(&a.rec); err != nil {
 		s.logf("app %q: write record: %v", a.name, err)
 	}
@@ -259,4 +273,37 @@ func hostPid(pid int) int {
 		}
 	}
 	return 0
+}
+
+// stdio returns the descriptors the app gets as its stdin, stdout and
+// stderr, per its modes (podspec.Stdio): /dev/null, ours (the caller's,
+// for an interactive pod), or a new log pipe. close releases our copies of
+// the pipes once the app has its own.
+func (s *supervisor) stdio(a *app) (fds [3]int, close func(), err error) {
+	var pipes []*os.File
+	close = func() {
+		for _, p := range pipes {
+			p.Close()
+		}
+	}
+	modes := [3]string{a.cfg.Stdio.Stdin, a.cfg.Stdio.Stdout, a.cfg.Stdio.Stderr}
+	for i, m := range modes {
+		switch m {
+		case podspec.StdioInteractive:
+			fds[i] = i
+		case podspec.StdioLog:
+			w, err := s.logs.Pipe(a.name, i, a.cfg.Stdio.CRIPath)
+			if err != nil {
+				close()
+				return fds, nil, err
+			}
+			pipes = append(pipes, w)
+			fds[i] = int(w.Fd())
+		default:
+			// null, and the zero value of a configuration from
+			// before stdio modes.
+			fds[i] = s.devNull
+		}
+	}
+	return fds, close, nil
 }

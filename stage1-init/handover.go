@@ -31,15 +31,21 @@ const (
 	// after that, so no stop reaches PID 1 while the Go runtime's
 	// defaults would exit or drop it.
 	readyFd = 6
+	// logDirFd and criDirFd are the pod's log directory and the CRI log
+	// directory (openLogSinks), when the pod writes there: PID 1 writes
+	// its log files through them, never through a path.
+	logDirFd = 7
+	criDirFd = 8
 )
 
 // pid1Files returns the fds run passes to PID 1, indexed by their number
-// there.
-func pid1Files(config, lock *os.File, parent int, ready *os.File) []uintptr {
-	files := make([]uintptr, readyFd+1)
+// there; logs are the log and CRI directories, noFd where the pod has none.
+func pid1Files(config, lock *os.File, parent int, ready *os.File, logs [2]uintptr) []uintptr {
+	files := make([]uintptr, criDirFd+1)
 	files[0], files[1], files[2] = os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd()
 	files[podConfigFd], files[lockFd], files[readyFd] = config.Fd(), lock.Fd(), ready.Fd()
-	files[parentFd] = ^uintptr(0) // not passed: closed in the child
+	files[logDirFd], files[criDirFd] = logs[0], logs[1]
+	files[parentFd] = noFd // not passed: closed in the child
 	if parent >= 0 {
 		files[parentFd] = uintptr(parent)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/pod1/pod1/control"
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/podenv"
+	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/reaper"
 	"github.com/pod1/pod1/sigpolicy"
@@ -73,6 +74,13 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	s := newSupervisor(pod, dir, rp)
 	s.spare = sp
 	s.req = req
+	if s.devNull, err = unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0); err != nil {
+		return fail(fmt.Errorf("pod init: %w", err))
+	}
+	s.logs = newForwarder(pod)
+	s.logs.OnJournalError(func(err error) {
+		s.logf("journal: %v (lines it refuses are counted in the apps' records as logDropped)", err)
+	})
 	defer s.recoverPanic()
 	if pod.Mutable {
 		// App operations come over the control socket; it is up
@@ -205,7 +213,33 @@ func (s *supervisor) loop() int {
 			_ = a.cg.Remove()
 		}
 	}
+	// Every writer is gone: the pipes hold the apps' last lines, which
+	// are carried before the lock is released. The records then get the
+	// final count of lines the sinks could not take.
+	s.logs.Close(logDrainTimeout)
+	for _, a := range s.apps {
+		if a.rec.LogDropped != s.logs.Dropped(a.name) {
+			s.writeRecord(a)
+		}
+	}
 	return s.podCode
+}
+
+// logDrainTimeout bounds the wait for the last lines at the pod's end: a
+// console nobody reads or a slow journal must not keep the pod (and its
+// lock) alive for long; a journal that takes nothing is given up on sooner
+// (podlog).
+const logDrainTimeout = 5 * time.Second
+
+func newForwarder(pod *podspec.Pod) *podlog.Forwarder {
+	dir, cri := -1, -1
+	if pod.Logs.Files {
+		dir = logDirFd
+	}
+	if pod.CRIDir != "" {
+		cri = criDirFd
+	}
+	return podlog.New(pod.UUID, pod.Logs.Journal, dir, cri)
 }
 
 func (s *supervisor) handle(exits []reaper.Exit) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/sigpolicy"
 	"github.com/pod1/pod1/status"
@@ -205,6 +206,10 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, 
 		}
 		defer undo()
 	}
+	logFds, err := openLogSinks(podDir, pod)
+	if err != nil {
+		return fail(err)
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return fail(err)
@@ -233,7 +238,7 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, 
 	pid, err := syscall.ForkExec("/proc/self/exe", []string{roleInit}, &syscall.ProcAttr{
 		Dir:   podDir,
 		Env:   os.Environ(),
-		Files: pid1Files(pr, lock, self, rw),
+		Files: pid1Files(pr, lock, self, rw, logFds),
 		Sys: &syscall.SysProcAttr{
 			Cloneflags: cloneFlags(f),
 			// A process group of its own: the terminal's signals
@@ -247,6 +252,7 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, 
 	if self >= 0 {
 		unix.Close(self)
 	}
+	closeLogFds(logFds)
 	if err != nil {
 		pw.Close()
 		rr.Close()
@@ -388,4 +394,53 @@ func shareStage2(podDir string) (func(), error) {
 		return nil, fmt.Errorf("share opt/stage2: %w", err)
 	}
 	return undo, nil
+}
+
+// noFd closes a descriptor's slot in syscall.ProcAttr.Files.
+const noFd = ^uintptr(0)
+
+// openLogSinks decides where the apps' output lines go (the journal when
+// it listens, else files in the pod's log directory, plus the CRI log
+// files of a k8s-plain pod) and opens the directories PID 1 writes in, so
+// it needs no path to them. It returns their fds for PID 1's logDirFd and
+// criDirFd.
+func openLogSinks(podDir string, pod *podspec.Pod) ([2]uintptr, error) {
+	fds := [2]uintptr{noFd, noFd}
+	logged := pod.Mutable
+	for _, a := range pod.Apps {
+		logged = logged || a.Stdio.Stdout == podspec.StdioLog || a.Stdio.Stderr == podspec.StdioLog
+	}
+	if !logged {
+		return fds, nil
+	}
+	pod.Logs.Journal = podlog.JournalEnabled()
+	if !pod.Logs.Journal {
+		dir := filepath.Join(podDir, podlog.Dir)
+		if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, os.ErrExist) {
+			return fds, fmt.Errorf("log directory: %w", err)
+		}
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fds, fmt.Errorf("log directory: %w", err)
+		}
+		fds[0] = uintptr(fd)
+		pod.Logs.Files = true
+	}
+	if pod.CRIDir != "" {
+		fd, err := unix.Open(pod.CRIDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			closeLogFds(fds)
+			return fds, fmt.Errorf("pod manifest: annotations: annotation %s: %w", podspec.AnnKubernetesDir, err)
+		}
+		fds[1] = uintptr(fd)
+	}
+	return fds, nil
+}
+
+func closeLogFds(fds [2]uintptr) {
+	for _, fd := range fds {
+		if fd != noFd {
+			unix.Close(int(fd))
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"syscall"
 	"time"
@@ -32,10 +33,13 @@ type spareTag struct{}
 // app's when taken. It returns nil if it cannot be started: the first app
 // then starts the usual way.
 func startSpare(r *reaper.Reaper) *spare {
-	pr, pw, err := os.Pipe()
+	// A socket, not a pipe: the app's stdio, unknown yet, comes with
+	// the spec (appexec.recvStdio).
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil
 	}
+	pr, pw := os.NewFile(uintptr(fds[0]), "spare-spec"), os.NewFile(uintptr(fds[1]), "spare-spec")
 	defer pr.Close()
 	files := []uintptr{os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd(), pr.Fd()}
 	pid, err := r.Start(spareTag{}, func() (int, error) {
@@ -89,4 +93,19 @@ func (s *supervisor) dropSpare() {
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
+}
+
+// sendWithStdio sends the spec on the spare's socket with the app's
+// stdin, stdout and stderr attached to its first bytes.
+func sendWithStdio(w *os.File, spec []byte, stdio [3]int) error {
+	first := spec[:min(len(spec), 32<<10)]
+	n, err := unix.SendmsgN(int(w.Fd()), first, unix.UnixRights(stdio[:]...), nil, 0)
+	for errors.Is(err, unix.EINTR) {
+		n, err = unix.SendmsgN(int(w.Fd()), first, unix.UnixRights(stdio[:]...), nil, 0)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(spec[n:])
+	return err
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/control"
+	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/reaper"
 	"github.com/pod1/pod1/sigpolicy"
@@ -69,6 +70,10 @@ type supervisor struct {
 	calls chan *control.Call
 	// req is the stop asked of PID 1 (signals, the death of run).
 	req *sigpolicy.Requests
+	// logs carries the apps' output; devNull is the stdio of streams
+	// that get none.
+	logs    *podlog.Forwarder
+	devNull int
 }
 
 func newSupervisor(pod *podspec.Pod, dir *status.Dir, r *reaper.Reaper) *supervisor {

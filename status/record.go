@@ -49,6 +49,10 @@ type Record struct {
 	RestartCount int        `json:"restartCount"`
 	// LastFailure is the reason of the last run that failed, if any.
 	LastFailure string `json:"lastFailure,omitempty"`
+	// LogDropped counts the app's output lines a log sink could not
+	// take (a full or dead journal, a full disk): they reached the
+	// console only.
+	LogDropped uint64 `json:"logDropped,omitempty"`
 }
 
 // MarshalRecord encodes a record; times are RFC 3339 with nanoseconds

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -261,9 +262,9 @@ type RunOpts struct {
 	NoFlock   bool       // pass the pod dir fd without locking it
 	LockFile  *os.File   // pass this as fd 3 instead of the pod dir
 	LockFdEnv string     // RKT_LOCK_FD value override
-	Stdin     *os.File   // the stage1's stdin; default /dev/null
 	Timeout   time.Duration
-	Wrapper   []string // a command the run entry point is started through
+	Wrapper   []string  // a command the run entry point is started through
+	Stdin     io.Reader // the stage1's stdin; default /dev/null
 }
 
 // start execs the pod's run entry point like stage0: cwd = pod dir, the
@@ -301,11 +302,9 @@ func start(t *testing.T, p *Pod, o RunOpts) *Run {
 		cmd.Env = append(cmd.Env, "RKT_LOCK_FD="+v)
 	}
 	cmd.ExtraFiles = append([]*os.File{lock}, o.ExtraFds...)
-	if o.Stdin != nil {
-		cmd.Stdin = o.Stdin
-	}
 	r := &Run{Cmd: cmd, Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, cancel: cancel, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = r.Stdout, r.Stderr
+	cmd.Stdin = o.Stdin
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = time.Second
 	must(t, cmd.Start())

@@ -37,6 +37,7 @@ var commands = []command{
 	{"list", "list pods and their apps", cmdList},
 	{"enter", "run a command inside a running pod's app", cmdEnter},
 	{"stop", "stop running pods through their stage1", cmdStop},
+	{"logs", "print the output of a pod's apps, from the journal or its log files", cmdLogs},
 	{"gc", "garbage-collect exited, aborted and expired pods", cmdGC},
 	{"app", "dynamic pods: sandbox, add, start, stop, rm, list, status", cmdApp},
 }

@@ -163,6 +163,9 @@ func run(cmd string, a []string) error {
 	case "spawn":
 		return spawn(a)
 	default:
+		if ok, err := stdio(cmd, a); ok {
+			return err
+		}
 		return report(cmd, a)
 	}
 	return nil

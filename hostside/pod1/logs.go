@@ -1,0 +1,288 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/hostside/pods"
+	"github.com/pod1/pod1/podlog"
+)
+
+const logsUsage = `usage: pod1 logs [--app=NAME] [--follow] [--since=WHEN] UUID
+
+Prints the output lines of the pod's apps, from the host's journal or, on a
+host without one, from the pod's log files; also after the pod has exited,
+until it is garbage-collected. Each line is prefixed with its app's name
+unless --app selects one app. --follow keeps printing new lines until the
+pod has exited. --since takes a duration (10m: that long ago) or an RFC 3339
+time. UUID may be a unique prefix.
+
+flags:`
+
+// journalctlTimeout bounds a journalctl run that does not follow.
+const journalctlTimeout = time.Minute
+
+// followInterval is how often --follow looks for new lines in the files
+// and whether the pod is still running.
+const followInterval = 200 * time.Millisecond
+
+// cmdLogs implements `pod1 logs`.
+func cmdLogs(g *globalFlags, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("logs")
+	g.register(fs)
+	app := fs.String("app", "", "only this app's lines")
+	follow := fs.Bool("follow", false, "print new lines until the pod exits")
+	sinceArg := fs.String("since", "", "only lines since then: a duration ago, or an RFC 3339 time")
+	if code, done := parseCommand(fs, args, logsUsage, stdout, stderr, "pod1 logs"); done {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fail(stderr, "pod1 logs", errors.New("want exactly one UUID"))
+		return exitError
+	}
+	since, err := parseSince(*sinceArg, time.Now())
+	if err != nil {
+		fail(stderr, "pod1 logs", err)
+		return exitError
+	}
+	uuid, err := pods.Resolve(g.dir, fs.Arg(0))
+	if err != nil {
+		fail(stderr, "pod1 logs", err)
+		return exitError
+	}
+	p, err := pods.Read(g.dir, uuid)
+	if err != nil {
+		fail(stderr, "pod1 logs", err)
+		return exitError
+	}
+	if *app != "" && !hasApp(p, *app) {
+		fail(stderr, "pod1 logs", fmt.Errorf("pod %s has no app %q", uuid, *app))
+		return exitError
+	}
+	running := func() bool {
+		q, err := pods.Read(g.dir, uuid)
+		return err == nil && q.State == pods.Running
+	}
+	w := bufio.NewWriter(stdout)
+	dirfd, err := podlog.OpenDir(p.Dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		err = logsFromJournal(w, uuid, *app, since, *follow, running)
+	case err != nil:
+		err = fmt.Errorf("log directory: %w", err)
+	default:
+		err = logsFromFiles(w, dirfd, *app, since, *follow, running)
+		unix.Close(dirfd)
+	}
+	if ferr := w.Flush(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		fail(stderr, "pod1 logs", err)
+		return exitError
+	}
+	return 0
+}
+
+func hasApp(p *pods.Pod, name string) bool {
+	for _, a := range p.Apps {
+		if a.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("--since=%q: a duration must not be negative", s)
+		}
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--since=%q: want a duration (10m) or an RFC 3339 time", s)
+	}
+	return t, nil
+}
+
+// printLine prints one line; write errors surface at the next Flush.
+func printLine(w *bufio.Writer, app, only string, line []byte) {
+	if only == "" {
+		_, _ = w.WriteString(app + ": ")
+	}
+	_, _ = w.Write(line)
+	_ = w.WriteByte('\n')
+}
+
+// logsFromFiles prints the records of the log files, merged by time.
+func logsFromFiles(w *bufio.Writer, dirfd int, only string, since time.Time, follow bool, running func() bool) error {
+	curs := map[string]podlog.Cursor{}
+	for {
+		// Whether the pod runs is known before the read, so a final
+		// read follows the pod's end and misses nothing.
+		live := follow && running()
+		apps := []string{only}
+		if only == "" {
+			var err error
+			if apps, err = podlog.Apps(dirfd); err != nil {
+				return err
+			}
+		}
+		var all []podlog.Record
+		for _, a := range apps {
+			recs, cur, err := podlog.ReadApp(dirfd, a, curs[a])
+			if err != nil {
+				return fmt.Errorf("app %q: %w", a, err)
+			}
+			curs[a] = cur
+			all = append(all, recs...)
+		}
+		sort.SliceStable(all, func(i, j int) bool { return all[i].Time.Before(all[j].Time) })
+		for _, r := range all {
+			if r.Time.Before(since) {
+				continue
+			}
+			printLine(w, r.App, only, r.Line)
+		}
+		if !live {
+			return nil
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		time.Sleep(followInterval)
+	}
+}
+
+// journalEntry is the part of journalctl's JSON output we print.
+type journalEntry struct {
+	Message json.RawMessage `json:"MESSAGE"`
+	App     string          `json:"POD1_APP"`
+	Cursor  string          `json:"__CURSOR"`
+}
+
+// message decodes MESSAGE: journalctl writes a string, or an array of
+// bytes when it is not valid UTF-8.
+func (e *journalEntry) message() []byte {
+	var s string
+	if json.Unmarshal(e.Message, &s) == nil {
+		return []byte(s)
+	}
+	var b []byte
+	var ints []int
+	if json.Unmarshal(e.Message, &ints) == nil {
+		for _, i := range ints {
+			b = append(b, byte(i))
+		}
+	}
+	return b
+}
+
+// logsFromJournal prints the pod's entries through journalctl. Following,
+// journalctl -f runs while the pod does; once it has exited, one more run
+// prints what came after the last entry seen.
+func logsFromJournal(w *bufio.Writer, uuid, only string, since time.Time, follow bool, running func() bool) error {
+	args := []string{"--no-pager", "--quiet", "--output=json", "POD1_POD_UUID=" + uuid}
+	if only != "" {
+		args = append(args, "POD1_APP="+only)
+	}
+	if !since.IsZero() {
+		args = append(args, "--since=@"+strconv.FormatInt(since.Unix(), 10))
+	}
+	cursor := ""
+	if follow && running() {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			defer cancel()
+			for running() {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(followInterval):
+				}
+			}
+		}()
+		var err error
+		cursor, err = journalctl(ctx, w, only, append(args, "--follow", "--lines=all"), true)
+		cancel()
+		<-done
+		if err != nil {
+			return err
+		}
+	}
+	if cursor != "" {
+		args = append(args, "--after-cursor="+cursor)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), journalctlTimeout)
+	defer cancel()
+	_, err := journalctl(ctx, w, only, args, false)
+	return err
+}
+
+func journalctl(ctx context.Context, w *bufio.Writer, only string, args []string, following bool) (string, error) {
+	cmd := exec.CommandContext(ctx, "journalctl", args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	var errBuf limitedBuffer
+	cmd.Stderr = &errBuf
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		return "", fmt.Errorf("journalctl: %w", err)
+	}
+	cursor := ""
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		var e journalEntry
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
+			continue
+		}
+		printLine(w, e.App, only, e.message())
+		cursor = e.Cursor
+		if following {
+			if err := w.Flush(); err != nil {
+				return cursor, err
+			}
+		}
+	}
+	err = cmd.Wait()
+	if following && ctx.Err() != nil {
+		return cursor, nil
+	}
+	if err != nil {
+		return cursor, fmt.Errorf("journalctl: %w: %s", err, errBuf.String())
+	}
+	return cursor, nil
+}
+
+// limitedBuffer keeps the first 4 KiB written to it.
+type limitedBuffer struct{ b []byte }
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := 4096 - len(l.b); room > 0 {
+		l.b = append(l.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (l *limitedBuffer) String() string { return string(l.b) }

@@ -1,0 +1,576 @@
+// Package podlog carries the apps' output out of the pod: PID 1 reads each
+// app's stdout and stderr from pipes and copies every byte to the console
+// of the run entry point (rkt run's stdout and stderr), and every line to
+// the host's journal when one listens, else to a size-capped file per app
+// in the pod directory, and to the app's CRI log file when the pod uses
+// rkt's k8s-plain log mode. It also owns the file names and the line
+// format the host tools read back (pod1 logs).
+//
+// No app ever waits for a log sink: the journal is fed through a bounded
+// queue, and what does not fit, or what the journal refuses, is dropped
+// and counted per app. Only the console is written as the app wrote it,
+// in order and without loss, as when the app held it itself.
+package podlog
+
+import (
+	"errors"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/journal"
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/layout"
+)
+
+// Dir is the pod's log directory, relative to the pod directory: one
+// "<app>.log" per app (and "<app>.log.1", its previous part) when the
+// host has no journal. rkt gc removes it with the pod.
+const Dir = layout.LogDir
+
+// MaxFileSize caps one log file; at the cap it becomes "<app>.log.1"
+// (replacing the previous one) and a new file starts, so an app keeps at
+// most twice this much.
+const MaxFileSize = 4 << 20
+
+// lineMax is the longest line carried as one record; a longer one is cut
+// into records of this size, the CRI format's partial ("P") lines.
+const lineMax = 16 << 10
+
+// Journal queue bounds: lines waiting for the journal beyond these are
+// dropped (and counted), so a stalled journal costs memory only up to
+// here.
+const (
+	journalQueueLen   = 16384
+	journalQueueBytes = 4 << 20
+	// journalStall is how long the journal may take no line at all,
+	// once the pod is over, before what is left is given up on.
+	journalStall = 500 * time.Millisecond
+)
+
+// Stream numbers are the app's descriptors.
+const (
+	Stdout = 1
+	Stderr = 2
+)
+
+// StreamName is the CRI name of a stream.
+func StreamName(stream int) string {
+	if stream == Stderr {
+		return "stderr"
+	}
+	return "stdout"
+}
+
+// JournalEnabled reports whether the host's journal listens.
+func JournalEnabled() bool { return journal.Enabled() }
+
+// Forwarder carries the output of every app of one pod.
+type Forwarder struct {
+	uuid    string
+	journal *journalQueue
+	// dir and cri are directory fds (the pod's log directory, the CRI
+	// log directory), -1 when unused.
+	dir, cri int
+	// console are the descriptors each stream's bytes are copied to
+	// (-1: none).
+	console [3]int
+	mu      sync.Mutex
+	apps    map[string]*appLog
+	streams sync.WaitGroup
+}
+
+// New returns the pod's forwarder. dir and cri are open directory fds it
+// takes over (-1: none); toJournal sends every line to the journal.
+func New(uuid string, toJournal bool, dir, cri int) *Forwarder {
+	f := &Forwarder{uuid: uuid, dir: dir, cri: cri, console: [3]int{-1, Stdout, Stderr}, apps: map[string]*appLog{}}
+	if toJournal {
+		f.journal = newJournalQueue()
+	}
+	return f
+}
+
+// SetConsole changes where the streams' bytes are copied: our stdout and
+// stderr by default, -1 for nowhere. It must be called before Pipe.
+func (f *Forwarder) SetConsole(stdout, stderr int) {
+	f.console[Stdout], f.console[Stderr] = stdout, stderr
+}
+
+// appLog is one app's state across its runs.
+type appLog struct {
+	name    string
+	dropped atomic.Uint64
+	vars    [3]map[string]string // journal fields per stream
+	// refs counts its open streams; the files are open while it is
+	// positive (under Forwarder.mu).
+	refs int
+	// mu orders the two streams' records in the files.
+	mu   sync.Mutex
+	file *rotatingFile
+	cri  *rotatingFile
+}
+
+// Dropped returns how many lines of app no sink could take.
+func (f *Forwarder) Dropped(app string) uint64 {
+	if f == nil {
+		return 0
+	}
+	f.mu.Lock()
+	a := f.apps[app]
+	f.mu.Unlock()
+	if a == nil {
+		return 0
+	}
+	return a.dropped.Load()
+}
+
+// Pipe makes a pipe for one stream of one run of app and starts carrying
+// what arrives on it. The caller hands the returned write end to the app
+// and closes its own copy; the stream ends when every copy is closed.
+// criPath names the app's CRI log file ("" for none).
+func (f *Forwarder) Pipe(app string, stream int, criPath string) (*os.File, error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return nil, err
+	}
+	// Only our end is non-blocking (it is its own open file
+	// description): the app writes to a plain blocking pipe, as to any
+	// other.
+	if err := unix.SetNonblock(p[0], true); err != nil {
+		unix.Close(p[0])
+		unix.Close(p[1])
+		return nil, err
+	}
+	r := os.NewFile(uintptr(p[0]), app+"-"+StreamName(stream))
+	a := f.acquire(app, criPath)
+	f.streams.Add(1)
+	go f.carry(a, stream, r)
+	return os.NewFile(uintptr(p[1]), app+"-"+StreamName(stream)), nil
+}
+
+// acquire returns app's state with its files open.
+func (f *Forwarder) acquire(app, criPath string) *appLog {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a := f.apps[app]
+	if a == nil {
+		a = &appLog{name: app}
+		for _, s := range []int{Stdout, Stderr} {
+			a.vars[s] = map[string]string{
+				"SYSLOG_IDENTIFIER": app,
+				"POD1_POD_UUID":     f.uuid,
+				"POD1_APP":          app,
+				"POD1_STREAM":       StreamName(s),
+			}
+		}
+		f.apps[app] = a
+	}
+	if a.refs == 0 {
+		a.mu.Lock()
+		if f.dir >= 0 {
+			a.file = openRotating(f.dir, FileName(app), MaxFileSize)
+		}
+		if f.cri >= 0 && criPath != "" {
+			a.cri = openRotating(f.cri, criPath, 0)
+		}
+		a.mu.Unlock()
+	}
+	a.refs++
+	return a
+}
+
+func (f *Forwarder) release(a *appLog) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	a.refs--
+	if a.refs > 0 {
+		return
+	}
+	a.mu.Lock()
+	a.file.close()
+	a.cri.close()
+	a.file, a.cri = nil, nil
+	a.mu.Unlock()
+}
+
+// carry reads one stream to its end: the bytes as they come to the
+// console, the lines to the sinks. A last line without a newline is
+// carried when the stream ends.
+func (f *Forwarder) carry(a *appLog, stream int, r *os.File) {
+	defer f.streams.Done()
+	defer f.release(a)
+	defer r.Close()
+	// Small at first (PID 1's memory is the pod's overhead), grown up
+	// to lineMax when a line does not fit.
+	buf := make([]byte, 2<<10)
+	rec := make([]byte, 0, 128)
+	n := 0
+	for {
+		m, err := r.Read(buf[n:])
+		if m > 0 {
+			if fd := f.console[stream]; fd >= 0 {
+				writeAll(fd, buf[n:n+m])
+			}
+			n += m
+			now := time.Now()
+			start := 0
+			for i := start; i < n; i++ {
+				if buf[i] == '\n' {
+					rec = f.line(a, stream, buf[start:i], false, now, rec)
+					start = i + 1
+				}
+			}
+			switch {
+			case start == 0 && n == len(buf) && n < lineMax:
+				buf = append(buf, make([]byte, min(len(buf), lineMax-len(buf)))...)
+			case start == 0 && n == len(buf):
+				rec = f.line(a, stream, buf[:n], true, now, rec)
+				n = 0
+			case start > 0:
+				n = copy(buf, buf[start:n])
+			}
+		}
+		if err != nil {
+			if n > 0 {
+				f.line(a, stream, buf[:n], false, time.Now(), rec)
+			}
+			return
+		}
+	}
+}
+
+// line hands one line (without its newline) to the sinks. partial marks
+// a piece of a line longer than lineMax. rec is scratch space, returned
+// for reuse.
+func (f *Forwarder) line(a *appLog, stream int, b []byte, partial bool, now time.Time, rec []byte) []byte {
+	if f.journal != nil {
+		prio := journal.PriInfo
+		if stream == Stderr {
+			prio = journal.PriErr
+		}
+		if !f.journal.put(journalEntry{msg: string(b), prio: prio, vars: a.vars[stream], app: a}) {
+			a.dropped.Add(1)
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.file == nil && a.cri == nil {
+		return rec
+	}
+	rec = AppendRecord(rec[:0], now, stream, partial, b)
+	failed := false
+	for _, w := range []*rotatingFile{a.file, a.cri} {
+		if w != nil && w.write(rec) != nil {
+			failed = true
+		}
+	}
+	if failed {
+		a.dropped.Add(1)
+	}
+	return rec
+}
+
+// AppendRecord appends one line in the CRI log format kubelet reads:
+// "<RFC 3339 time, UTC, nanoseconds> <stdout|stderr> <F|P> <line>\n".
+func AppendRecord(dst []byte, t time.Time, stream int, partial bool, line []byte) []byte {
+	dst = t.UTC().AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, ' ')
+	dst = append(dst, StreamName(stream)...)
+	if partial {
+		dst = append(dst, " P "...)
+	} else {
+		dst = append(dst, " F "...)
+	}
+	dst = append(dst, line...)
+	return append(dst, '\n')
+}
+
+// writeAll writes b to our descriptor fd (the console), whole: raw
+// writes, so that a console that went away (EPIPE) is an error here and
+// never a SIGPIPE death of PID 1.
+func writeAll(fd int, b []byte) {
+	for len(b) > 0 {
+		n, err := unix.Write(fd, b)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case errors.Is(err, unix.EAGAIN):
+			// Someone made the console non-blocking: wait for
+			// room, a bounded while.
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+			if k, _ := unix.Poll(pfd, 1000); k <= 0 {
+				return
+			}
+			continue
+		case err != nil || n <= 0:
+			return
+		}
+		b = b[n:]
+	}
+}
+
+// Close waits, at most timeout, for every stream to end (the caller has
+// ended every process that could hold a write end) and for the journal
+// to take what is queued, as long as it takes some; what it could not
+// take counts as dropped. The directory fds are closed.
+func (f *Forwarder) Close(timeout time.Duration) {
+	deadline := time.Now().Add(timeout)
+	done := make(chan struct{})
+	go func() { f.streams.Wait(); close(done) }()
+	ended := false
+	select {
+	case <-done:
+		ended = true
+	case <-time.After(timeout):
+	}
+	if f.journal != nil {
+		f.journal.finish(ended, time.Until(deadline))
+	}
+	for _, fd := range []int{f.dir, f.cri} {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}
+	f.dir, f.cri = -1, -1
+}
+
+// FileName is app's current log file in Dir.
+func FileName(app string) string { return app + ".log" }
+
+// OldFileName is app's previous log file in Dir.
+func OldFileName(app string) string { return app + ".log.1" }
+
+// rotatingFile appends records to a file in a directory fd; with a max
+// size, the file is renamed to its ".1" name when the next record would
+// pass it.
+type rotatingFile struct {
+	dir  int
+	name string
+	fd   int
+	size int64
+	max  int64
+}
+
+func openRotating(dir int, name string, max int64) *rotatingFile {
+	w := &rotatingFile{dir: dir, name: name, fd: -1, max: max}
+	w.open(unix.O_APPEND)
+	return w
+}
+
+// open opens the file without following a symlink; O_NONBLOCK, which
+// changes nothing for a regular file, makes a FIFO planted in its place
+// fail at once instead of blocking, and the fstat refuses it.
+func (w *rotatingFile) open(flags int) {
+	fd, err := unix.Openat(w.dir, w.name, flags|unix.O_WRONLY|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0o640)
+	if err != nil {
+		return
+	}
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return
+	}
+	w.fd, w.size = fd, st.Size
+}
+
+func (w *rotatingFile) write(b []byte) error {
+	if w.fd < 0 {
+		return errNotOpen
+	}
+	if w.max > 0 && w.size > 0 && w.size+int64(len(b)) > w.max {
+		unix.Close(w.fd)
+		w.fd = -1
+		if err := unix.Renameat(w.dir, w.name, w.dir, w.name+".1"); err != nil {
+			return err
+		}
+		w.open(unix.O_TRUNC)
+		if w.fd < 0 {
+			return errNotOpen
+		}
+	}
+	n, err := unix.Write(w.fd, b)
+	if n > 0 {
+		w.size += int64(n)
+	}
+	if err == nil && n < len(b) {
+		err = unix.ENOSPC
+	}
+	return err
+}
+
+func (w *rotatingFile) close() {
+	if w != nil && w.fd >= 0 {
+		unix.Close(w.fd)
+		w.fd = -1
+	}
+}
+
+var errNotOpen = errors.New("log file not open")
+
+// journalEntry is one line waiting for the journal.
+type journalEntry struct {
+	msg  string
+	prio journal.Priority
+	vars map[string]string
+	app  *appLog
+}
+
+// journalQueue feeds the journal from one goroutine: a send that blocks
+// (journald busy or stopped) holds up the queue, never a stream. The
+// queue is a slice that grows with a burst and is let go once sent, so
+// it costs memory only while lines wait.
+type journalQueue struct {
+	mu sync.Mutex
+	q  []journalEntry
+	// inflight is the batch being sent, next the first of it not sent.
+	inflight []journalEntry
+	next     int
+	// n and bytes count the lines (and their bytes) queued or in flight.
+	n, bytes int
+	// closed: no more lines come; abandoned: the rest was counted as
+	// dropped, the sender stops.
+	closed, abandoned bool
+	wake              chan struct{}
+	done              chan struct{}
+	// report is told the first error of the journal (nil: not told).
+	report func(error)
+}
+
+func newJournalQueue() *journalQueue {
+	j := &journalQueue{wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go j.run()
+	return j
+}
+
+// OnJournalError sets what is told the first time the journal refuses a
+// line (the lines themselves are counted as dropped).
+func (f *Forwarder) OnJournalError(report func(error)) {
+	if f.journal != nil {
+		f.journal.mu.Lock()
+		f.journal.report = report
+		f.journal.mu.Unlock()
+	}
+}
+
+func (j *journalQueue) put(e journalEntry) bool {
+	j.mu.Lock()
+	if j.closed || j.n >= journalQueueLen || j.bytes+len(e.msg) > journalQueueBytes {
+		j.mu.Unlock()
+		return false
+	}
+	j.q = append(j.q, e)
+	j.n++
+	j.bytes += len(e.msg)
+	j.mu.Unlock()
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+func (j *journalQueue) run() {
+	defer close(j.done)
+	for {
+		j.mu.Lock()
+		batch, closed := j.q, j.closed
+		j.q, j.inflight, j.next = nil, batch, 0
+		j.mu.Unlock()
+		if len(batch) == 0 {
+			if closed {
+				return
+			}
+			<-j.wake
+			continue
+		}
+		for i := range batch {
+			e := &batch[i]
+			err := journal.Send(e.msg, e.prio, e.vars)
+			j.mu.Lock()
+			if j.abandoned {
+				j.mu.Unlock()
+				return
+			}
+			j.next = i + 1
+			j.n--
+			j.bytes -= len(e.msg)
+			report := j.report
+			if err != nil && report != nil {
+				j.report = nil
+			}
+			j.mu.Unlock()
+			if err != nil {
+				e.app.dropped.Add(1)
+				if report != nil {
+					report(err)
+				}
+			}
+		}
+	}
+}
+
+// finish lets the journal take what is queued, at most for d, once no
+// stream can add more (ended); what is left counts as dropped.
+func (j *journalQueue) finish(ended bool, d time.Duration) {
+	j.mu.Lock()
+	j.closed = true
+	j.mu.Unlock()
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+	// As long as the journal takes lines, up to d; one that took none
+	// for journalStall is given up on.
+	deadline := time.Now().Add(d)
+	last := -1
+	for ended && time.Now().Before(deadline) {
+		j.mu.Lock()
+		n := j.n
+		j.mu.Unlock()
+		if n == last {
+			break
+		}
+		last = n
+		select {
+		case <-j.done:
+			return
+		case <-time.After(min(journalStall, max(time.Until(deadline), 0))):
+		}
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.abandoned = true
+	for _, e := range j.inflight[j.next:] {
+		e.app.dropped.Add(1)
+	}
+	for _, e := range j.q {
+		e.app.dropped.Add(1)
+	}
+	j.q, j.inflight = nil, nil
+}
+
+// ParseRecord splits a record written by AppendRecord (without its
+// newline): its time, stream, whether it is a partial line, and the line.
+func ParseRecord(rec []byte) (t time.Time, stream string, partial bool, line []byte, ok bool) {
+	sp := func(b []byte) ([]byte, []byte, bool) {
+		for i, c := range b {
+			if c == ' ' {
+				return b[:i], b[i+1:], true
+			}
+		}
+		return nil, nil, false
+	}
+	ts, rest, ok1 := sp(rec)
+	st, rest, ok2 := sp(rest)
+	tag, rest, ok3 := sp(rest)
+	if !ok1 || !ok2 || !ok3 || (string(st) != "stdout" && string(st) != "stderr") || (string(tag) != "F" && string(tag) != "P") {
+		return t, "", false, nil, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(ts))
+	if err != nil {
+		return t, "", false, nil, false
+	}
+	return t, string(st), string(tag) == "P", rest, true
+}

@@ -1,0 +1,210 @@
+package podlog
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func openDir(t *testing.T) (string, int) {
+	t.Helper()
+	dir := t.TempDir()
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, fd
+}
+
+// write sends chunks down a new stream of app and closes it.
+func write(t *testing.T, f *Forwarder, app string, stream int, cri string, chunks ...string) {
+	t.Helper()
+	w, err := f.Pipe(app, stream, cri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range chunks {
+		if _, err := w.Write([]byte(c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+}
+
+// The file and CRI records of a stream: one per line, in order, exact
+// bytes; a long line in partial pieces; a last line without a newline
+// carried at the end; the console gets the bytes as written.
+func TestRecords(t *testing.T) {
+	dir, dfd := openDir(t)
+	cdir, cfd := openDir(t)
+	f := New("u", false, dfd, cfd)
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	f.SetConsole(p[1], -1)
+	long := strings.Repeat("x", lineMax+10)
+	chunks := []string{"one\ntw", "o\n\n", "tab\there \xff\n", long + "\n", "last"}
+	done := make(chan []byte)
+	go func() {
+		var b bytes.Buffer
+		buf := make([]byte, 4096)
+		for {
+			n, err := unix.Read(p[0], buf)
+			if n <= 0 || err != nil {
+				done <- b.Bytes()
+				return
+			}
+			b.Write(buf[:n])
+		}
+	}()
+	write(t, f, "web", Stdout, "web_0.log", chunks...)
+	f.Close(5 * time.Second)
+	unix.Close(p[1])
+	if got := string(<-done); got != strings.Join(chunks, "") {
+		t.Errorf("console got %q", got)
+	}
+	want := []struct {
+		partial bool
+		line    string
+	}{{false, "one"}, {false, "two"}, {false, ""}, {false, "tab\there \xff"}, {true, long[:lineMax]}, {false, long[lineMax:]}, {false, "last"}}
+	for _, path := range []string{filepath.Join(dir, "web.log"), filepath.Join(cdir, "web_0.log")} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+		if len(lines) != len(want) {
+			t.Fatalf("%s: %d records, want %d", path, len(lines), len(want))
+		}
+		for i, l := range lines {
+			ts, rest, _ := strings.Cut(l, " ")
+			tm, err := time.Parse(time.RFC3339Nano, ts)
+			if err != nil || tm.UTC().Format(time.RFC3339Nano) != ts || !strings.HasSuffix(ts, "Z") {
+				t.Errorf("%s: record %d: time %q", path, i, ts)
+			}
+			tag := "F"
+			if want[i].partial {
+				tag = "P"
+			}
+			if rest != "stdout "+tag+" "+want[i].line {
+				t.Errorf("%s: record %d is %q, want %q", path, i, rest[:min(len(rest), 40)], ("stdout " + tag + " " + want[i].line)[:min(len(want[i].line)+9, 40)])
+			}
+		}
+	}
+	if f.Dropped("web") != 0 {
+		t.Errorf("dropped %d", f.Dropped("web"))
+	}
+}
+
+// A file reaching MaxFileSize becomes <app>.log.1 and a new one starts;
+// ReadApp returns both parts, in order, and a follower's cursor carries
+// across a rotation.
+func TestRotation(t *testing.T) {
+	_, dfd := openDir(t)
+	f := New("u", false, dup(t, dfd), -1)
+	f.SetConsole(-1, -1)
+	w, err := f.Pipe("a", Stdout, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Repeat("y", 100)
+	n := 0
+	var cur Cursor
+	var got []Record
+	// Enough for more than one rotation: only the latest two parts
+	// remain.
+	for total := 0; total < 5*MaxFileSize/2; total += len(line) + 50 {
+		fmt.Fprintf(w, "%d %s\n", n, line)
+		n++
+		if n%5000 == 0 {
+			// The writer is at most a pipe's worth ahead: reading
+			// this often, the follower sees each part before it is
+			// rotated away.
+			var recs []Record
+			recs, cur, err = ReadApp(dfd, "a", cur)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, recs...)
+		}
+	}
+	w.Close()
+	f.Close(5 * time.Second)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, OldFileName("a"), &st, 0); err != nil {
+		t.Fatalf("no rotated file: %v", err)
+	}
+	if st.Size > MaxFileSize {
+		t.Errorf("rotated file is %d bytes", st.Size)
+	}
+	recs, _, err := ReadApp(dfd, "a", cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, recs...)
+	for i, r := range got {
+		if want := fmt.Sprintf("%d %s", i, line); string(r.Line) != want {
+			t.Fatalf("follower: record %d is %.20q, want %.20q (of %d)", i, r.Line, want, len(got))
+		}
+	}
+	if len(got) != n {
+		t.Errorf("follower read %d records, want %d", len(got), n)
+	}
+	all, _, err := ReadApp(dfd, "a", Cursor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two rotations: the first part is gone, the rest is there in order.
+	if len(all) == 0 || len(all) >= n {
+		t.Fatalf("a fresh read got %d records of %d written", len(all), n)
+	}
+	for i, r := range all {
+		if want := fmt.Sprintf("%d %s", n-len(all)+i, line); string(r.Line) != want {
+			t.Fatalf("fresh read: record %d is %.20q, want %.20q", i, r.Line, want)
+		}
+	}
+}
+
+// dup gives the forwarder, which closes its directory fds, its own.
+func dup(t *testing.T, fd int) int {
+	t.Helper()
+	d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// A FIFO or a symlink planted where a log file goes is neither followed
+// nor blocked on: the lines are dropped and counted.
+func TestPlantedFile(t *testing.T) {
+	dir, dfd := openDir(t)
+	if err := unix.Mkfifo(filepath.Join(dir, "f.log"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(t.TempDir(), "target")
+	if err := os.Symlink(target, filepath.Join(dir, "s.log")); err != nil {
+		t.Fatal(err)
+	}
+	f := New("u", false, dup(t, dfd), -1)
+	f.SetConsole(-1, -1)
+	write(t, f, "f", Stdout, "", "a\nb\n")
+	write(t, f, "s", Stderr, "", "c\n")
+	f.Close(5 * time.Second)
+	if f.Dropped("f") != 2 || f.Dropped("s") != 1 {
+		t.Errorf("dropped %d and %d, want 2 and 1", f.Dropped("f"), f.Dropped("s"))
+	}
+	if _, err := os.Stat(target); err == nil {
+		t.Error("the symlink was followed")
+	}
+	if _, _, err := ReadApp(dfd, "f", Cursor{}); err == nil {
+		t.Error("ReadApp read a FIFO")
+	}
+}

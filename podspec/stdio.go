@@ -1,0 +1,134 @@
+package podspec
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/appc/spec/schema/types"
+)
+
+// rkt's per-app stdio annotations (stage0 sets them from `rkt app add
+// --stdin/--stdout/--stderr`; stage1/common/types/pod.go) and its
+// experimental CRI log annotations (stage1/init/common/units.go,
+// stage1/init/init.go).
+const (
+	AnnStdin           = "coreos.com/rkt/stage2/stdin"
+	AnnStdout          = "coreos.com/rkt/stage2/stdout"
+	AnnStderr          = "coreos.com/rkt/stage2/stderr"
+	AnnLogMode         = "coreos.com/rkt/experiment/logmode"
+	AnnKubernetesDir   = "coreos.com/rkt/experiment/kubernetes-log-dir"
+	AnnKubernetesPath  = "coreos.com/rkt/experiment/kubernetes-log-path"
+	LogModeK8sPlain    = "k8s-plain"
+	maxCRIPathLen      = 255
+	maxKubernetesDirLn = 4096
+)
+
+// Stdio modes of one stream of an app.
+const (
+	// StdioNull is /dev/null: stdin's default (rkt gives an app no
+	// input unless asked).
+	StdioNull = "null"
+	// StdioLog sends each line to the pod's logs and the console:
+	// stdout's and stderr's default.
+	StdioLog = "log"
+	// StdioInteractive is the caller's own descriptor: every stream of
+	// the one app of an --interactive pod.
+	StdioInteractive = "interactive"
+)
+
+// Stdio is where an app's three standard descriptors go.
+type Stdio struct {
+	Stdin  string `json:"stdin"`
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
+	// CRIPath is the app's file in the pod's CRI log directory (a single
+	// file name), or "" for none.
+	CRIPath string `json:"criPath,omitempty"`
+}
+
+// stdio resolves an app's stdio from its annotations. rkt's tty and
+// stream modes (for rkt attach) are accepted and served as their nearest
+// mode without attach: input from /dev/null, output logged.
+func stdio(ra types.Annotations, interactive, k8s bool) (Stdio, error) {
+	if interactive {
+		// rkt's stage1 gives the one app of an interactive pod the
+		// caller's terminal for all three streams, whatever else it
+		// says (units.go: SetupAppIO).
+		return Stdio{Stdin: StdioInteractive, Stdout: StdioInteractive, Stderr: StdioInteractive}, nil
+	}
+	s := Stdio{Stdin: StdioNull, Stdout: StdioLog, Stderr: StdioLog}
+	for _, st := range []struct {
+		ann   string
+		dst   *string
+		modes []string
+	}{
+		{AnnStdin, &s.Stdin, []string{"null", "interactive", "tty", "stream"}},
+		{AnnStdout, &s.Stdout, []string{"log", "null", "interactive", "tty", "stream"}},
+		{AnnStderr, &s.Stderr, []string{"log", "null", "interactive", "tty", "stream"}},
+	} {
+		v, ok := ra.Get(st.ann)
+		if !ok {
+			continue
+		}
+		known := false
+		for _, m := range st.modes {
+			known = known || v == m
+		}
+		if !known {
+			return s, fmt.Errorf("annotation %s: %q is not one of %s", st.ann, v, strings.Join(st.modes, ", "))
+		}
+		switch v {
+		case "tty", "stream":
+			if st.dst == &s.Stdin {
+				v = StdioNull
+			} else {
+				v = StdioLog
+			}
+		}
+		*st.dst = v
+	}
+	if k8s {
+		if p, ok := ra.Get(AnnKubernetesPath); ok {
+			if err := checkCRIPath(p); err != nil {
+				return s, fmt.Errorf("annotation %s: %w", AnnKubernetesPath, err)
+			}
+			s.CRIPath = p
+		}
+	}
+	return s, nil
+}
+
+// checkCRIPath accepts a plain file name: the file is created in the CRI
+// log directory and nowhere else (rkt refuses a path leaving it too).
+func checkCRIPath(p string) error {
+	switch {
+	case p == "" || p == "." || p == "..":
+		return fmt.Errorf("%q is not a file name", p)
+	case len(p) > maxCRIPathLen:
+		return fmt.Errorf("longer than %d bytes", maxCRIPathLen)
+	case strings.ContainsAny(p, "/\x00"):
+		return fmt.Errorf("%q must be a file name in the log directory, without a slash", p)
+	}
+	return nil
+}
+
+// criLogDir returns the pod's CRI log directory ("" when the pod does not
+// use rkt's k8s-plain log mode), validated.
+func criLogDir(pod types.Annotations) (string, error) {
+	mode, ok := pod.Get(AnnLogMode)
+	if !ok {
+		return "", nil
+	}
+	if mode != LogModeK8sPlain {
+		return "", fmt.Errorf("annotation %s: %q is not supported (want %s)", AnnLogMode, mode, LogModeK8sPlain)
+	}
+	dir, ok := pod.Get(AnnKubernetesDir)
+	if !ok || dir == "" {
+		return "", fmt.Errorf("annotation %s: required with %s=%s", AnnKubernetesDir, AnnLogMode, LogModeK8sPlain)
+	}
+	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || len(dir) > maxKubernetesDirLn || strings.IndexByte(dir, 0) >= 0 {
+		return "", fmt.Errorf("annotation %s: %q is not a clean absolute path", AnnKubernetesDir, dir)
+	}
+	return dir, nil
+}

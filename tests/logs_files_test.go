@@ -1,0 +1,258 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pod1/pod1/podlog"
+)
+
+// nsPod is a pod started by `pod1 run` inside a logNS.
+type nsPod struct {
+	UUID, Dir string
+	Stdout    *bytes.Buffer
+	Stderr    *bytes.Buffer
+	done      chan struct{}
+	pid       int
+}
+
+// runInNS starts `pod1 run` in ns with the probe image; each app is
+// "--name=N -- probe args...", apps separated by "---".
+func runInNS(t *testing.T, ns *logNS, data string, apps ...[]string) *nsPod {
+	t.Helper()
+	uuidFile := filepath.Join(t.TempDir(), "uuid")
+	img := probeACIDir(t)
+	args := []string{bin("pod1"), "run", "--dir=" + data, "--stage1-path=" + stage1ACI(t), "--net=none", "--no-overlay", "--uuid-file-save=" + uuidFile}
+	for i, a := range apps {
+		if i > 0 {
+			args = append(args, "---")
+		}
+		args = append(append(args, img, "--name="+a[0], "--exec=/bin/probe", "--"), a[1:]...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	cmd := ns.cmd(ctx, "/", args...)
+	p := &nsPod{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.Stdout, p.Stderr
+	cmd.WaitDelay = time.Second
+	must(t, cmd.Start())
+	p.pid = cmd.Process.Pid
+	go func() {
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-p.done
+	})
+	waitFor(t, 30*time.Second, "the pod's UUID", func() bool {
+		b, err := os.ReadFile(uuidFile)
+		p.UUID = strings.TrimSpace(string(b))
+		return err == nil && p.UUID != ""
+	})
+	p.Dir = filepath.Join(data, "pods/run", p.UUID)
+	return p
+}
+
+func (p *nsPod) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(time.Minute):
+		t.Fatalf("pod %s did not end", p.UUID)
+	}
+}
+
+// Without a journal each app's lines go to its file in the pod directory,
+// which pod1 logs reads after the pod has exited: all apps merged by time
+// and prefixed, or one app, or those since a time.
+func TestLogFilesAndPod1Logs(t *testing.T) {
+	ns := newLogNS(t, false)
+	data := dataDir(t)
+	p := runInNS(t, ns, data,
+		[]string{"a", "out", "1", "3", "a-out", "+", "out", "2", "2", "a-err", "+", "raw", "1", "a-tail"},
+		[]string{"b", "out", "1", "3", "b-out"})
+	p.wait(t)
+	t.Logf("pod1 run: stdout %q, stderr %q", p.Stdout, p.Stderr)
+	for _, a := range []string{"a", "b"} {
+		if _, err := os.Stat(filepath.Join(p.Dir, podlog.Dir, podlog.FileName(a))); err != nil {
+			t.Fatalf("no log file for %s: %v (stderr %s)", a, err, p.Stderr)
+		}
+	}
+	if !strings.Contains(p.Stdout.String(), "a-out 2\n") || !strings.Contains(p.Stderr.String(), "a-err 1\n") {
+		t.Errorf("the console lost lines: stdout %q stderr %q", p.Stdout, p.Stderr)
+	}
+	out, errOut, code := pod1(t, data, "logs", p.UUID)
+	if code != 0 {
+		t.Fatalf("pod1 logs: %d %s", code, errOut)
+	}
+	for _, want := range []string{"a: a-out 0", "a: a-out 2", "a: a-err 1", "a: a-tail", "b: b-out 0", "b: b-out 2"} {
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("pod1 logs lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "\n"); n != 9 {
+		t.Errorf("pod1 logs printed %d lines, want 9:\n%s", n, out)
+	}
+	out, _, code = pod1(t, data, "logs", "--app=a", p.UUID)
+	if code != 0 || !strings.HasPrefix(out, "a-") || strings.Contains(out, "b-out") || !strings.Contains(out, "a-err 0\n") {
+		t.Errorf("pod1 logs --app=a: %d\n%s", code, out)
+	}
+	if out, _, _ = pod1(t, data, "logs", "--since=1h", p.UUID); strings.Count(out, "\n") != 9 {
+		t.Errorf("--since=1h: %q", out)
+	}
+	future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	if out, _, _ = pod1(t, data, "logs", "--since="+future, p.UUID); out != "" {
+		t.Errorf("--since=%s: %q", future, out)
+	}
+	for _, bad := range [][]string{{"--since=yesterday"}, {"--app=nope"}} {
+		if _, e, code := pod1(t, data, append(append([]string{"logs"}, bad...), p.UUID)...); code != 254 || strings.Count(e, "\n") != 1 {
+			t.Errorf("pod1 logs %v: %d %q", bad, code, e)
+		}
+	}
+}
+
+// The files keep what the app wrote before its stage1 was SIGKILLed; pod1
+// logs reads them once the pod is gone.
+func TestLogFilesAfterStage1Kill(t *testing.T) {
+	ns := newLogNS(t, false)
+	data := dataDir(t)
+	p := runInNS(t, ns, data, []string{"k", "out", "1", "5", "k-line", "+", "sleep", "60s"})
+	waitFor(t, 20*time.Second, "five lines in the log file", func() bool {
+		b, _ := os.ReadFile(filepath.Join(p.Dir, podlog.Dir, podlog.FileName("k")))
+		return bytes.Count(b, []byte("\n")) == 5
+	})
+	must(t, syscall.Kill(p.pid, syscall.SIGKILL))
+	p.wait(t)
+	st, _, _ := pod1(t, data, "status", p.UUID)
+	if !strings.Contains(st, "state=exited") {
+		t.Fatalf("pod not exited after the kill:\n%s", st)
+	}
+	out, e, code := pod1(t, data, "logs", "--app=k", p.UUID)
+	if code != 0 || out != "k-line 0\nk-line 1\nk-line 2\nk-line 3\nk-line 4\n" {
+		t.Errorf("pod1 logs: %d %q %s", code, out, e)
+	}
+}
+
+// --follow prints lines as they come and returns once the pod has exited,
+// with every line.
+func TestPod1LogsFollow(t *testing.T) {
+	ns := newLogNS(t, false)
+	data := dataDir(t)
+	p := runInNS(t, ns, data, []string{"f", "out", "1", "2", "first", "+", "wait-file", "/tmp/go", "+", "out", "2", "2", "second"})
+	waitFor(t, 20*time.Second, "the log file", func() bool {
+		_, err := os.Stat(filepath.Join(p.Dir, podlog.Dir, podlog.FileName("f")))
+		return err == nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := ns.cmd(ctx, "/", bin("pod1"), "--dir="+data, "logs", "--follow", "--app=f", p.UUID)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	must(t, cmd.Start())
+	waitFor(t, 20*time.Second, "the first lines from pod1 logs --follow", func() bool {
+		return strings.Contains(out.String(), "first 1\n")
+	})
+	must(t, os.WriteFile(filepath.Join(p.Dir, "stage1/rootfs/opt/stage2/f/rootfs/tmp/go"), nil, 0o644))
+	p.wait(t)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("pod1 logs --follow: %v %s", err, out.String())
+	}
+	if got := out.String(); got != "first 0\nfirst 1\nsecond 0\nsecond 1\n" {
+		t.Errorf("pod1 logs --follow printed %q", got)
+	}
+}
+
+// With rkt's k8s-plain log mode each app also writes its CRI log file,
+// byte for byte the format kubelet reads.
+func TestCRILogs(t *testing.T) {
+	logDir := t.TempDir()
+	mk := func(path string, podAnns map[string]string) *Pod {
+		apps := []App{{Name: "web", Exec: probe("out", "1", "2", "o", "+", "out", "2", "1", "e", "+", "raw", "1", "tail"),
+			Annotations: map[string]string{"coreos.com/rkt/experiment/kubernetes-log-path": path}}}
+		return newPodRaw(t, manifestAnn(apps, nil, podAnns), apps)
+	}
+	anns := map[string]string{
+		"coreos.com/rkt/experiment/logmode":            "k8s-plain",
+		"coreos.com/rkt/experiment/kubernetes-log-dir": logDir,
+	}
+	p := mk("web_0.log", anns)
+	r := runPod(t, p, RunOpts{})
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(logDir, "web_0.log"))
+	must(t, err)
+	rec := regexp.MustCompile(`^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z) (stdout|stderr) F (.*)$`)
+	var got []string
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if l == "" {
+			continue
+		}
+		m := rec.FindStringSubmatch(strings.TrimSuffix(l, "\n"))
+		if m == nil || !strings.HasSuffix(l, "\n") {
+			t.Fatalf("not a CRI record: %q", l)
+		}
+		ts, err := time.Parse(time.RFC3339Nano, m[1])
+		if err != nil || ts.UTC().Format(time.RFC3339Nano) != m[1] {
+			t.Errorf("time %q is not RFC 3339 with nanoseconds as Go writes it", m[1])
+		}
+		got = append(got, m[3]+" "+m[4])
+	}
+	var out, errs []string
+	for _, g := range got {
+		if strings.HasPrefix(g, "stdout ") {
+			out = append(out, g)
+		} else {
+			errs = append(errs, g)
+		}
+	}
+	if fmt.Sprint(out) != "[stdout o 0 stdout o 1 stdout tail]" || fmt.Sprint(errs) != "[stderr e 0]" {
+		t.Errorf("CRI records %q", got)
+	}
+
+	for _, bad := range []struct {
+		path string
+		anns map[string]string
+		msg  string
+	}{
+		{"../escape.log", anns, "kubernetes-log-path: \"../escape.log\" must be a file name"},
+		{"x.log", map[string]string{"coreos.com/rkt/experiment/logmode": "k8s-plain"}, "kubernetes-log-dir: required"},
+		{"x.log", map[string]string{"coreos.com/rkt/experiment/logmode": "json"}, "logmode: \"json\" is not supported"},
+	} {
+		p := mk(bad.path, bad.anns)
+		r := runPod(t, p, RunOpts{})
+		if r.Code != 254 || !strings.Contains(r.Stderr.String(), bad.msg) || strings.Count(r.Stderr.String(), "\n") != 1 {
+			t.Errorf("%s %v: exit %d, stderr %q", bad.path, bad.anns, r.Code, r.Stderr)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(filepath.Dir(logDir), "escape.log")); err == nil {
+		t.Error("a CRI log path escaped the log directory")
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a command writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

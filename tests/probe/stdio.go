@@ -1,0 +1,63 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// stdio runs the subcommands about the app's standard descriptors; ok is
+// false for any other command.
+func stdio(cmd string, a []string) (ok bool, err error) {
+	switch cmd {
+	case "stdio":
+		// What each of fds 0-2 is: its file type and device.
+		var parts []string
+		for fd := 0; fd < 3; fd++ {
+			var st unix.Stat_t
+			if err := unix.Fstat(fd, &st); err != nil {
+				parts = append(parts, fmt.Sprintf("%d=closed", fd))
+				continue
+			}
+			kind := map[uint32]string{unix.S_IFCHR: "chr", unix.S_IFIFO: "fifo", unix.S_IFREG: "reg", unix.S_IFSOCK: "sock"}[st.Mode&unix.S_IFMT]
+			parts = append(parts, fmt.Sprintf("%d=%s:%d:%d", fd, kind, unix.Major(st.Rdev), unix.Minor(st.Rdev)))
+		}
+		fmt.Printf("stdio %s\n", strings.Join(parts, " "))
+	case "read-stdin":
+		b, err := io.ReadAll(io.LimitReader(os.Stdin, 1<<20))
+		if err != nil {
+			return true, err
+		}
+		fmt.Printf("stdin %q\n", b)
+	case "out":
+		// out FD N TEXT: N lines "TEXT <i>" on FD, one write each.
+		fd, err := strconv.Atoi(arg(a, 0))
+		if err != nil {
+			return true, err
+		}
+		n, err := strconv.Atoi(arg(a, 1))
+		if err != nil {
+			return true, err
+		}
+		for i := 0; i < n; i++ {
+			if _, err := unix.Write(fd, []byte(fmt.Sprintf("%s %d\n", arg(a, 2), i))); err != nil {
+				return true, err
+			}
+		}
+	case "raw":
+		// raw FD TEXT: TEXT as it is, no newline added.
+		fd, err := strconv.Atoi(arg(a, 0))
+		if err != nil {
+			return true, err
+		}
+		_, err = unix.Write(fd, []byte(arg(a, 1)))
+		return true, err
+	default:
+		return false, nil
+	}
+	return true, nil
+}
