@@ -185,7 +185,7 @@ func TestBadLockFdsAreRefused(t *testing.T) {
 			p := newPod(t, []App{okApp("a")}, nil)
 			if c.o.Stdin != nil {
 				p = p0
-				c.o.LockFile = c.o.Stdin
+				c.o.LockFile = c.o.Stdin.(*os.File)
 			}
 			r := runPod(t, p, c.o)
 			assertRefused(t, p, r, c.want)
