@@ -87,7 +87,7 @@ func TestDeviceAllowList(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(p.Dir, "stage1/rootfs/enter")); err != nil {
 		must(t, os.Symlink(bin("stage1-init"), filepath.Join(p.Dir, "stage1/rootfs/enter")))
 	}
-	r := start(t, p, RunOpts{})
+	r := start(t, p, RunOpts{Timeout: 2 * cgDeadline})
 	defer func() {
 		if t.Failed() {
 			t.Logf("stdout: %s\nstderr: %s", r.Stdout, r.Stderr)
@@ -102,7 +102,7 @@ func TestDeviceAllowList(t *testing.T) {
 	enterChecks := strings.ReplaceAll(strings.Join(deviceChecks, "\x00"), "/tmp/", "/tmp/e-")
 	out, errOut, code := rktEnter(t, p, "a", probe(strings.Split(enterChecks, "\x00")...)...)
 	if code != 0 {
-		t.Fatalf("enter: %d %s", code, errOut)
+		t.Fatalf("enter: %d %s; stdout %q", code, errOut, out)
 	}
 	want := strings.ReplaceAll(strings.Join(deviceWant, "\n"), "/tmp/", "/tmp/e-")
 	if got := strings.Join(deviceLines(out), "\n"); got != want {
@@ -191,7 +191,7 @@ func TestPodPidsMaxHoldsForkBombs(t *testing.T) {
 // what the host allows.
 func TestPodPidsMaxDefault(t *testing.T) {
 	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
-	r := start(t, p, RunOpts{})
+	r := start(t, p, RunOpts{Timeout: 2 * cgDeadline})
 	defer func() {
 		if t.Failed() {
 			t.Logf("stderr: %s", r.Stderr)
@@ -291,7 +291,7 @@ func TestGCActsOnlyOnThePodsCgroups(t *testing.T) {
 // and the cgroups are removed.
 func TestGCKillsLeftoversBeforeReturning(t *testing.T) {
 	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
-	r := start(t, p, RunOpts{})
+	r := start(t, p, RunOpts{Timeout: 2 * cgDeadline})
 	runningApp(t, p, "a")
 	init := podPid(t, p)
 	b, err := os.ReadFile(filepath.Join(p.Dir, layout.CgroupsFile))
