@@ -129,7 +129,7 @@ func TestPod1AppCommands(t *testing.T) {
 		{"--name=web", "--exec=/bin/probe", "--", "sleep", "1h"},
 		{"--name=db", "--exec=/bin/probe", "--", "sleep", "1h"},
 		{"--name=crashy", "--annotation=pod1/restart-policy=on-failure", "--annotation=pod1/restart-backoff=10ms",
-			"--annotation=pod1/start-limit-burst=3", "--exec=/bin/probe", "--", "exit", "3"},
+			"--annotation=pod1/start-limit-burst=3", "--annotation=pod1/start-limit-interval=1h", "--exec=/bin/probe", "--", "exit", "3"},
 	} {
 		if code, out := pod1cli(t, nil, append([]string{d, "app", "add", uuid, img}, a...)...); code != 0 {
 			t.Fatalf("add %v: %d %s", a, code, out)

@@ -71,7 +71,7 @@ func TestCapabilitiesAreEnforcedAndSurviveRestart(t *testing.T) {
 	apps := []App{
 		{Name: "keeps", Exec: probe("chown", "/vol/f", "4242"), MPoints: mp},
 		{Name: "lost", Exec: probe("chown", "/vol/f", "4343", "+", "status", "+", "append", "/vol/runs", "+", "exit", "1"), MPoints: mp,
-			Annotations: map[string]string{"pod1/restart-policy": "on-failure", "pod1/restart-backoff": "10ms", "pod1/start-limit-burst": "2"}},
+			Annotations: map[string]string{"pod1/restart-policy": "on-failure", "pod1/restart-backoff": "10ms", "pod1/start-limit-burst": "2", "pod1/start-limit-interval": "1h"}},
 	}
 	p := isoPod(t, apps, Isolators{"lost": {remove}}, vols)
 	r := runPod(t, p, RunOpts{})

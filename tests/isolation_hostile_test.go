@@ -119,7 +119,7 @@ func TestVolumeSourceSwapRefused(t *testing.T) {
 		{Name: "racer", Exec: probe("wait-file", "/p/child/ran", "+", "swap", "/p/child", dir, "+", "sleep", "1h"),
 			MPoints: []map[string]any{{"name": "parent", "path": "/p"}}},
 		{Name: "victim", Exec: probe("touch", "/c/ran", "+", "exit", "1"), MPoints: []map[string]any{{"name": "child", "path": "/c"}},
-			Annotations: map[string]string{"pod1/restart-policy": "on-failure", "pod1/restart-backoff": "300ms", "pod1/start-limit-burst": "2"}},
+			Annotations: map[string]string{"pod1/restart-policy": "on-failure", "pod1/restart-backoff": "300ms", "pod1/start-limit-burst": "2", "pod1/start-limit-interval": "1h"}},
 	}
 	p := newPod(t, apps, vols)
 	r := hostileRun(t, p, RunOpts{}, dir, digest)

@@ -157,7 +157,7 @@ func TestMutablePodAppLifecycle(t *testing.T) {
 		{Name: "web", Exec: probe("touch", "/vol/web-ran", "+", "sleep", "1h"), MPoints: mp},
 		{Name: "worker", Exec: probe("sleep", "1h")},
 		{Name: "crashy", Exec: probe("append", "/vol/crashy", "+", "exit", "3"), MPoints: mp, Annotations: map[string]string{
-			"pod1/restart-policy": "on-failure", "pod1/restart-backoff": "10ms", "pod1/start-limit-burst": "3"}},
+			"pod1/restart-policy": "on-failure", "pod1/restart-backoff": "10ms", "pod1/start-limit-burst": "3", "pod1/start-limit-interval": "1h"}},
 	} {
 		if code, out := addApp(t, p, a); code != 0 {
 			t.Fatalf("add %s: %d %s", a.Name, code, out)

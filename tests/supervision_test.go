@@ -50,7 +50,7 @@ func TestCrashLoopStopsAtStartLimit(t *testing.T) {
 	vol := t.TempDir()
 	mp, vols := volume(vol)
 	p := newPod(t, []App{{Name: "loop", Exec: probe("append", "/vol/runs", "+", "exit", "1"), MPoints: mp,
-		Annotations: map[string]string{"pod1/restart-policy": "on-failure", "pod1/restart-backoff": "20ms", "pod1/start-limit-burst": "4"}}}, vols)
+		Annotations: map[string]string{"pod1/restart-policy": "on-failure", "pod1/restart-backoff": "20ms", "pod1/start-limit-burst": "4", "pod1/start-limit-interval": "1h"}}}, vols)
 	r := start(t, p, RunOpts{})
 	runsAtStatus := -1
 	waitFor(t, 20*time.Second, "plain status", func() bool {
@@ -96,7 +96,7 @@ func TestRestartPolicies(t *testing.T) {
 			vol := t.TempDir()
 			mp, vols := volume(vol)
 			p := newPod(t, []App{{Name: "a", Exec: probe("append", "/vol/runs", "+", "exit", c.code), MPoints: mp,
-				Annotations: map[string]string{"pod1/restart-policy": c.policy, "pod1/restart-backoff": "10ms", "pod1/start-limit-burst": "3"}}}, vols)
+				Annotations: map[string]string{"pod1/restart-policy": c.policy, "pod1/restart-backoff": "10ms", "pod1/start-limit-burst": "3", "pod1/start-limit-interval": "1h"}}}, vols)
 			r := runPod(t, p, RunOpts{})
 			if r.Code != c.podCode {
 				t.Fatalf("pod exit %d, want %d; stderr %s", r.Code, c.podCode, r.Stderr)
@@ -111,19 +111,21 @@ func TestRestartPolicies(t *testing.T) {
 	}
 }
 
-// Restarts are spaced by a doubling backoff: assert lower bounds only.
+// Restarts are spaced by a doubling backoff: assert lower bounds only. A
+// run lasting backoff-max resets the backoff, so the cap is well above
+// how long a run takes on a slow (emulated) machine.
 func TestBackoffSpacing(t *testing.T) {
 	vol := t.TempDir()
 	mp, vols := volume(vol)
 	p := newPod(t, []App{{Name: "a", Exec: probe("append", "/vol/runs", "+", "exit", "1"), MPoints: mp,
 		Annotations: map[string]string{"pod1/restart-policy": "always", "pod1/restart-backoff": "50ms",
-			"pod1/restart-backoff-max": "300ms", "pod1/start-limit-burst": "6", "pod1/start-limit-interval": "1m"}}}, vols)
+			"pod1/restart-backoff-max": "800ms", "pod1/start-limit-burst": "7", "pod1/start-limit-interval": "1h"}}}, vols)
 	runPod(t, p, RunOpts{})
 	runs := runTimes(t, filepath.Join(vol, "runs"))
-	if len(runs) != 6 {
+	if len(runs) != 7 {
 		t.Fatalf("ran %d times", len(runs))
 	}
-	want := []time.Duration{50, 100, 200, 300, 300}
+	want := []time.Duration{50, 100, 200, 400, 800, 800}
 	for i, w := range want {
 		if d := runs[i+1].Sub(runs[i]); d < w*time.Millisecond {
 			t.Errorf("gap %d is %v, want at least %v", i, d, w*time.Millisecond)
@@ -137,7 +139,7 @@ func TestRestartStartsClean(t *testing.T) {
 	vol := t.TempDir()
 	mp, vols := volume(vol)
 	p := newPod(t, []App{{Name: "a", Exec: probe("procs", "+", "orphans", "3", "1h", "+", "append", "/vol/runs", "+", "exit", "1"), MPoints: mp,
-		Annotations: map[string]string{"pod1/restart-policy": "on-failure", "pod1/restart-backoff": "10ms", "pod1/start-limit-burst": "3"}}}, vols)
+		Annotations: map[string]string{"pod1/restart-policy": "on-failure", "pod1/restart-backoff": "10ms", "pod1/start-limit-burst": "3", "pod1/start-limit-interval": "1h"}}}, vols)
 	r := runPod(t, p, RunOpts{})
 	ls := r.Lines("procs ")
 	if len(ls) != 3 {

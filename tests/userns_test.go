@@ -127,7 +127,7 @@ func TestPrivateUsersRestartAndStop(t *testing.T) {
 	mp, vols := volume(vol)
 	apps := []App{
 		{Name: "crashy", MPoints: mp, Exec: probe("append", "/vol/runs", "+", "exit", "3"), Annotations: map[string]string{
-			"pod1/restart-policy": "on-failure", "pod1/restart-backoff": "10ms", "pod1/start-limit-burst": "3"}},
+			"pod1/restart-policy": "on-failure", "pod1/restart-backoff": "10ms", "pod1/start-limit-burst": "3", "pod1/start-limit-interval": "1h"}},
 		{Name: "long", Exec: probe("sleep", "1h")},
 	}
 	// The pod lives as long as "long" does, whatever becomes of crashy.
