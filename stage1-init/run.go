@@ -327,7 +327,10 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, 
 		// its configuration by now, so it is stopped in order.
 		req.Raise(sigpolicy.ForceStop, "no pid file")
 	}
-	go forwardStop(req, pid)
+	// Opened before waitPid can reap PID 1: the pidfd names it and
+	// nothing else, however late a request comes.
+	pidfd, perr := unix.PidfdOpen(pid, 0)
+	go forwardStop(req, pid, pidfd, perr)
 	time.AfterFunc(shedDelay, shedUnusedMemory)
 	ws := waitPid(pid)
 	switch {
@@ -345,10 +348,17 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, 
 // forwardStop passes each stop request to the run process (rkt run being
 // interrupted, a signal sent to the pid stage0 exec'd) on to PID 1, at the
 // level it has reached (sigpolicy.Forward), including those that arrived
-// before PID 1 existed.
-func forwardStop(req *sigpolicy.Requests, pid int) {
+// before PID 1 existed. It signals through pidfd (unless pidfdErr), so a
+// request that comes after waitPid has reaped PID 1 never reaches a
+// process that took its pid.
+func forwardStop(req *sigpolicy.Requests, pid, pidfd int, pidfdErr error) {
 	for range req.C {
-		_ = unix.Kill(pid, sigpolicy.Forward(req.Level()))
+		sig := sigpolicy.Forward(req.Level())
+		if pidfdErr == nil {
+			_ = unix.PidfdSendSignal(pidfd, sig, nil, 0)
+		} else {
+			_ = unix.Kill(pid, sig)
+		}
 	}
 }
 
