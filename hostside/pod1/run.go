@@ -5,12 +5,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/appc/spec/schema/types"
 
+	"github.com/pod1/pod1/hostside/images"
 	"github.com/pod1/pod1/hostside/launch"
 	"github.com/pod1/pod1/idmap"
 )
@@ -64,6 +67,8 @@ type runFlags struct {
 	privUsers   string
 	volumes     volumeFlag
 	env         envFlag
+	imageSize   sizeFlag
+	imageFiles  int
 }
 
 func newRunFlagSet(g *globalFlags, rf *runFlags) *flag.FlagSet {
@@ -77,6 +82,8 @@ func newRunFlagSet(g *globalFlags, rf *runFlags) *flag.FlagSet {
 	fs.BoolVar(&rf.interactive, "interactive", false, "give the (single) app the terminal")
 	fs.StringVar(&rf.privUsers, "private-users", "", "BASE:COUNT: run the apps in user namespaces, their ids 0..COUNT-1 the host's BASE onwards (implies --no-overlay)")
 	fs.Var(&rf.volumes, "volume", "NAME,kind=host|empty[,source=PATH][,readOnly=BOOL][,mode=M,uid=U,gid=G] (repeatable)")
+	fs.Var(&rf.imageSize, "image-max-size", "bound on the bytes of files an ACI file unpacks to, with an optional K, M, G or T suffix (default 16G)")
+	fs.IntVar(&rf.imageFiles, "image-max-files", 0, "bound on the entries an ACI file unpacks to (default 1048576)")
 	fs.Var(&rf.env, "set-env", "K=V set for every app, before each app's own --set-env (repeatable)")
 	return fs
 }
@@ -108,6 +115,9 @@ func parsePodArgs(g *globalFlags, args []string, stderr io.Writer, withApps bool
 	for i := range apps {
 		apps[i].Env = append(append([]types.EnvironmentVariable(nil), rf.env...), apps[i].Env...)
 	}
+	if rf.imageFiles < 0 {
+		return launch.Options{}, fmt.Errorf("--image-max-files=%d: want a positive count", rf.imageFiles)
+	}
 	var users *idmap.Range
 	if rf.privUsers != "" {
 		u, err := idmap.Parse(rf.privUsers)
@@ -122,6 +132,7 @@ func parsePodArgs(g *globalFlags, args []string, stderr io.Writer, withApps bool
 	return launch.Options{
 		Dir:          g.dir,
 		Stage1:       rf.stage1,
+		ImageLimits:  images.Limits{MaxBytes: int64(rf.imageSize), MaxEntries: rf.imageFiles},
 		Net:          rf.nets.String(),
 		Hostname:     rf.hostname,
 		Debug:        g.debug,
@@ -143,6 +154,26 @@ func defaultStage1Path() string {
 		return ""
 	}
 	return filepath.Join(filepath.Dir(exe), "..", "build", "stage1.aci")
+}
+
+// sizeFlag is a byte count with an optional binary suffix (K, M, G, T).
+type sizeFlag int64
+
+func (f *sizeFlag) String() string { return strconv.FormatInt(int64(*f), 10) }
+
+func (f *sizeFlag) Set(s string) error {
+	mult := int64(1)
+	if n := len(s); n > 0 {
+		if i := strings.IndexByte("KMGT", s[n-1]&^0x20); i >= 0 {
+			mult, s = int64(1)<<(10*(i+1)), s[:n-1]
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v <= 0 || v > math.MaxInt64/mult {
+		return errors.New("want a positive byte count, e.g. 512M")
+	}
+	*f = sizeFlag(v * mult)
+	return nil
 }
 
 // listFlag is a repeatable flag whose values are joined with commas, like
