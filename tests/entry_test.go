@@ -230,7 +230,7 @@ func TestRunRefusesAnImageBeyondItsBounds(t *testing.T) {
 	m, err := os.ReadFile(filepath.Join(src, "manifest"))
 	must(t, err)
 	aci := filepath.Join(t.TempDir(), "many.aci")
-	f, err := os.Create(aci)
+	f, err := os.OpenFile(aci, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	must(t, err)
 	tw := tar.NewWriter(f)
 	add := func(h *tar.Header, body []byte) {
