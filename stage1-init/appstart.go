@@ -236,6 +236,20 @@ func (s *supervisor) writeRecord(a *app) {
 	if err := s.dir.WriteRecord(&a.rec); err != nil {
 		s.logf("app %q: write record: %v", a.name, err)
 	}
+	// The blocks of the writes that end the app are reserved while there
+	// is space: the record's again after each write (a write consumes
+	// its reservation), the status's when the app starts.
+	switch a.rec.State {
+	case status.StateExited, status.StateRemoving:
+		return
+	case status.StateRunning:
+		if err := s.dir.Reserve(a.name, false); err != nil {
+			s.logf("app %q: %v", a.name, err)
+		}
+	}
+	if err := s.dir.Reserve(a.name, true); err != nil {
+		s.logf("app %q: %v", a.name, err)
+	}
 }
 
 // failureReason classifies the end of a run that failed.

@@ -120,15 +120,22 @@ func (d *Dir) WriteFile(name string, data []byte) error {
 }
 
 func (d *Dir) write(name string, data []byte, durable bool) error {
-	tmp := "." + name + ".tmp"
+	tmp := tempName(name)
 	dirfd := d.Fd()
-	fd, err := createTemp(dirfd, tmp)
+	fd, reserved, err := openTemp(dirfd, tmp)
 	if err != nil {
 		return err
 	}
 	// The raw descriptor, not an *os.File: this runs a dozen times on a
 	// pod's start and at every app's exit, and os.NewFile costs an fcntl.
 	err = fill(fd, tmp, data, durable)
+	if err == nil && reserved {
+		// To the data's length: shrinking frees blocks, it never
+		// needs one.
+		if terr := unix.Ftruncate(fd, int64(len(data))); terr != nil {
+			err = fmt.Errorf("truncate %s: %w", tmp, terr)
+		}
+	}
 	if cerr := unix.Close(fd); err == nil && cerr != nil {
 		err = fmt.Errorf("close %s: %w", tmp, cerr)
 	}
@@ -151,6 +158,68 @@ func (d *Dir) write(name string, data []byte, durable bool) error {
 		}
 	}
 	return nil
+}
+
+func tempName(name string) string { return "." + name + ".tmp" }
+
+// Sizes reserved for the next write of a status and of a record: a status
+// is at most 12 bytes; a record, whose app name is at most a few hundred,
+// fits in one block of any file system.
+const (
+	statusReserve = 64
+	recordReserve = 4096
+)
+
+// Reserve makes the next write of app's status or record unable to fail
+// for lack of space: it creates that write's temp file now, with its
+// blocks allocated (fallocate), and the write then fills it in place and
+// renames it. An app that fills the file system the status directory is
+// on (its rootfs is often on the same one) must not cost another app its
+// final status. rec selects the record ("<app>.json"), else the status.
+func (d *Dir) Reserve(app string, rec bool) error {
+	name, size := app, statusReserve
+	if rec {
+		name, size = app+RecordSuffix, recordReserve
+	}
+	tmp := tempName(name)
+	fd, err := createTemp(d.Fd(), tmp)
+	if err != nil {
+		return err
+	}
+	err = unix.Fallocate(fd, 0, 0, int64(size))
+	if errors.Is(err, unix.EOPNOTSUPP) {
+		// A file system without fallocate allocates what is written.
+		_, err = unix.Pwrite(fd, make([]byte, size), 0)
+	}
+	unix.Close(fd)
+	if err != nil {
+		_ = unix.Unlinkat(d.Fd(), tmp, 0)
+		return fmt.Errorf("reserve %s: %w", tmp, err)
+	}
+	return nil
+}
+
+// Unreserve removes app's reservations, if any (the app is gone).
+func (d *Dir) Unreserve(app string) {
+	for _, n := range []string{app, app + RecordSuffix} {
+		_ = unix.Unlinkat(d.Fd(), tempName(n), 0)
+	}
+}
+
+// openTemp opens the temp file Reserve made for the write, or creates one:
+// the reservation must be a regular file with a single link, else it is
+// taken for something planted and replaced.
+func openTemp(dirfd int, tmp string) (int, bool, error) {
+	fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err == nil {
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && st.Nlink == 1 {
+			return fd, true, nil
+		}
+		unix.Close(fd)
+	}
+	fd, err = createTemp(dirfd, tmp)
+	return fd, false, err
 }
 
 // createTemp creates tmp in the directory as a fresh regular file of our

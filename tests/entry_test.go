@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -217,5 +219,58 @@ func TestSecondRunWithARunningPodsUUIDIsRefused(t *testing.T) {
 	}
 	if code, err := status.Read(a.statusDir(), "a"); err != nil || code != 143 {
 		t.Errorf("app status %d, %v; want 143", code, err)
+	}
+}
+
+// T-ENTRY-5: pod1 run unpacks an ACI file within bounds (--image-max-files,
+// --image-max-size): an image beyond them is refused with one line naming
+// it, and nothing is left behind (no store entry, no pod).
+func TestRunRefusesAnImageBeyondItsBounds(t *testing.T) {
+	src := probeACIDir(t)
+	m, err := os.ReadFile(filepath.Join(src, "manifest"))
+	must(t, err)
+	aci := filepath.Join(t.TempDir(), "many.aci")
+	f, err := os.OpenFile(aci, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	must(t, err)
+	tw := tar.NewWriter(f)
+	add := func(h *tar.Header, body []byte) {
+		h.Size = int64(len(body))
+		must(t, tw.WriteHeader(h))
+		_, err := tw.Write(body)
+		must(t, err)
+	}
+	add(&tar.Header{Name: "manifest", Typeflag: tar.TypeReg, Mode: 0o644}, m)
+	add(&tar.Header{Name: "rootfs/", Typeflag: tar.TypeDir, Mode: 0o755}, nil)
+	for i := 0; i < 100; i++ {
+		add(&tar.Header{Name: fmt.Sprintf("rootfs/f%d", i), Typeflag: tar.TypeReg, Mode: 0o644}, make([]byte, 4096))
+	}
+	must(t, tw.Close())
+	must(t, f.Close())
+	for _, c := range []struct{ flag, want string }{
+		{"--image-max-files=50", "more than 50 entries"},
+		{"--image-max-size=200K", "more than 204800 bytes"},
+	} {
+		t.Run(c.flag, func(t *testing.T) {
+			data := dataDir(t)
+			// The stage1 as an ACI directory: the bounds apply to every
+			// ACI file, and the stage1's is bigger than this image.
+			s1 := filepath.Join(filepath.Dir(stage1ACI(t)), "stage1")
+			_, errOut, code := pod1(t, data, "run", c.flag, "--stage1-path="+s1, aci)
+			line := strings.TrimSuffix(errOut, "\n")
+			if code != 254 || strings.Contains(line, "\n") || !strings.Contains(line, aci) || !strings.Contains(line, c.want) {
+				t.Errorf("pod1 run %s: exit %d, stderr %q", c.flag, code, errOut)
+			}
+			for _, d := range []string{"pods/run", "pods/prepare", "pods/embryo"} {
+				if ents, _ := os.ReadDir(filepath.Join(data, d)); len(ents) != 0 {
+					t.Errorf("left in %s: %v", d, ents)
+				}
+			}
+			ents, _ := os.ReadDir(filepath.Join(data, "pod1/images"))
+			for _, e := range ents {
+				if b, _ := os.ReadFile(filepath.Join(data, "pod1/images", e.Name(), "manifest")); bytes.Equal(b, m) || strings.HasPrefix(e.Name(), ".tmp-") {
+					t.Errorf("store entry of the refused image left: %s", e.Name())
+				}
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,7 +75,7 @@ func assertPID1Files(t *testing.T, p *Pod) {
 	} {
 		b, err := os.ReadFile(filepath.Join(p.Dir, f.path))
 		if err != nil {
-			if f.path == layout.CgroupsFile && os.IsNotExist(err) {
+			if f.path == layout.CgroupsFile && errors.Is(err, os.ErrNotExist) {
 				continue // no usable cgroup hierarchy
 			}
 			t.Errorf("%s: %v", f.path, err)

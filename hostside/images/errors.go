@@ -17,6 +17,8 @@ var (
 	ErrSpecialFile = errors.New("device nodes and FIFOs are not supported")
 	// ErrUnsupportedEntry means a tar entry type pod1 does not know.
 	ErrUnsupportedEntry = errors.New("unsupported tar entry type")
+	// ErrTooLarge means the image unpacks to more than its Limits allow.
+	ErrTooLarge = errors.New("image too large")
 	// ErrCompression means the ACI uses a compression pod1 cannot read.
 	ErrCompression = errors.New("unsupported compression")
 )

@@ -23,6 +23,40 @@ import (
 // (including setuid/setgid/sticky), owner, mtime, symlinks and hardlinks are
 // preserved; device nodes and FIFOs are refused.
 func Extract(r io.Reader, dest string) error {
+	return ExtractLimited(r, dest, DefaultLimits)
+}
+
+// Limits bound what unpacking one image may create: an image is untrusted,
+// and a small archive (compressed zeros, a sparse file) can unpack to far
+// more than the disk holds.
+type Limits struct {
+	// MaxBytes bounds the sum of the sizes of the regular files (their
+	// apparent sizes: a sparse file is written out in full).
+	MaxBytes int64
+	// MaxEntries bounds the number of entries (files, directories,
+	// links).
+	MaxEntries int
+}
+
+// DefaultLimits are the bounds when none are given: beyond any image seen
+// in practice, short of filling a disk or the inode table.
+var DefaultLimits = Limits{MaxBytes: 16 << 30, MaxEntries: 1 << 20}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = DefaultLimits.MaxBytes
+	}
+	if l.MaxEntries <= 0 {
+		l.MaxEntries = DefaultLimits.MaxEntries
+	}
+	return l
+}
+
+// ExtractLimited is Extract within lim (zero fields: the defaults). An
+// entry that would exceed a bound is refused before anything of it is
+// written, with an error satisfying errors.Is(err, ErrTooLarge).
+func ExtractLimited(r io.Reader, dest string, lim Limits) error {
+	lim = lim.withDefaults()
 	root, err := os.OpenFile(dest, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open extraction root: %w", err)
@@ -30,6 +64,8 @@ func Extract(r io.Reader, dest string) error {
 	defer root.Close()
 	x := extractor{root: root}
 	defer x.close()
+	var bytes int64
+	entries := 0
 
 	tr := tar.NewReader(r)
 	for {
@@ -39,6 +75,16 @@ func Extract(r io.Reader, dest string) error {
 		}
 		if err != nil {
 			return fmt.Errorf("read tar: %w", err)
+		}
+		entries++
+		if entries > lim.MaxEntries {
+			return fmt.Errorf("%w: more than %d entries (--image-max-files)", ErrTooLarge, lim.MaxEntries)
+		}
+		if hdr.Typeflag == tar.TypeReg {
+			if hdr.Size > lim.MaxBytes-bytes {
+				return fmt.Errorf("%w: more than %d bytes of files (--image-max-size), at %q", ErrTooLarge, lim.MaxBytes, hdr.Name)
+			}
+			bytes += hdr.Size
 		}
 		if err := x.entry(hdr, tr); err != nil {
 			return fmt.Errorf("tar entry %q: %w", hdr.Name, err)

@@ -64,6 +64,11 @@ func (im *Image) Rootfs() string { return filepath.Join(im.Dir, RootfsDir) }
 // Open opens the ACI at path. A directory is used in place; anything else is
 // read as an ACI file and unpacked, once, into storeDir.
 func Open(path, storeDir string) (*Image, error) {
+	return OpenLimited(path, storeDir, DefaultLimits)
+}
+
+// OpenLimited is Open with the bounds an ACI file is unpacked within.
+func OpenLimited(path, storeDir string, lim Limits) (*Image, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", path, err)
@@ -71,7 +76,7 @@ func Open(path, storeDir string) (*Image, error) {
 	if fi.IsDir() {
 		return OpenDir(path)
 	}
-	return OpenFile(path, storeDir)
+	return openFile(path, storeDir, lim)
 }
 
 // OpenDir opens an ACI directory without copying it.

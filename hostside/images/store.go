@@ -31,6 +31,10 @@ const idFile = "imageid"
 // half-extracted image under a valid id, and two concurrent runs extracting
 // the same file both end up using one complete entry.
 func OpenFile(path, storeDir string) (*Image, error) {
+	return openFile(path, storeDir, DefaultLimits)
+}
+
+func openFile(path, storeDir string, lim Limits) (*Image, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", path, err)
@@ -47,7 +51,7 @@ func OpenFile(path, storeDir string) (*Image, error) {
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return nil, fmt.Errorf("image %s: %w", path, err)
 		}
-		if err := unpack(f, storeDir, storeID); err != nil {
+		if err := unpack(f, storeDir, storeID, lim); err != nil {
 			return nil, fmt.Errorf("image %s: %w", path, err)
 		}
 	} else if err != nil {
@@ -74,7 +78,7 @@ func OpenFile(path, storeDir string) (*Image, error) {
 
 // unpack extracts r into a fresh temporary directory and renames it to
 // storeDir/storeID.
-func unpack(r io.Reader, storeDir, storeID string) (retErr error) {
+func unpack(r io.Reader, storeDir, storeID string, lim Limits) (retErr error) {
 	// 0700: the store holds image trees with their setuid binaries intact,
 	// which unprivileged users must not reach.
 	if err := os.MkdirAll(storeDir, 0o700); err != nil {
@@ -96,7 +100,7 @@ func unpack(r io.Reader, storeDir, storeID string) (retErr error) {
 	}
 	h := sha512.New()
 	tee := io.TeeReader(dr, h)
-	if err := Extract(tee, tmp); err != nil {
+	if err := ExtractLimited(tee, tmp, lim); err != nil {
 		return err
 	}
 	// The tar reader stops at the end-of-archive marker; the image id is

@@ -35,7 +35,7 @@ func RenderApp(podDir, dataDir string, a AppOptions) (*schema.RuntimeApp, error)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
-	img, err := images.Open(a.Image, o.storeDir())
+	img, err := images.OpenLimited(a.Image, o.storeDir(), o.ImageLimits)
 	if err != nil {
 		return nil, fmt.Errorf("image %s: %w", a.Image, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/appc/spec/schema"
 	"github.com/appc/spec/schema/types"
 
+	"github.com/pod1/pod1/hostside/images"
 	"github.com/pod1/pod1/idmap"
 )
 
@@ -40,6 +41,9 @@ type Options struct {
 	Dir string
 	// Stage1 is the stage1 image: an ACI file or an ACI directory.
 	Stage1 string
+	// ImageLimits bound what an ACI file may unpack to (zero fields:
+	// images.DefaultLimits).
+	ImageLimits images.Limits
 	// Net is the --net value handed to the stage1 (comma list); empty
 	// means DefaultNet.
 	Net string

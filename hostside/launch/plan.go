@@ -39,7 +39,7 @@ type plannedApp struct {
 }
 
 func makePlan(o Options) (*plan, error) {
-	s1, err := images.Open(o.Stage1, o.storeDir())
+	s1, err := images.OpenLimited(o.Stage1, o.storeDir(), o.ImageLimits)
 	if err != nil {
 		return nil, fmt.Errorf("stage1: %w", err)
 	}
@@ -71,7 +71,7 @@ func makePlan(o Options) (*plan, error) {
 
 	names := make([]types.ACName, 0, len(o.Apps))
 	for i, a := range o.Apps {
-		img, err := images.Open(a.Image, o.storeDir())
+		img, err := images.OpenLimited(a.Image, o.storeDir(), o.ImageLimits)
 		if err != nil {
 			return nil, fmt.Errorf("app %d: %w", i+1, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/appc/spec/schema/types"
 
+	"github.com/pod1/pod1/hostside/images"
 	"github.com/pod1/pod1/hostside/launch"
 	"github.com/pod1/pod1/idmap"
 )
@@ -71,6 +73,8 @@ type runFlags struct {
 	dnsOpt      listFlag
 	dnsDomain   string
 	env         envFlag
+	imageSize   sizeFlag
+	imageFiles  int
 }
 
 func newRunFlagSet(g *globalFlags, rf *runFlags) *flag.FlagSet {
@@ -89,6 +93,8 @@ func newRunFlagSet(g *globalFlags, rf *runFlags) *flag.FlagSet {
 	fs.Var(&rf.dnsSearch, "dns-search", "DNS search domain for the apps' resolv.conf (repeatable)")
 	fs.Var(&rf.dnsOpt, "dns-opt", "DNS option for the apps' resolv.conf (repeatable)")
 	fs.StringVar(&rf.dnsDomain, "dns-domain", "", "DNS domain for the apps' resolv.conf")
+	fs.Var(&rf.imageSize, "image-max-size", "bound on the bytes of files an ACI file unpacks to, with an optional K, M, G or T suffix (default 16G)")
+	fs.IntVar(&rf.imageFiles, "image-max-files", 0, "bound on the entries an ACI file unpacks to (default 1048576)")
 	fs.Var(&rf.env, "set-env", "K=V set for every app, before each app's own --set-env (repeatable)")
 	return fs
 }
@@ -120,6 +126,9 @@ func parsePodArgs(g *globalFlags, args []string, stderr io.Writer, withApps bool
 	for i := range apps {
 		apps[i].Env = append(append([]types.EnvironmentVariable(nil), rf.env...), apps[i].Env...)
 	}
+	if rf.imageFiles < 0 {
+		return launch.Options{}, fmt.Errorf("--image-max-files=%d: want a positive count", rf.imageFiles)
+	}
 	var users *idmap.Range
 	if rf.privUsers != "" {
 		u, err := idmap.Parse(rf.privUsers)
@@ -134,6 +143,7 @@ func parsePodArgs(g *globalFlags, args []string, stderr io.Writer, withApps bool
 	return launch.Options{
 		Dir:          g.dir,
 		Stage1:       rf.stage1,
+		ImageLimits:  images.Limits{MaxBytes: int64(rf.imageSize), MaxEntries: rf.imageFiles},
 		Net:          rf.nets.String(),
 		Hostname:     rf.hostname,
 		Debug:        g.debug,
@@ -157,6 +167,26 @@ func defaultStage1Path() string {
 		return ""
 	}
 	return filepath.Join(filepath.Dir(exe), "..", "build", "stage1.aci")
+}
+
+// sizeFlag is a byte count with an optional binary suffix (K, M, G, T).
+type sizeFlag int64
+
+func (f *sizeFlag) String() string { return strconv.FormatInt(int64(*f), 10) }
+
+func (f *sizeFlag) Set(s string) error {
+	mult := int64(1)
+	if n := len(s); n > 0 {
+		if i := strings.IndexByte("KMGT", s[n-1]&^0x20); i >= 0 {
+			mult, s = int64(1)<<(10*(i+1)), s[:n-1]
+		}
+	}
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || v <= 0 || v > math.MaxInt64/mult {
+		return errors.New("want a positive byte count, e.g. 512M")
+	}
+	*f = sizeFlag(v * mult)
+	return nil
 }
 
 // listFlag is a repeatable flag whose values are joined with commas, like

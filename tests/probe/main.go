@@ -5,6 +5,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -110,6 +111,22 @@ func run(cmd string, a []string) error {
 		f.Close()
 	case "touch":
 		return os.WriteFile(arg(a, 0), nil, 0o644)
+	case "fill":
+		// Writes until the file system is full (ENOSPC).
+		f, err := os.OpenFile(arg(a, 0), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		buf := make([]byte, 64<<10)
+		for {
+			if _, err := f.Write(buf); errors.Is(err, unix.ENOSPC) {
+				fmt.Println("fill full")
+				return nil
+			} else if err != nil {
+				return err
+			}
+		}
 	case "write":
 		return os.WriteFile(arg(a, 0), []byte(arg(a, 1)), 0o644)
 	case "cat":
