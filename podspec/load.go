@@ -58,6 +58,7 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 			return nil, err
 		}
 		p.Apps = append(p.Apps, *app)
+		p.EmptyVolumes = append(p.EmptyVolumes, app.EmptyVolumes...)
 		names[app.Spec.App] = true
 	}
 	if p.ExitPolicy, p.MainApp, err = exitPolicy(pm.Annotations, names); err != nil {
@@ -124,7 +125,7 @@ func LoadApp(podDir string, opts *Options, name string) (*App, []SharedVolume, e
 	if err != nil {
 		return nil, nil, err
 	}
-	return app, shared, nil
+	return app, append(shared, app.EmptyVolumes...), nil
 }
 
 // readCapped reads a manifest of the pod directory: without following a
@@ -259,7 +260,8 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 			}
 		}
 	}
-	mounts, err := appMounts(podDir, ra, app, vols, opts)
+	_, docker := im.Annotations.Get("appc.io/docker/repository")
+	mounts, appVols, err := appMounts(podDir, ra, app, docker, vols, opts)
 	if err != nil {
 		return nil, errorf(field("mounts"), "%w", err)
 	}
@@ -272,7 +274,7 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 	if err != nil {
 		return nil, errorf(field("annotations"), "%w", err)
 	}
-	return &App{Spec: *spec, Supervision: sup, Resources: res}, nil
+	return &App{Spec: *spec, Supervision: sup, Resources: res, EmptyVolumes: appVols}, nil
 }
 
 // checkRootFS refuses an app root whose /proc, /sys or /dev is anything but

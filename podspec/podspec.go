@@ -90,6 +90,9 @@ type Pod struct {
 type App struct {
 	Spec        appexec.Spec `json:"spec"`
 	Supervision Supervision  `json:"supervision"`
+	// EmptyVolumes are the empty volumes the app brings (its mounts'
+	// appVolumes, implicit volumes), created with the pod's.
+	EmptyVolumes []SharedVolume `json:"-"`
 	// Resources are the limits put on the app's cgroup.
 	Resources cgroups.Limits `json:"resources"`
 }

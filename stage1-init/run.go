@@ -84,6 +84,9 @@ func prepareHost(podDir string, pod *podspec.Pod, opts *podspec.Options) error {
 	if err := d.WriteFile(filepath.Base(layout.HostsFile), podspec.HostsContent(pod.Hostname)); err != nil {
 		return fmt.Errorf("write hosts file: %w", err)
 	}
+	if err := d.WriteFile(filepath.Base(layout.HostnameFile), []byte(pod.Hostname+"\n")); err != nil {
+		return fmt.Errorf("write hostname file: %w", err)
+	}
 	for _, v := range pod.EmptyVolumes {
 		if err := v.Create(podDir); err != nil {
 			return err
