@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,6 +26,22 @@ import (
 func fail(err error) int {
 	fmt.Fprintf(os.Stderr, "stage1: %v\n", err)
 	return status.CodeStage1Failure
+}
+
+// checkNetNames refuses a --net network this stage1 does not know, before
+// anything starts, as rkt's stage1 fails on a network it has no
+// configuration for ("failed to setup network"). Until CNI networks are
+// carried out, only rkt's built-in names are known.
+func checkNetNames(nets []string) error {
+	for _, n := range nets {
+		name, _, _ := strings.Cut(n, ":")
+		switch name {
+		case "default", "default-restricted", "all", "none", "host":
+		default:
+			return fmt.Errorf("failed to setup network: --net=%s: no network named %q (known: default, default-restricted, all, none, host)", n, name)
+		}
+	}
+	return nil
 }
 
 // runMain is the run entry point (contract §2-§4). It validates everything
@@ -54,6 +71,9 @@ func runMain(args []string) int {
 	defer runtime.KeepAlive(lock)
 	if err := closeOnExecFrom3(); err != nil {
 		return fail(fmt.Errorf("close_range: %w", err))
+	}
+	if err := checkNetNames(f.opts.Net); err != nil {
+		return fail(err)
 	}
 	pod, err := podspec.Load(podDir, &f.opts)
 	if err != nil {

@@ -43,3 +43,17 @@ func TestRktIsolatorsGivenTwice(t *testing.T) {
 	r.rkt("stop", p.UUID)
 	p.wait(t)
 }
+
+// A --net name the stage1 has no network for fails the pod before
+// anything starts, with rkt's stage1's words.
+func TestRktUnknownNetworkFails(t *testing.T) {
+	r := newRkt(t)
+	img := r.aci("net", nil, nil)
+	out, errOut, code := r.run("--net=notavalidnetwork", img)
+	if code != 254 || !strings.Contains(errOut, "stage1: failed to setup network") {
+		t.Fatalf("--net=notavalidnetwork: exit %d, want 254 and \"failed to setup network\"\n%s%s", code, out, errOut)
+	}
+	if _, _, code := r.run("--net=default-restricted", img); code != 0 {
+		t.Fatalf("--net=default-restricted: exit %d", code)
+	}
+}
