@@ -183,7 +183,9 @@ func makeCgroups(podDir string, pod *podspec.Pod) (*cgroups.Group, error) {
 	if err := status.WriteFileIn(filepath.Join(podDir, layout.Pod1Dir), filepath.Base(layout.CgroupsFile), b); err != nil {
 		return nil, fmt.Errorf("save cgroups: %w", err)
 	}
-	if err := status.WriteFileIn(podDir, layout.Subcgroup, []byte(pg.Path()+"\n")); err != nil {
+	// No newline: rkt's stage1 writes the bare path, and rkt's readers
+	// (the API service, gc) take the file's content as it is.
+	if err := status.WriteFileIn(podDir, layout.Subcgroup, []byte(pg.Path())); err != nil {
 		return nil, fmt.Errorf("write subcgroup: %w", err)
 	}
 	// The apps live in one cgroup, which the pod's pids.max is put on:

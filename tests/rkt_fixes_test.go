@@ -4,6 +4,8 @@ package tests
 // each checked through the real rkt.
 
 import (
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -56,4 +58,24 @@ func TestRktUnknownNetworkFails(t *testing.T) {
 	if _, _, code := r.run("--net=default-restricted", img); code != 0 {
 		t.Fatalf("--net=default-restricted: exit %d", code)
 	}
+}
+
+// The pod's subcgroup file holds the bare cgroup path, as rkt's stage1
+// writes it, and names a cgroup that exists.
+func TestRktSubcgroupFile(t *testing.T) {
+	r := newRkt(t)
+	img := r.aci("cg", map[string]any{"exec": []string{"/bin/probe", "sleep", "60s"}}, nil)
+	p := r.start("run", img)
+	b, err := os.ReadFile(filepath.Join(r.data, "pods/run", p.UUID, "subcgroup"))
+	must(t, err)
+	s := string(b)
+	if s == "" || strings.ContainsAny(s, "\n\x00") || strings.HasPrefix(s, "/") {
+		t.Fatalf("subcgroup %q: want a relative path without a newline", s)
+	}
+	m1, _ := filepath.Glob("/sys/fs/cgroup/*/" + s)
+	if _, err := os.Stat("/sys/fs/cgroup/" + s); err != nil && len(m1) == 0 {
+		t.Errorf("subcgroup %q names no cgroup", s)
+	}
+	r.rkt("stop", p.UUID)
+	p.wait(t)
 }
