@@ -46,6 +46,33 @@ func TestRktIsolatorsGivenTwice(t *testing.T) {
 	p.wait(t)
 }
 
+// rkt enter gives the command the caller's TERM (vt100 without one), not
+// the app's: it runs on the caller's terminal.
+func TestRktEnterKeepsCallersTerm(t *testing.T) {
+	r := newRkt(t)
+	img := r.aci("termapp", map[string]any{"exec": []string{"/bin/probe", "sleep", "60s"}}, nil)
+	p := r.start("run", "--set-env=TERM=app-term", img)
+	base := r.env
+	defer func() { r.env = base }()
+	var env []string
+	for _, kv := range base {
+		if !strings.HasPrefix(kv, "TERM=") {
+			env = append(env, kv)
+		}
+	}
+	r.env = append(env, "TERM=caller-term")
+	if out := r.rkt("enter", p.UUID, "/bin/probe", "env"); !hasLine(out, `^env "TERM=caller-term"$`) || strings.Contains(out, "app-term") {
+		t.Errorf("enter with TERM=caller-term: %s", out)
+	}
+	r.env = env
+	if out := r.rkt("enter", p.UUID, "/bin/probe", "env"); !hasLine(out, `^env "TERM=vt100"$`) {
+		t.Errorf("enter without TERM: %s", out)
+	}
+	r.env = base
+	r.rkt("stop", p.UUID)
+	p.wait(t)
+}
+
 // A --net name the stage1 has no network for fails the pod before
 // anything starts, with rkt's stage1's words.
 func TestRktUnknownNetworkFails(t *testing.T) {
