@@ -248,6 +248,19 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 	}
 	if u := opts.PrivateUsers; u != nil {
 		spec.UserNS = &idmap.Range{HostID: u.HostID, Size: u.Size}
+		// A user or group given as a file is that file's owner, and
+		// stage0 shifted the image's owners into the host's range:
+		// the id inside is the owner's, shifted back.
+		if strings.HasPrefix(app.User, "/") {
+			if spec.UID, err = u.FromHost(spec.UID); err != nil {
+				return nil, errorf(field("user"), "owner of %s: %w", app.User, err)
+			}
+		}
+		if strings.HasPrefix(app.Group, "/") {
+			if spec.GID, err = u.FromHost(spec.GID); err != nil {
+				return nil, errorf(field("group"), "owner of %s: %w", app.Group, err)
+			}
+		}
 		if !u.Contains(spec.UID) {
 			return nil, errorf(field("user"), "uid %d is outside the pod's user namespace (0-%d, --private-users)", spec.UID, u.Size-1)
 		}

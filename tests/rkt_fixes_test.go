@@ -106,3 +106,16 @@ func TestRktSubcgroupFile(t *testing.T) {
 	r.rkt("stop", p.UUID)
 	p.wait(t)
 }
+
+// --user/--group given as a file with --private-users: the app runs as
+// the file's owner in the image, although stage0 shifted the owners of
+// the image's tree into the pod's range on the host.
+func TestRktUserFromFileWithPrivateUsers(t *testing.T) {
+	r := newRkt(t)
+	img := r.aci("owned", map[string]any{"exec": []string{"/bin/probe", "ids"}},
+		map[string]aciFile{"owned": {Mode: 0o644, Body: "x", UID: 1234, GID: 567}})
+	out, errOut, code := r.run("--private-users", "--no-overlay", img, "--user=/owned", "--group=/owned")
+	if code != 0 || !hasLine(out, `^ids uid=1234 gid=567 `) {
+		t.Fatalf("--user=/owned --group=/owned --private-users: exit %d, want uid 1234 gid 567\n%s%s", code, out, errOut)
+	}
+}
