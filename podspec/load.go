@@ -287,7 +287,11 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 	if err != nil {
 		return nil, errorf(field("annotations"), "%w", err)
 	}
-	return &App{Spec: *spec, Supervision: sup, Resources: res, EmptyVolumes: appVols}, nil
+	var handlers []string
+	for _, eh := range app.EventHandlers {
+		handlers = append(handlers, eh.Name)
+	}
+	return &App{Spec: *spec, Supervision: sup, Resources: res, EmptyVolumes: appVols, EventHandlers: handlers}, nil
 }
 
 // checkRootFS refuses an app root whose /proc, /sys or /dev is anything but

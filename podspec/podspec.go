@@ -93,6 +93,9 @@ type App struct {
 	// EmptyVolumes are the empty volumes the app brings (its mounts'
 	// appVolumes, implicit volumes), created with the pod's.
 	EmptyVolumes []SharedVolume `json:"-"`
+	// EventHandlers names the app's eventHandlers, which this stage1
+	// does not run: the run entry point says so.
+	EventHandlers []string `json:"-"`
 	// Resources are the limits put on the app's cgroup.
 	Resources cgroups.Limits `json:"resources"`
 }
