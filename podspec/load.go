@@ -228,6 +228,9 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 	if err != nil {
 		return nil, errorf(field("environment"), "%w", err)
 	}
+	if u := MetadataURL(opts); u != "" {
+		env = append(env, "AC_METADATA_URL="+u)
+	}
 	wd, err := workingDir(rootfs, app.WorkingDirectory)
 	if err != nil {
 		return nil, errorf(field("workingDirectory"), "%w", err)

@@ -75,6 +75,9 @@ func runMain(args []string) int {
 	if err := checkNetNames(f.opts.Net); err != nil {
 		return fail(err)
 	}
+	if strings.Trim(f.opts.MDSToken, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") != "" || len(f.opts.MDSToken) > 256 {
+		return fail(errors.New("--mds-token: want letters, digits, '-', '_' and '.' only, at most 256"))
+	}
 	pod, err := podspec.Load(podDir, &f.opts)
 	if err != nil {
 		return fail(err)
@@ -93,8 +96,8 @@ func runMain(args []string) int {
 		return fail(fmt.Errorf("status directory: %w", err))
 	}
 	defer statusDir.Close()
-	if f.opts.MDSToken != "" {
-		fmt.Fprintln(os.Stderr, "stage1: warning: --mds-token: the metadata service is not supported, AC_METADATA_URL is not set")
+	if f.opts.MDSToken != "" && podspec.MetadataURL(&f.opts) == "" {
+		fmt.Fprintln(os.Stderr, "stage1: warning: --mds-token: AC_METADATA_URL is set only with --net=host (the host's address on the pod's network is not passed on yet)")
 	}
 	return superviseInit(pod, f, podDir, lock, req)
 }

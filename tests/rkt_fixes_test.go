@@ -119,3 +119,20 @@ func TestRktUserFromFileWithPrivateUsers(t *testing.T) {
 		t.Fatalf("--user=/owned --group=/owned --private-users: exit %d, want uid 1234 gid 567\n%s%s", code, out, errOut)
 	}
 }
+
+// --mds-token: with the host's network the apps reach rkt's metadata
+// service at 127.0.0.1, as with rkt's stage1 (stage0 registered the pod).
+// rkt itself is not used here: its registration needs a metadata service
+// on the host's fixed socket, which other tests may be using.
+func TestMetadataURLWithHostNetwork(t *testing.T) {
+	p := newPod(t, []App{{Name: "web", Exec: probe("env")}}, nil)
+	r := runPod(t, p, RunOpts{Args: []string{"--net=host", "--mds-token=0123abcd"}})
+	if r.Code != 0 || !strings.Contains(r.Stdout.String(), `env "AC_METADATA_URL=http://127.0.0.1:18112/0123abcd"`) {
+		t.Fatalf("exit %d, AC_METADATA_URL missing:\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	p = newPod(t, []App{{Name: "web", Exec: probe("env")}}, nil)
+	r = runPod(t, p, RunOpts{Args: []string{"--net=host", "--mds-token=x\ny"}})
+	if r.Code != 254 || !strings.Contains(r.Stderr.String(), "--mds-token") {
+		t.Fatalf("a token with a newline: exit %d: %s", r.Code, r.Stderr)
+	}
+}
