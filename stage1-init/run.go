@@ -28,22 +28,6 @@ func fail(err error) int {
 	return status.CodeStage1Failure
 }
 
-// checkNetNames refuses a --net network this stage1 does not know, before
-// anything starts, as rkt's stage1 fails on a network it has no
-// configuration for ("failed to setup network"). Until CNI networks are
-// carried out, only rkt's built-in names are known.
-func checkNetNames(nets []string) error {
-	for _, n := range nets {
-		name, _, _ := strings.Cut(n, ":")
-		switch name {
-		case "default", "default-restricted", "all", "none", "host":
-		default:
-			return fmt.Errorf("failed to setup network: --net=%s: no network named %q (known: default, default-restricted, all, none, host)", n, name)
-		}
-	}
-	return nil
-}
-
 // runMain is the run entry point (contract §2-§4). It validates everything
 // before it changes anything, then clones the pod's PID 1 into new
 // namespaces and stays outside them, holding the lock, until PID 1 has
@@ -71,9 +55,6 @@ func runMain(args []string) int {
 	defer runtime.KeepAlive(lock)
 	if err := closeOnExecFrom3(); err != nil {
 		return fail(fmt.Errorf("close_range: %w", err))
-	}
-	if err := checkNetNames(f.opts.Net); err != nil {
-		return fail(err)
 	}
 	if strings.Trim(f.opts.MDSToken, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") != "" || len(f.opts.MDSToken) > 256 {
 		return fail(errors.New("--mds-token: want letters, digits, '-', '_' and '.' only, at most 256"))

@@ -73,20 +73,6 @@ func TestRktEnterKeepsCallersTerm(t *testing.T) {
 	p.wait(t)
 }
 
-// A --net name the stage1 has no network for fails the pod before
-// anything starts, with rkt's stage1's words.
-func TestRktUnknownNetworkFails(t *testing.T) {
-	r := newRkt(t)
-	img := r.aci("net", nil, nil)
-	out, errOut, code := r.run("--net=notavalidnetwork", img)
-	if code != 254 || !strings.Contains(errOut, "stage1: failed to setup network") {
-		t.Fatalf("--net=notavalidnetwork: exit %d, want 254 and \"failed to setup network\"\n%s%s", code, out, errOut)
-	}
-	if _, _, code := r.run("--net=default-restricted", img); code != 0 {
-		t.Fatalf("--net=default-restricted: exit %d", code)
-	}
-}
-
 // The pod's subcgroup file holds the bare cgroup path, as rkt's stage1
 // writes it, and names a cgroup that exists.
 func TestRktSubcgroupFile(t *testing.T) {
