@@ -42,10 +42,11 @@ $(CNI_DIR)/.done:
 	GOBIN=$(abspath $(CNI_DIR)) GOFLAGS=-buildvcs=false $(GO) install -trimpath -ldflags "-s -w" $(foreach p,$(CNI_PLUGINS),$(call CNI_PKG,$(p)))
 	touch $@
 
-build/stage1.aci: bin/stage1-init bin/net-setup $(CNI_DIR)/.done rootfs/manifest.json $(wildcard rootfs/net.d/*.conf) Makefile
+build/stage1.aci: bin/stage1-init bin/net-setup $(CNI_DIR)/.done rootfs/manifest.json rootfs/hosts-fallback $(wildcard rootfs/net.d/*.conf) Makefile
 	rm -rf build/stage1 && mkdir -p build/stage1/rootfs/rkt/status build/stage1/rootfs/rkt/env build/stage1/rootfs/opt/stage2 \
 		build/stage1/rootfs/etc/rkt/net.d build/stage1/rootfs/usr/lib/rkt/plugins/net
 	cp rootfs/manifest.json build/stage1/manifest
+	cp rootfs/hosts-fallback build/stage1/rootfs/etc/hosts-fallback
 	cp bin/stage1-init build/stage1/rootfs/stage1-init
 	cp bin/net-setup build/stage1/rootfs/net-setup
 	cp rootfs/net.d/*.conf build/stage1/rootfs/etc/rkt/net.d/

@@ -170,16 +170,35 @@ func populateDev(root *os.File, target string) error {
 // resolved inside the root, each component without escaping it
 // (CVE-2024-45310, threats T9).
 func mountBind(root *os.File, m *Mount) error {
-	src, err := openSource(m)
-	if err != nil {
-		return err
+	if m.IfMissing {
+		f, err := pathrs.OpenatInRoot(root, m.Target)
+		if err == nil {
+			f.Close()
+			return nil
+		}
+		// Only "no such file" means missing; anything else the image
+		// has there is its own and is left alone.
+		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
 	}
-	defer src.Close()
 	t, err := bindTarget(root, m)
 	if err != nil {
 		return fmt.Errorf("resolve the target inside the app's root: %w", err)
 	}
-	err = unix.Mount(fdPath(src), fdPath(t), "", unix.MS_BIND|unix.MS_REC, "")
+	src := t
+	if !m.InPlace {
+		if src, err = openSource(m); err != nil {
+			t.Close()
+			return err
+		}
+		defer src.Close()
+	}
+	flags := uintptr(unix.MS_BIND | unix.MS_REC)
+	if m.NoRecursive {
+		flags = unix.MS_BIND
+	}
+	err = unix.Mount(fdPath(src), fdPath(t), "", flags, "")
 	t.Close()
 	if err != nil {
 		return err
@@ -194,7 +213,17 @@ func mountBind(root *os.File, m *Mount) error {
 		return err
 	}
 	defer t.Close()
-	return unix.Mount("", fdPath(t), "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
+	if m.NoRecursive {
+		return unix.Mount("", fdPath(t), "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
+	}
+	// Every mount the recursive bind brought along is made read-only
+	// too: a remount changes only the top one, and the app could write
+	// through a read-only volume into the host's mounts below it.
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if err := unix.MountSetattr(int(t.Fd()), "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
+		return fmt.Errorf("make the volume and every mount below it read-only (mount_setattr): %w", err)
+	}
+	return nil
 }
 
 // openSource opens a bind's source and, when the pod pinned it, checks it

@@ -82,4 +82,15 @@ type Mount struct {
 	// the pod was loaded: a bind whose source has changed is refused.
 	SourceDev uint64 `json:"sourceDev,omitempty"`
 	SourceIno uint64 `json:"sourceIno,omitempty"`
+	// NoRecursive binds the source alone, not the mounts below it (a
+	// volume's recursive=false).
+	NoRecursive bool `json:"noRecursive,omitempty"`
+	// IfMissing binds only when the image has nothing at the target (the
+	// generated /etc/hosts is a fallback: the image's own wins, as in rkt).
+	IfMissing bool `json:"ifMissing,omitempty"`
+	// InPlace binds the target onto itself: the image's own directory
+	// becomes a mount point of its own (an implicit volume of a
+	// Docker-converted image, initialised with the image's files). Source
+	// is unused.
+	InPlace bool `json:"inPlace,omitempty"`
 }

@@ -56,3 +56,12 @@ func (r *Range) ToHost(id int) (int, error) {
 	}
 	return id + int(r.HostID), nil
 }
+
+// FromHost is the id inside for a host id of the range, refused when the
+// range does not cover it.
+func (r *Range) FromHost(id int) (int, error) {
+	if id < int(r.HostID) || uint64(id) >= uint64(r.HostID)+uint64(r.Size) {
+		return 0, fmt.Errorf("host id %d is outside the pod's user namespace (host ids %d-%d, --private-users)", id, r.HostID, uint64(r.HostID)+uint64(r.Size)-1)
+	}
+	return id - int(r.HostID), nil
+}

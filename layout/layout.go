@@ -59,10 +59,13 @@ const (
 // they find (the overlay's upper directory for an overlay pod); the stage1
 // reads them below Stage1RootFS.
 const (
-	RktDirIn           = "rkt"
-	StatusDirIn        = RktDirIn + "/status"
-	EnvDirIn           = RktDirIn + "/env"
-	HostsFileIn        = RktDirIn + "/hosts"
+	RktDirIn    = "rkt"
+	StatusDirIn = RktDirIn + "/status"
+	EnvDirIn    = RktDirIn + "/env"
+	HostsFileIn = RktDirIn + "/hosts"
+	// HostnameFileIn is the pod's /etc/hostname, bound into every app as
+	// rkt's stage1 gives each app one.
+	HostnameFileIn     = RktDirIn + "/hostname"
 	SupervisorStatusIn = RktDirIn + "/supervisor-status"
 	Pod1DirIn          = RktDirIn + "/pod1"
 	Stage2DirIn        = "opt/stage2"
@@ -84,6 +87,7 @@ const (
 	StatusDir        = Stage1RootFS + "/" + StatusDirIn
 	EnvDir           = Stage1RootFS + "/" + EnvDirIn
 	HostsFile        = Stage1RootFS + "/" + HostsFileIn
+	HostnameFile     = Stage1RootFS + "/" + HostnameFileIn
 	SupervisorStatus = Stage1RootFS + "/" + SupervisorStatusIn
 	Stage2Dir        = Stage1RootFS + "/" + Stage2DirIn
 )

@@ -66,6 +66,7 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 			return nil, err
 		}
 		p.Apps = append(p.Apps, *app)
+		p.EmptyVolumes = append(p.EmptyVolumes, app.EmptyVolumes...)
 		names[app.Spec.App] = true
 	}
 	if p.ExitPolicy, p.MainApp, err = exitPolicy(pm.Annotations, names); err != nil {
@@ -136,7 +137,7 @@ func LoadApp(podDir string, opts *Options, name string) (*App, []SharedVolume, e
 	if err != nil {
 		return nil, nil, err
 	}
-	return app, shared, nil
+	return app, append(shared, app.EmptyVolumes...), nil
 }
 
 // readCapped reads a manifest of the pod directory: without following a
@@ -239,6 +240,9 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 	if err != nil {
 		return nil, errorf(field("environment"), "%w", err)
 	}
+	if u := MetadataURL(opts); u != "" {
+		env = append(env, "AC_METADATA_URL="+u)
+	}
 	wd, err := workingDir(rootfs, app.WorkingDirectory)
 	if err != nil {
 		return nil, errorf(field("workingDirectory"), "%w", err)
@@ -259,6 +263,19 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 	}
 	if u := opts.PrivateUsers; u != nil {
 		spec.UserNS = &idmap.Range{HostID: u.HostID, Size: u.Size}
+		// A user or group given as a file is that file's owner, and
+		// stage0 shifted the image's owners into the host's range:
+		// the id inside is the owner's, shifted back.
+		if strings.HasPrefix(app.User, "/") {
+			if spec.UID, err = u.FromHost(spec.UID); err != nil {
+				return nil, errorf(field("user"), "owner of %s: %w", app.User, err)
+			}
+		}
+		if strings.HasPrefix(app.Group, "/") {
+			if spec.GID, err = u.FromHost(spec.GID); err != nil {
+				return nil, errorf(field("group"), "owner of %s: %w", app.Group, err)
+			}
+		}
 		if !u.Contains(spec.UID) {
 			return nil, errorf(field("user"), "uid %d is outside the pod's user namespace (0-%d, --private-users)", spec.UID, u.Size-1)
 		}
@@ -271,7 +288,8 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 			}
 		}
 	}
-	mounts, err := appMounts(podDir, ra, app, vols, opts)
+	_, docker := im.Annotations.Get("appc.io/docker/repository")
+	mounts, appVols, err := appMounts(podDir, ra, app, docker, vols, opts)
 	if err != nil {
 		return nil, errorf(field("mounts"), "%w", err)
 	}
@@ -288,7 +306,11 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 	if err != nil {
 		return nil, errorf(field("annotations"), "%w", err)
 	}
-	return &App{Spec: *spec, Supervision: sup, Resources: res, Stdio: sio}, nil
+	var handlers []string
+	for _, eh := range app.EventHandlers {
+		handlers = append(handlers, eh.Name)
+	}
+	return &App{Spec: *spec, Supervision: sup, Resources: res, Stdio: sio, EmptyVolumes: appVols, EventHandlers: handlers}, nil
 }
 
 // checkRootFS refuses an app root whose /proc, /sys or /dev is anything but

@@ -31,56 +31,68 @@ func loadVolumes(podDir string, vs []types.Volume, users *idmap.Range) (map[type
 	var shared []SharedVolume
 	out := make(map[types.ACName]volume, len(vs))
 	for _, v := range vs {
-		field := fmt.Sprintf("pod manifest: volumes[%s]", v.Name)
-		vol := volume{Volume: v}
-		switch v.Kind {
-		case "host":
-			if !filepath.IsAbs(v.Source) {
-				return nil, nil, errorf(field, "source %q is not an absolute path", v.Source)
-			}
-			st, err := os.Stat(v.Source)
-			if err != nil {
-				return nil, nil, errorf(field, "source: %w", err)
-			}
-			vol.source, vol.file = v.Source, !st.IsDir()
-		case "empty":
-			vol.source = filepath.Join(podDir, layout.SharedVolumes, v.Name.String())
-			sv, err := sharedVolume(&vol)
-			if err != nil {
-				return nil, nil, errorf(field, "%w", err)
-			}
-			if users != nil {
-				if sv.UID, err = users.ToHost(sv.UID); err == nil {
-					sv.GID, err = users.ToHost(sv.GID)
-				}
-				if err != nil {
-					return nil, nil, errorf(field, "%w", err)
-				}
-			}
-			shared = append(shared, sv)
-		default:
-			return nil, nil, errorf(field, "unsupported kind %q (want host or empty)", v.Kind)
+		vol, sv, err := loadVolume(podDir, v, users)
+		if err != nil {
+			return nil, nil, errorf(fmt.Sprintf("pod manifest: volumes[%s]", v.Name), "%w", err)
+		}
+		if sv != nil {
+			shared = append(shared, *sv)
 		}
 		out[v.Name] = vol
 	}
 	return out, shared, nil
 }
 
+// loadVolume checks one volume; an empty one comes with the directory the
+// stage1 creates for it.
+func loadVolume(podDir string, v types.Volume, users *idmap.Range) (volume, *SharedVolume, error) {
+	vol := volume{Volume: v}
+	switch v.Kind {
+	case "host":
+		if !filepath.IsAbs(v.Source) {
+			return vol, nil, fmt.Errorf("source %q is not an absolute path", v.Source)
+		}
+		st, err := os.Stat(v.Source)
+		if err != nil {
+			return vol, nil, fmt.Errorf("source: %w", err)
+		}
+		vol.source, vol.file = v.Source, !st.IsDir()
+		return vol, nil, nil
+	case "empty":
+		vol.source = filepath.Join(podDir, layout.SharedVolumes, v.Name.String())
+		sv, err := sharedVolume(&vol)
+		if err != nil {
+			return vol, nil, err
+		}
+		if users != nil {
+			if sv.UID, err = users.ToHost(sv.UID); err == nil {
+				sv.GID, err = users.ToHost(sv.GID)
+			}
+			if err != nil {
+				return vol, nil, err
+			}
+		}
+		return vol, &sv, nil
+	}
+	return vol, nil, fmt.Errorf("unsupported kind %q (want host or empty)", v.Kind)
+}
+
 // appMounts builds the app's mount list: the pod's pseudo-filesystems,
-// then its volumes parents-first, then the DNS files.
-func appMounts(podDir string, ra *schema.RuntimeApp, app *types.App, vols map[types.ACName]volume, opts *Options) ([]appexec.Mount, error) {
+// then its volumes parents-first, then the DNS and hostname files. As in
+// rkt's stage1, the app's mounts come first (each may carry its own
+// volume, mounts[].appVolume), then every image mountPoint whose path no
+// mount took: on the pod volume of its name or, without one, on an
+// implicit volume of its own. It also returns the empty volumes the app
+// itself brings, which must exist before it starts.
+func appMounts(podDir string, ra *schema.RuntimeApp, app *types.App, docker bool, vols map[types.ACName]volume, opts *Options) ([]appexec.Mount, []SharedVolume, error) {
 	ms := []appexec.Mount{
 		{Kind: appexec.KindProc, Target: "/proc"},
 		{Kind: appexec.KindSys, Target: "/sys", ReadOnly: true},
 		{Kind: appexec.KindDev, Target: "/dev"},
 	}
 	var vm []appexec.Mount
-	seen := map[types.ACName]bool{}
-	add := func(volName types.ACName, target string, ro bool) error {
-		v, ok := vols[volName]
-		if !ok {
-			return fmt.Errorf("volume %q is not defined in the pod manifest", volName)
-		}
+	var shared []SharedVolume
+	add := func(v volume, target string, ro bool) error {
 		t, err := mountTarget(target)
 		if err != nil {
 			return err
@@ -88,39 +100,100 @@ func appMounts(podDir string, ra *schema.RuntimeApp, app *types.App, vols map[ty
 		if v.ReadOnly != nil && *v.ReadOnly {
 			ro = true
 		}
-		vm = append(vm, appexec.Mount{Kind: appexec.KindBind, Source: v.source, Target: t, ReadOnly: ro, File: v.file})
-		seen[volName] = true
+		vm = append(vm, appexec.Mount{Kind: appexec.KindBind, Source: v.source, Target: t, ReadOnly: ro, File: v.file,
+			NoRecursive: v.Recursive != nil && !*v.Recursive})
 		return nil
 	}
+	mountPointRO := func(name types.ACName) bool {
+		for _, mp := range app.MountPoints {
+			if mp.Name == name {
+				return mp.ReadOnly
+			}
+		}
+		return false
+	}
+	taken := map[string]bool{}
 	for _, m := range ra.Mounts {
-		if err := add(m.Volume, m.Path, false); err != nil {
-			return nil, err
+		taken[m.Path] = true
+		v, ok := vols[m.Volume]
+		if m.AppVolume != nil {
+			var sv *SharedVolume
+			var err error
+			if v, sv, err = loadVolume(podDir, *m.AppVolume, opts.PrivateUsers); err != nil {
+				return nil, nil, fmt.Errorf("appVolume %q: %w", m.AppVolume.Name, err)
+			}
+			if sv != nil {
+				shared = append(shared, *sv)
+			}
+		} else if !ok {
+			return nil, nil, fmt.Errorf("volume %q is not defined in the pod manifest", m.Volume)
+		}
+		if err := add(v, m.Path, mountPointRO(m.Volume)); err != nil {
+			return nil, nil, err
 		}
 	}
 	for _, mp := range app.MountPoints {
-		if seen[mp.Name] {
+		if taken[mp.Path] {
 			continue
 		}
-		if err := add(mp.Name, mp.Path, mp.ReadOnly); err != nil {
-			return nil, fmt.Errorf("mountPoint %q: %w", mp.Name, err)
+		v, ok := vols[mp.Name]
+		switch {
+		case ok:
+		case docker:
+			// A Docker image's volume starts with what the image has
+			// there: the image's own directory, a mount of its own.
+			t, err := mountTarget(mp.Path)
+			if err != nil {
+				return nil, nil, fmt.Errorf("mountPoint %q: %w", mp.Name, err)
+			}
+			vm = append(vm, appexec.Mount{Kind: appexec.KindBind, Target: t, ReadOnly: mp.ReadOnly, InPlace: true})
+			continue
+		default:
+			// rkt's implicit volume: empty, 0755, root's, named after
+			// the app and the mount point, gone with the pod.
+			mode, zero := "0755", 0
+			name, err := types.NewACName(ra.Name.String() + "-" + mp.Name.String())
+			if err != nil {
+				return nil, nil, fmt.Errorf("mountPoint %q: %w", mp.Name, err)
+			}
+			var sv *SharedVolume
+			v, sv, err = loadVolume(podDir, types.Volume{Name: *name, Kind: "empty", Mode: &mode, UID: &zero, GID: &zero}, opts.PrivateUsers)
+			if err != nil {
+				return nil, nil, fmt.Errorf("mountPoint %q: %w", mp.Name, err)
+			}
+			shared = append(shared, *sv)
+		}
+		if err := add(v, mp.Path, mp.ReadOnly); err != nil {
+			return nil, nil, fmt.Errorf("mountPoint %q: %w", mp.Name, err)
 		}
 	}
 	sort.SliceStable(vm, func(i, j int) bool { return depth(vm[i].Target) < depth(vm[j].Target) })
 	ms = append(ms, vm...)
-	ms = append(ms, dnsMounts(podDir, opts)...)
-	return ms, nil
+	covered := map[string]bool{}
+	for _, m := range vm {
+		covered[m.Target] = true
+	}
+	// A volume on /etc/hosts (or resolv.conf, hostname) wins over the
+	// generated file, as in rkt.
+	for _, m := range dnsMounts(podDir, opts) {
+		if !covered[m.Target] {
+			ms = append(ms, m)
+		}
+	}
+	return ms, shared, nil
 }
 
 func depth(p string) int { return strings.Count(p, "/") }
 
-// mountTarget validates a mount destination: absolute, and not on or under
+// mountTarget validates a mount destination: inside the app's root (a
+// relative one is taken from the root, as rkt does), and not on or under
 // the pseudo-filesystems, where a volume would hide or fake them (a fake
 // /proc absorbed runc's LSM label writes: CVE-2019-16884, threats T7).
 func mountTarget(t string) (string, error) {
-	if !path.IsAbs(t) {
-		return "", fmt.Errorf("target %q is not an absolute path", t)
+	if t == "" {
+		return "", errors.New("target is empty")
 	}
-	c := path.Clean(t)
+	c := path.Clean("/" + t)
 	if c == "/" {
 		return "", fmt.Errorf("target %q is the root", t)
 	}
@@ -143,8 +216,11 @@ func dnsMounts(podDir string, opts *Options) []appexec.Mount {
 	case "stage0":
 		bind(filepath.Join(podDir, layout.Stage1RootFS, layout.HostHostsIn), "/etc/hosts")
 	default:
+		// A fallback, as rkt's: the image's own /etc/hosts wins.
 		bind(filepath.Join(podDir, layout.HostsFile), "/etc/hosts")
+		ms[len(ms)-1].IfMissing = true
 	}
+	bind(filepath.Join(podDir, layout.HostnameFile), "/etc/hostname")
 	switch opts.ResolvMode {
 	case "host":
 		bind("/etc/resolv.conf", "/etc/resolv.conf")
@@ -159,10 +235,21 @@ func dnsMounts(podDir string, opts *Options) []appexec.Mount {
 	return ms
 }
 
-// HostsContent is the pod's generated /etc/hosts.
+// HostsContent is the pod's generated /etc/hosts, in the format of rkt's
+// hosts-fallback with the pod's hostname added to the 127.0.0.1 line.
 func HostsContent(hostname string) []byte {
-	return []byte("127.0.0.1\tlocalhost localhost.localdomain\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + hostname + "\n")
+	return []byte(strings.Replace(HostsFallback, localhostLine+"\n", localhostLine+" "+hostname+"\n", 1))
 }
+
+const localhostLine = "127.0.0.1 localhost localhost.domain localhost4 localhost4.localdomain4"
+
+// HostsFallback is the stage1 image's etc/hosts-fallback (make image writes
+// it), the lines rkt's stage1 has there: rkt's stage0 starts a
+// --hosts-entry /etc/hosts from it, and the pod's generated file is it
+// with the hostname added.
+const HostsFallback = "# /etc/hosts of a rkt pod\n" + localhostLine + "\n\n" +
+	"::1 ip6-localhost ip6-loopback localhost6 localhost6.localdomain6\n" +
+	"fe00::0 ip6-localnet\nff00::0 ip6-mcastprefix\nff02::1 ip6-allnodes\nff02::2 ip6-allrouters\nff02::3 ip6-allhosts\n"
 
 // SharedVolume is an "empty" volume, created by the stage1 under
 // sharedVolumes/ before the apps start.

@@ -47,6 +47,18 @@ type Options struct {
 	PrivateUsers *idmap.Range `json:",omitempty"`
 }
 
+// MetadataURL is the apps' AC_METADATA_URL for --mds-token, as rkt's
+// stage1 makes it: the metadata service's port on the host, reached at
+// 127.0.0.1 when the pod shares the host's network. A pod with a network
+// of its own reaches the host at its network's gateway, which only CNI
+// networking knows: empty until then (the run entry point says so).
+func MetadataURL(o *Options) string {
+	if o.MDSToken == "" || !o.NetHost() {
+		return ""
+	}
+	return "http://127.0.0.1:18112/" + o.MDSToken
+}
+
 // NetHost reports whether the pod stays in the host's network namespace.
 func (o *Options) NetHost() bool {
 	for _, n := range o.Net {
@@ -96,6 +108,12 @@ type Pod struct {
 type App struct {
 	Spec        appexec.Spec `json:"spec"`
 	Supervision Supervision  `json:"supervision"`
+	// EmptyVolumes are the empty volumes the app brings (its mounts'
+	// appVolumes, implicit volumes), created with the pod's.
+	EmptyVolumes []SharedVolume `json:"-"`
+	// EventHandlers names the app's eventHandlers, which this stage1
+	// does not run: the run entry point says so.
+	EventHandlers []string `json:"-"`
 	// Resources are the limits put on the app's cgroup.
 	Resources cgroups.Limits `json:"resources"`
 	// Stdio is where its standard descriptors go.

@@ -49,12 +49,13 @@ func TestWorkingDir(t *testing.T) {
 }
 
 func TestMountTarget(t *testing.T) {
-	for in, want := range map[string]string{"/data": "/data", "/a/../b": "/b", "/proc-like": "/proc-like"} {
+	// A relative target is taken from the app's root, as rkt does.
+	for in, want := range map[string]string{"/data": "/data", "/a/../b": "/b", "/proc-like": "/proc-like", "data": "/data", "../../x": "/x"} {
 		if got, err := mountTarget(in); err != nil || got != want {
 			t.Errorf("mountTarget(%q) = %q, %v", in, got, err)
 		}
 	}
-	for _, bad := range []string{"data", "/", "/proc", "/proc/sys", "/sys", "/dev/shm", "/x/../proc"} {
+	for _, bad := range []string{"", "/", ".", "proc", "/proc", "/proc/sys", "/sys", "/dev/shm", "/x/../proc"} {
 		if _, err := mountTarget(bad); err == nil {
 			t.Errorf("mountTarget(%q) accepted", bad)
 		}
@@ -142,5 +143,20 @@ func TestPodPidsMax(t *testing.T) {
 		if _, err := podPidsMax(ann(AnnPodPidsMax, v)); err == nil || !strings.Contains(err.Error(), AnnPodPidsMax) {
 			t.Errorf("%q accepted: %v", v, err)
 		}
+	}
+}
+
+// The stage1 image's etc/hosts-fallback (rootfs/hosts-fallback, packed by
+// make image) is the fallback the stage1 itself generates from.
+func TestHostsFallbackFileMatches(t *testing.T) {
+	b, err := os.ReadFile("../rootfs/hosts-fallback")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != HostsFallback {
+		t.Fatalf("rootfs/hosts-fallback differs from podspec.HostsFallback:\n%s", b)
+	}
+	if got := string(HostsContent("box")); !strings.Contains(got, "\n127.0.0.1 localhost localhost.domain localhost4 localhost4.localdomain4 box\n") {
+		t.Fatalf("HostsContent: no hostname on the 127.0.0.1 line:\n%s", got)
 	}
 }

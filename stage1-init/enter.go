@@ -81,6 +81,7 @@ func enterMain(args []string) int {
 	if err != nil {
 		return fail(fmt.Errorf("enter: app %q: %w", app, err))
 	}
+	spec.Env = withCallerTerm(spec.Env, os.Getenv("TERM"))
 	rec, err := status.ReadRecord(layout.StatusDir, app)
 	if err != nil {
 		return fail(fmt.Errorf("enter: app %q: read record: %w", app, err))
@@ -114,6 +115,22 @@ func enterMain(args []string) int {
 		return fail(fmt.Errorf("enter: app %q: wait: %w", app, err))
 	}
 	return status.FromWaitStatus(unix.WaitStatus(ps.Sys().(syscall.WaitStatus)))
+}
+
+// withCallerTerm gives the entered command the caller's terminal type, as
+// rkt's enter does (vt100 when the caller has none): it runs on the
+// caller's terminal, not on the app's.
+func withCallerTerm(env []string, term string) []string {
+	if term == "" || len(term) > 256 {
+		term = "vt100"
+	}
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "TERM=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "TERM="+term)
 }
 
 func parseEnterArgs(args []string) (pid int, app string, cmd []string, err error) {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -56,6 +57,9 @@ func runMain(args []string) int {
 	if err := closeOnExecFrom3(); err != nil {
 		return fail(fmt.Errorf("close_range: %w", err))
 	}
+	if strings.Trim(f.opts.MDSToken, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") != "" || len(f.opts.MDSToken) > 256 {
+		return fail(errors.New("--mds-token: want letters, digits, '-', '_' and '.' only, at most 256"))
+	}
 	pod, err := podspec.Load(podDir, &f.opts)
 	if err != nil {
 		return fail(err)
@@ -64,13 +68,18 @@ func runMain(args []string) int {
 		return fail(err)
 	}
 	warnIsolation(pod, f)
+	for _, a := range pod.Apps {
+		if len(a.EventHandlers) > 0 {
+			fmt.Fprintf(os.Stderr, "stage1: warning: app %q: eventHandlers %s are not run by this stage1\n", a.Spec.App, strings.Join(a.EventHandlers, ", "))
+		}
+	}
 	statusDir, err := status.OpenDir(filepath.Join(podDir, layout.StatusDir))
 	if err != nil {
 		return fail(fmt.Errorf("status directory: %w", err))
 	}
 	defer statusDir.Close()
-	if f.opts.MDSToken != "" {
-		fmt.Fprintln(os.Stderr, "stage1: warning: --mds-token: the metadata service is not supported, AC_METADATA_URL is not set")
+	if f.opts.MDSToken != "" && podspec.MetadataURL(&f.opts) == "" {
+		fmt.Fprintln(os.Stderr, "stage1: warning: --mds-token: AC_METADATA_URL is set only with --net=host (the host's address on the pod's network is not passed on yet)")
 	}
 	return superviseInit(pod, f, podDir, lock, req)
 }
@@ -84,6 +93,9 @@ func prepareHost(podDir string, pod *podspec.Pod, opts *podspec.Options) error {
 	defer d.Close()
 	if err := d.WriteFile(filepath.Base(layout.HostsFile), podspec.HostsContent(pod.Hostname)); err != nil {
 		return fmt.Errorf("write hosts file: %w", err)
+	}
+	if err := d.WriteFile(filepath.Base(layout.HostnameFile), []byte(pod.Hostname+"\n")); err != nil {
+		return fmt.Errorf("write hostname file: %w", err)
 	}
 	for _, v := range pod.EmptyVolumes {
 		if err := v.Create(podDir); err != nil {
@@ -161,7 +173,9 @@ func makeCgroups(podDir string, pod *podspec.Pod) (*cgroups.Group, error) {
 	if err := status.WriteFileIn(filepath.Join(podDir, layout.Pod1Dir), filepath.Base(layout.CgroupsFile), b); err != nil {
 		return nil, fmt.Errorf("save cgroups: %w", err)
 	}
-	if err := status.WriteFileIn(podDir, layout.Subcgroup, []byte(pg.Path()+"\n")); err != nil {
+	// No newline: rkt's stage1 writes the bare path, and rkt's readers
+	// (the API service, gc) take the file's content as it is.
+	if err := status.WriteFileIn(podDir, layout.Subcgroup, []byte(pg.Path())); err != nil {
 		return nil, fmt.Errorf("write subcgroup: %w", err)
 	}
 	// The apps live in one cgroup, which the pod's pids.max is put on:

@@ -215,7 +215,7 @@ func TestDevSysProcAndDNS(t *testing.T) {
 			t.Errorf("missing mount %q", want)
 		}
 	}
-	if !strings.Contains(r.Stdout.String(), "cat 127.0.1.1\tbox\n") {
+	if !strings.Contains(r.Stdout.String(), "cat 127.0.0.1 localhost localhost.domain localhost4 localhost4.localdomain4 box\n") {
 		t.Errorf("/etc/hosts lacks the hostname: %q", r.Lines("cat "))
 	}
 	hostResolv, _ := os.ReadFile("/etc/resolv.conf")

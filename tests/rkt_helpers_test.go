@@ -203,6 +203,12 @@ func (r *rktEnv) start(verb string, args ...string) *rktPod {
 	waitFor(r.t, 30*time.Second, "the pod is running", func() bool {
 		return r.podState(p.UUID) == "running"
 	})
+	// rkt app add refuses a sandbox whose supervisor is not ready yet.
+	ready := filepath.Join(r.data, "pods/run", p.UUID, "stage1/rootfs/rkt/supervisor-status")
+	waitFor(r.t, 30*time.Second, "the pod's supervisor is ready", func() bool {
+		l, _ := os.Readlink(ready)
+		return l == "ready"
+	})
 	return p
 }
 
@@ -390,4 +396,34 @@ func (r *rktEnv) appPid(uuid, app string) int {
 		return pid > 0 && strings.HasPrefix(string(cmd), "/bin/probe\x00")
 	})
 	return pid
+}
+
+// patchManifest inserts JSON members at the start of an ACI's manifest
+// object (after its opening brace).
+func patchManifest(t *testing.T, aci, members string) {
+	t.Helper()
+	b, err := os.ReadFile(aci)
+	must(t, err)
+	tr := tar.NewReader(bytes.NewReader(b))
+	var out bytes.Buffer
+	tw := tar.NewWriter(&out)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		body := new(bytes.Buffer)
+		_, err = body.ReadFrom(tr)
+		must(t, err)
+		data := body.Bytes()
+		if h.Name == "manifest" {
+			data = []byte("{" + members + string(data[1:]))
+			h.Size = int64(len(data))
+		}
+		must(t, tw.WriteHeader(h))
+		_, err = tw.Write(data)
+		must(t, err)
+	}
+	must(t, tw.Close())
+	must(t, os.WriteFile(aci, out.Bytes(), 0o644))
 }
