@@ -60,9 +60,9 @@ func (e *pluginExec) ExecPlugin(ctx context.Context, pluginPath string, stdin []
 		return nil, errors.New(perr.Msg)
 	}
 	if msg := lastLine(stderr.String()); msg != "" {
-		return nil, fmt.Errorf("plugin %s: %v: %s", pluginPath, err, msg)
+		return nil, fmt.Errorf("plugin %s: %w: %s", pluginPath, err, msg)
 	}
-	return nil, fmt.Errorf("plugin %s: %v", pluginPath, err)
+	return nil, fmt.Errorf("plugin %s: %w", pluginPath, err)
 }
 
 func lastLine(s string) string {

@@ -107,7 +107,7 @@ func Setup(ctx context.Context, p *Params) (err error) {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(cache)
+	defer func() { _ = os.RemoveAll(cache) }()
 	cni := libcni.NewCNIConfigWithCacheDir(dirs, cache, pe)
 	netDir := filepath.Join(p.PodDir, netinfo.Dir)
 	var nis []netinfo.NetInfo
@@ -174,7 +174,7 @@ func runtimeConf(ni *netinfo.NetInfo, uuid string) *libcni.RuntimeConf {
 }
 
 func addNet(ctx context.Context, cni *libcni.CNIConfig, c *Conf, ni *netinfo.NetInfo, uuid string) (*current.Result, error) {
-	nc, err := libcni.ConfFromBytes(c.Bytes)
+	nc, err := libcni.NetworkPluginConfFromBytes(c.Bytes)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +215,7 @@ func portmapConf(ni *netinfo.NetInfo, prev *current.Result) (*libcni.NetworkConf
 	if err != nil {
 		return nil, err
 	}
-	return libcni.ConfFromBytes(b)
+	return libcni.NetworkPluginConfFromBytes(b)
 }
 
 func portmapRuntime(ni *netinfo.NetInfo, uuid string) *libcni.RuntimeConf {

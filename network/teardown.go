@@ -53,7 +53,7 @@ func Teardown(ctx context.Context, podDir, stage1Root, localConfig, uuid string,
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(cache)
+	defer func() { _ = os.RemoveAll(cache) }()
 	cni := libcni.NewCNIConfigWithCacheDir(PluginDirs(stage1Root, localConfig), cache, pe)
 	var failed []netinfo.NetInfo
 	var errs []error
@@ -111,7 +111,7 @@ func delNet(ctx context.Context, cni *libcni.CNIConfig, podDir string, ni *netin
 		fmt.Fprintf(os.Stderr, "stage1: gc: network %q: its configuration copy names %q; skipping\n", ni.NetName, c.Name)
 		return nil
 	}
-	nc, err := libcni.ConfFromBytes(c.Bytes)
+	nc, err := libcni.NetworkPluginConfFromBytes(c.Bytes)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "stage1: gc: network %q: %v; skipping\n", ni.NetName, err)
 		return nil

@@ -43,19 +43,6 @@ func localConfig(t *testing.T, confs map[string]string) string {
 	return d
 }
 
-// netInfo reads the pod's net-info.json, or nil if there is none.
-func netInfo(t *testing.T, dir string) []netinfo.NetInfo {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, netinfo.File))
-	if os.IsNotExist(err) {
-		return nil
-	}
-	must(t, err)
-	var nis []netinfo.NetInfo
-	must(t, json.Unmarshal(b, &nis))
-	return nis
-}
-
 // waitNetInfo waits until every network of the pod has its address.
 func waitNetInfo(t *testing.T, dir string, n int) []netinfo.NetInfo {
 	t.Helper()
