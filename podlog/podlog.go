@@ -64,7 +64,10 @@ func StreamName(stream int) string {
 	return "stdout"
 }
 
-// JournalEnabled reports whether the host's journal listens.
+// JournalEnabled reports whether the host's journal listens. The journal
+// is reached by its socket's path (go-systemd's journal package sends to
+// /run/systemd/journal/socket each time): the sender, PID 1, must see the
+// host's /run/systemd/journal in its root.
 func JournalEnabled() bool { return journal.Enabled() }
 
 // Forwarder carries the output of every app of one pod.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -66,7 +67,17 @@ func cmdLogs(g *globalFlags, args []string, stdout, stderr io.Writer) int {
 		fail(stderr, "pod1 logs", err)
 		return exitError
 	}
-	if *app != "" && !hasApp(p, *app) {
+	dirfd, err := podlog.OpenDir(p.Dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		fail(stderr, "pod1 logs", fmt.Errorf("log directory: %w", err))
+		return exitError
+	}
+	if dirfd >= 0 {
+		defer unix.Close(dirfd)
+	}
+	// An app removed from a mutable pod has no entry in the manifest any
+	// more, but its log file stays.
+	if *app != "" && !hasApp(p, *app) && !hasLogFile(dirfd, *app) {
 		fail(stderr, "pod1 logs", fmt.Errorf("pod %s has no app %q", uuid, *app))
 		return exitError
 	}
@@ -75,15 +86,10 @@ func cmdLogs(g *globalFlags, args []string, stdout, stderr io.Writer) int {
 		return err == nil && q.State == pods.Running
 	}
 	w := bufio.NewWriter(stdout)
-	dirfd, err := podlog.OpenDir(p.Dir)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
+	if dirfd < 0 {
 		err = logsFromJournal(w, uuid, *app, since, *follow, running)
-	case err != nil:
-		err = fmt.Errorf("log directory: %w", err)
-	default:
+	} else {
 		err = logsFromFiles(w, dirfd, *app, since, *follow, running)
-		unix.Close(dirfd)
 	}
 	if ferr := w.Flush(); err == nil {
 		err = ferr
@@ -102,6 +108,14 @@ func hasApp(p *pods.Pod, name string) bool {
 		}
 	}
 	return false
+}
+
+func hasLogFile(dirfd int, app string) bool {
+	if dirfd < 0 {
+		return false
+	}
+	apps, err := podlog.Apps(dirfd)
+	return err == nil && slices.Contains(apps, app)
 }
 
 func parseSince(s string, now time.Time) (time.Time, error) {
