@@ -18,13 +18,13 @@ var errPodGone = errors.New("no such process")
 // any other process (planted, or stale and reused) is never signalled.
 //
 // What is checked is what only the pod's PID 1 has: it is the init of a
-// pid namespace below ours (NSpid ends in 1), and its parent (the run
-// entry point, which cloned it) holds the exclusive flock on this pod
+// pid namespace below ours (NSpid ends in 1), and it or its parent (the
+// run entry point, which cloned it) holds the exclusive flock on this pod
 // directory through one of its own fds (fdinfo shows the lock). An app
 // cannot forge that: it lives in the pod's pid namespace, so any process
 // it makes, nested namespace inits included, has a parent inside the pod,
 // and nothing inside the pod can open the pod directory, which is outside
-// every app's root. The checks read /proc while the pidfd pins the
+// every app's root, or inherit PID 1's fd on it (close-on-exec). The checks read /proc while the pidfd pins the
 // process; a final signal 0 through the pidfd proves that what was read
 // was that process and not a successor with a reused pid.
 func openPodInit(pid int) (int, error) {
@@ -68,8 +68,8 @@ func checkPodInit(pid int) error {
 	if len(nspid) < 2 || nspid[len(nspid)-1] != "1" {
 		return fmt.Errorf("pid %d is not the PID 1 of a pod (not the init of a pid namespace)", pid)
 	}
-	if ppid <= 0 || !holdsPodLock(ppid) {
-		return fmt.Errorf("pid %d is not this pod's PID 1 (its parent %d does not hold the pod's lock)", pid, ppid)
+	if !holdsPodLock(pid) && (ppid <= 0 || !holdsPodLock(ppid)) {
+		return fmt.Errorf("pid %d is not this pod's PID 1 (neither it nor its parent %d holds the pod's lock)", pid, ppid)
 	}
 	return nil
 }
