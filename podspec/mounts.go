@@ -97,8 +97,11 @@ func appMounts(podDir string, ra *schema.RuntimeApp, app *types.App, docker bool
 		if err != nil {
 			return err
 		}
-		if v.ReadOnly != nil && *v.ReadOnly {
-			ro = true
+		// The volume's readOnly, when the pod manifest sets it, overrides
+		// the image's mountPoint either way, as in rkt: the host's
+		// directory is the operator's to share.
+		if v.ReadOnly != nil {
+			ro = *v.ReadOnly
 		}
 		vm = append(vm, appexec.Mount{Kind: appexec.KindBind, Source: v.source, Target: t, ReadOnly: ro, File: v.file,
 			NoRecursive: v.Recursive != nil && !*v.Recursive})

@@ -83,9 +83,15 @@ func readDB(root, p string) ([]byte, error) {
 // lookupDB finds name in a passwd- or group-format database and returns
 // its third field (the uid or gid).
 func lookupDB(root, db, name string) (int, error) {
+	// rkt's words ("NAME" user not found), which its users' scripts and
+	// rkt's own tests look for.
+	kind := "user"
+	if db == "/etc/group" {
+		kind = "group"
+	}
 	b, err := readDB(root, db)
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, fmt.Errorf("%q not found: the image has no %s", name, db)
+		return 0, fmt.Errorf("%q %s not found: the image has no %s", name, kind, db)
 	}
 	if err != nil {
 		return 0, err
@@ -103,7 +109,7 @@ func lookupDB(root, db, name string) (int, error) {
 		}
 		return id, nil
 	}
-	return 0, fmt.Errorf("%q not found in the image's %s", name, db)
+	return 0, fmt.Errorf("%q %s not found in the image's %s", name, kind, db)
 }
 
 // resolveID handles the forms common to user and group (contract §5):

@@ -52,7 +52,7 @@ func TestUserAndGroupResolvedInsideTheImage(t *testing.T) {
 		{"passwd-symlink-to-host", "hostonly", "0", nil, func(t *testing.T, root string) {
 			must(t, os.Remove(filepath.Join(root, "etc/passwd")))
 			must(t, os.Symlink(hostDB, filepath.Join(root, "etc/passwd")))
-		}, `app "a": user: "hostonly" not found: the image has no /etc/passwd`},
+		}, `app "a": user: "hostonly" user not found: the image has no /etc/passwd`},
 		{"passwd-fifo", "user", "0", nil, func(t *testing.T, root string) {
 			must(t, os.Remove(filepath.Join(root, "etc/passwd")))
 			must(t, unix.Mkfifo(filepath.Join(root, "etc/passwd"), 0o644))

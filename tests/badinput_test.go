@@ -64,7 +64,7 @@ func TestBadManifestsAreRefused(t *testing.T) {
 		{"relative-wd", manifest([]App{{Name: "a", Exec: probe("exit", "0"), WD: "tmp"}}, nil), []App{okApp("a")}, "workingDirectory must be an absolute path"},
 		{"wd-proc-fd", manifest([]App{{Name: "a", Exec: probe("exit", "0"), WD: "/proc/self/fd/3"}}, nil), []App{okApp("a")}, `app "a": workingDirectory: "/proc/self/fd/3" is inside /proc`},
 		{"missing-wd", manifest([]App{{Name: "a", Exec: probe("exit", "0"), WD: "/nope"}}, nil), []App{okApp("a")}, `app "a": workingDirectory: /nope`},
-		{"unknown-user", manifest([]App{{Name: "a", Exec: probe("exit", "0"), User: "nobody"}}, nil), []App{okApp("a")}, `app "a": user: "nobody" not found in the image's /etc/passwd`},
+		{"unknown-user", manifest([]App{{Name: "a", Exec: probe("exit", "0"), User: "nobody"}}, nil), []App{okApp("a")}, `app "a": user: "nobody" user not found in the image's /etc/passwd`},
 		{"volume-on-proc", manifest([]App{{Name: "a", Exec: probe("exit", "0"), MPoints: []map[string]any{{"name": "v", "path": "/proc/sys"}}}}, []map[string]any{{"name": "v", "kind": "empty"}}), []App{okApp("a")}, `target "/proc/sys" is on /proc`},
 		{"undefined-volume", manifest([]App{{Name: "a", Exec: probe("exit", "0"), Mounts: []map[string]any{{"volume": "nope", "path": "/x"}}}}, nil), []App{okApp("a")}, `volume "nope" is not defined`},
 	}

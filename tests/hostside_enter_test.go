@@ -113,7 +113,14 @@ func TestHostsideEnterIsTheApp(t *testing.T) {
 	if got := linesWith(out, "fds "); len(got) != 1 || got[0] != "0 1 2" {
 		t.Errorf("fds: %q", got)
 	}
-	env := procLines(t, a, "environ", func(string) bool { return true })
+	// The app's environment, but for TERM, which is the caller's (vt100
+	// without one), as rkt's enter gives it.
+	term := os.Getenv("TERM")
+	if term == "" {
+		term = "vt100"
+	}
+	env := procLines(t, a, "environ", func(l string) bool { return !strings.HasPrefix(l, "TERM=") })
+	env = append(env, "TERM="+term)
 	sort.Strings(env)
 	var gotEnv []string
 	for _, l := range linesWith(out, "env ") {

@@ -122,3 +122,15 @@ func TestMetadataURLWithHostNetwork(t *testing.T) {
 		t.Fatalf("a token with a newline: exit %d: %s", r.Code, r.Stderr)
 	}
 }
+
+// A user or group missing from the image fails the pod with rkt's words.
+func TestRktUnknownUserMessage(t *testing.T) {
+	r := newRkt(t)
+	img := r.aci("nouser", nil, nil)
+	if out, errOut, code := r.run(img, "--user=user2"); code == 0 || !strings.Contains(errOut, `"user2" user not found`) {
+		t.Fatalf("--user=user2: exit %d\n%s%s", code, out, errOut)
+	}
+	if out, errOut, code := r.run(img, "--group=group2"); code == 0 || !strings.Contains(errOut, `"group2" group not found`) {
+		t.Fatalf("--group=group2: exit %d\n%s%s", code, out, errOut)
+	}
+}

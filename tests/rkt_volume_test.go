@@ -135,3 +135,24 @@ func TestRktEtcHostsAndHostname(t *testing.T) {
 		t.Fatalf("a volume on /etc/hosts must win: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// A volume's readOnly, when given, overrides the image's mountPoint either
+// way, as in rkt; without it the mountPoint's readOnly holds.
+func TestRktVolumeReadOnlyOverridesMountPoint(t *testing.T) {
+	r := newRkt(t)
+	vol := filepath.Join(r.dir, "vol")
+	must(t, os.Mkdir(vol, 0o755))
+	img := r.aci("mp", map[string]any{"mountPoints": []map[string]any{{"name": "dir1", "path": "/dir1", "readOnly": true}},
+		"exec": []string{"/bin/probe", "write", "/dir1/file", "host:zaz"}}, nil)
+	out, errOut, code := r.run("--volume=dir1,kind=host,source="+vol+",readOnly=false", img)
+	if code != 0 {
+		t.Fatalf("readOnly=false volume on a read-only mountPoint: exit %d\n%s%s", code, out, errOut)
+	}
+	if b, _ := os.ReadFile(filepath.Join(vol, "file")); string(b) != "host:zaz" {
+		t.Fatalf("the write did not reach the host: %q", b)
+	}
+	out, errOut, code = r.run("--volume=dir1,kind=host,source="+vol, img)
+	if code != 99 || !strings.Contains(errOut, "read-only file system") {
+		t.Fatalf("read-only mountPoint, volume without readOnly: exit %d, want 99 (EROFS)\n%s%s", code, out, errOut)
+	}
+}

@@ -32,7 +32,7 @@ logdir=$(mktemp -d)
 trap 'rm -rf "${log:-}" "$summary" "$logdir"' EXIT
 for R in "${RS[@]}"; do
 	[ -f "$R/summary.tsv" ] || { echo "conformance.sh: no summary.tsv in '$R'" >&2; exit 1; }
-	cat "$R/summary.tsv" >>"$summary"
+	awk -F'\t' -v OFS='\t' -v r="$(basename "$R")" '{ print $1, $2, $3, r }' "$R/summary.tsv" >>"$summary"
 	for f in "$R"/logs/*.log; do [ -e "$f" ] && ln -sf "$f" "$logdir/"; done
 done
 # a test's last result wins; the suite's order is kept
@@ -52,13 +52,13 @@ n=$(wc -l <"$summary")
 pass=$(awk -F'\t' '$2 == "PASS"' "$summary" | wc -l)
 skip=$(awk -F'\t' '$2 == "SKIP"' "$summary" | wc -l)
 rows=$logdir/rows
-while IFS=$'\t' read -r t res _; do
+while IFS=$'\t' read -r t res _ run; do
 	[ "$res" = PASS ] && continue
 	c=$(cause_of "$t")
 	if [ -z "$c" ]; then
 		c="unclassified"$'\t'"$(first_error "$logdir/$t.log")"
 	fi
-	printf '%s\t%s\t%s\n' "$t" "$res" "$c" >>"$rows"
+	printf '%s\t%s\t%s\t%s\n' "$t" "$res" "$c" "$run" >>"$rows"
 done <"$summary"
 : >>"$rows"
 machine=$(awk -F'\t' '$2 != "SKIP" && $3 == "machine"' "$rows" | wc -l)
@@ -78,13 +78,14 @@ scoped=$(awk -F'\t' '$2 != "SKIP" && ($3 == "network" || $3 == "logging" || $3 =
 	echo "Of the failures, $scoped need CNI networking, journal logging or attach, which have"
 	echo "issues of their own."
 	echo
-	echo "Classes: \`network\`, \`logging\`, \`attach\` (features pod1 does not have yet),"
-	echo "\`machine\` (the test cannot pass on this host with any stage1), \`pod1\` (a"
-	echo "difference in pod1), \`unclassified\` (not yet read: the first error line)."
+	echo "Classes: \`network\`, \`logging\`, \`attach\` (features pod1 does not have, or not"
+	echo "fully, yet), \`machine\` (the test cannot pass on this host with any stage1),"
+	echo "\`skip\` (the test skipped itself), \`timeout\` (killed at run.sh's limit), \`pod1\`"
+	echo "(a difference in pod1), \`unclassified\` (not yet read: the first error line)."
 	echo
-	echo "| test | result | class | cause |"
-	echo "|---|---|---|---|"
-	awk -F'\t' '{ printf "| %s | %s | %s | %s |\n", $1, $2, $3, $4 }' "$rows"
+	echo "| test | result | class | cause | run |"
+	echo "|---|---|---|---|---|"
+	awk -F'\t' '{ printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5 }' "$rows"
 	if [ -f "$HERE/differences.md" ]; then
 		echo
 		cat "$HERE/differences.md"
