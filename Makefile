@@ -105,11 +105,13 @@ conformance: image
 # (default "v2 v1"), KERNEL=<package or .deb>, RUN=<go test -run regex>,
 # REPO=<another checkout>. Logs in $(REPO)/build/vm/<layout>.log. Not part
 # of make test: under the emulator a layout takes about half an hour.
+# LAYOUT, KERNEL, RUN and VM_* reach vm/run.sh through the environment
+# (make exports command-line variables), quotes and all.
 REPO ?= $(CURDIR)
 
 vm-test:
 	@if [ "$$(id -u)" != 0 ]; then echo "make vm-test needs root (sudo make vm-test): the suite starts real pods"; exit 1; fi
-	LAYOUT="$(LAYOUT)" KERNEL="$(KERNEL)" RUN='$(RUN)' ./vm/run.sh "$(REPO)"
+	./vm/run.sh "$(REPO)"
 
 # The linter is pinned; `make tools` installs it into $(go env GOPATH)/bin.
 GOLANGCI_VERSION := v2.15.0

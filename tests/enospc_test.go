@@ -25,7 +25,7 @@ func TestFinalStatusesSurviveAFullDisk(t *testing.T) {
 		must(t, os.Mkdir(filepath.Join(fs, d), 0o755))
 	}
 	apps := []App{
-		{Name: "filler", Exec: probe("fill", "/fill/big", "+", "touch", "/fill/done", "+", "sleep", "60s"),
+		{Name: "filler", Exec: probe("fill", "/fill/big", "+", "touch", "/fill/done", "+", "sleep", "1h"),
 			Mounts: []map[string]any{{"volume": "fill", "path": "/fill"}}},
 		{Name: "late", Exec: probe("wait-file", "/fill/done", "+", "exit", "3"),
 			Mounts: []map[string]any{{"volume": "fill", "path": "/fill"}}},

@@ -38,7 +38,7 @@ func TestPodFilesThatAreNotRegularAreRefused(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := newPod(t, []App{okApp("a")}, nil)
 			c.plant(t, filepath.Join(p.Dir, c.file))
-			r := runPod(t, p, RunOpts{Timeout: 20 * time.Second})
+			r := runPod(t, p, RunOpts{})
 			assertRefused(t, p, r, c.want)
 		})
 	}
@@ -71,7 +71,7 @@ func symlinkedParent(t *testing.T, path string) {
 // T-ENTRY-2: a pid file that is a FIFO makes stop fail at once instead of
 // hanging.
 func TestStopRefusesAFifoPidFile(t *testing.T) {
-	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "60s")}}, nil)
+	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
 	r := start(t, p, RunOpts{})
 	pid := podPid(t, p)
 	appPid(t, p, "a")
@@ -99,7 +99,7 @@ func TestStopRefusesAFifoPidFile(t *testing.T) {
 // host process, or the init of another pid namespace, or an app of the
 // pod, is refused and the process is not signalled.
 func TestStopSignalsOnlyThePodsPID1(t *testing.T) {
-	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "60s")}}, nil)
+	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
 	r := start(t, p, RunOpts{})
 	pid1 := podPid(t, p)
 	app := appPid(t, p, "a")
@@ -171,7 +171,7 @@ func signalled(pid int, sig unix.Signal) bool {
 // stopEntry runs the stage1's stop entry point as stage0 does, bounded.
 func stopEntry(t *testing.T, p *Pod, args ...string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), eventDeadline)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(p.Dir, layout.Stage1RootFS, "stop"), append(args, p.UUID)...)
 	cmd.Dir = p.Dir
@@ -193,7 +193,7 @@ func stopEntry(t *testing.T, p *Pod, args ...string) (int, string) {
 // UUID; the second run shared them and killed the first pod when it
 // removed them.
 func TestSecondRunWithARunningPodsUUIDIsRefused(t *testing.T) {
-	a := newPod(t, []App{{Name: "a", Exec: probe("sleep", "60s")}}, nil)
+	a := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
 	ra := start(t, a, RunOpts{})
 	app := appPid(t, a, "a")
 	if len(cgroupDirs(a)) == 0 {
@@ -201,7 +201,7 @@ func TestSecondRunWithARunningPodsUUIDIsRefused(t *testing.T) {
 	}
 	b := newPod(t, []App{{Name: "a", Exec: probe("exit", "0")}}, nil)
 	b.UUID = a.UUID
-	rb := runPod(t, b, RunOpts{Timeout: 20 * time.Second})
+	rb := runPod(t, b, RunOpts{})
 	if rb.Code != 254 || !strings.Contains(rb.Stderr.String(), "UUID "+a.UUID+": ") || rb.Stdout.Len() != 0 {
 		t.Errorf("second run: exit %d, stdout %q, stderr %q", rb.Code, rb.Stdout, rb.Stderr)
 	}

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -38,7 +37,7 @@ var deviceWant = []string{
 // cgDeadline bounds this file's waits for events (a pod started, forks
 // refused): generous, as the emulated VM of make vm-test is slow; a wait
 // ends as soon as its event happens.
-const cgDeadline = 3 * time.Minute
+var cgDeadline = eventDeadline
 
 // runningApp waits for app's record to say it runs, and returns its pid.
 func runningApp(t *testing.T, p *Pod, app string) int {

@@ -23,7 +23,7 @@ var pid1FileNames = []string{"options", "cgroups", "control", "apps", "pod1", "s
 func TestAppNamedLikePID1FilesImmutable(t *testing.T) {
 	var apps []App
 	for _, n := range pid1FileNames {
-		apps = append(apps, App{Name: n, Exec: probe("sleep", "60s")})
+		apps = append(apps, App{Name: n, Exec: probe("sleep", "1h")})
 	}
 	p := newPod(t, apps, nil)
 	start(t, p, RunOpts{})
@@ -42,7 +42,7 @@ func TestAppNamedLikePID1FilesMutable(t *testing.T) {
 	opts, err := os.ReadFile(filepath.Join(p.Dir, layout.OptionsFile))
 	must(t, err)
 	for _, n := range pid1FileNames {
-		a := App{Name: n, Exec: probe("sleep", "60s")}
+		a := App{Name: n, Exec: probe("sleep", "1h")}
 		if code, out := addApp(t, p, a); code != 0 {
 			t.Fatalf("add %s: %d %s", n, code, out)
 		}
@@ -60,7 +60,7 @@ func TestAppNamedLikePID1FilesMutable(t *testing.T) {
 	}
 	assertPID1Files(t, p)
 	// And the pod still takes apps: app/add reads the saved options.
-	if code, out := addApp(t, p, App{Name: "late", Exec: probe("sleep", "60s")}); code != 0 {
+	if code, out := addApp(t, p, App{Name: "late", Exec: probe("sleep", "1h")}); code != 0 {
 		t.Fatalf("add late: %d %s", code, out)
 	}
 }

@@ -38,7 +38,7 @@ func runInNS(t *testing.T, ns *logNS, data string, apps ...[]string) *nsPod {
 		}
 		args = append(append(args, img, "--name="+a[0], "--exec=/bin/probe", "--"), a[1:]...)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), eventDeadline)
 	cmd := ns.cmd(ctx, "/", args...)
 	p := &nsPod{Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.Stdout, p.Stderr
@@ -125,7 +125,7 @@ func TestLogFilesAndPod1Logs(t *testing.T) {
 func TestLogFilesAfterStage1Kill(t *testing.T) {
 	ns := newLogNS(t, false)
 	data := dataDir(t)
-	p := runInNS(t, ns, data, []string{"k", "out", "1", "5", "k-line", "+", "sleep", "60s"})
+	p := runInNS(t, ns, data, []string{"k", "out", "1", "5", "k-line", "+", "sleep", "1h"})
 	waitFor(t, 20*time.Second, "five lines in the log file", func() bool {
 		b, _ := os.ReadFile(filepath.Join(p.Dir, podlog.Dir, podlog.FileName("k")))
 		return bytes.Count(b, []byte("\n")) == 5

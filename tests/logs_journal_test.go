@@ -120,7 +120,7 @@ func (ns *logNS) wrapper(p *Pod) []string { return ns.enter(p.Dir) }
 // written everything it received.
 func (ns *logNS) entries(t *testing.T, uuid string) []map[string]any {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), eventDeadline)
 	defer cancel()
 	if out, err := ns.cmd(ctx, "/", "journalctl", "--sync").CombinedOutput(); err != nil {
 		t.Fatalf("journalctl --sync: %v %s", err, out)

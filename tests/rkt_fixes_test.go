@@ -50,7 +50,7 @@ func TestRktIsolatorsGivenTwice(t *testing.T) {
 // the app's: it runs on the caller's terminal.
 func TestRktEnterKeepsCallersTerm(t *testing.T) {
 	r := newRkt(t)
-	img := r.aci("termapp", map[string]any{"exec": []string{"/bin/probe", "sleep", "60s"}}, nil)
+	img := r.aci("termapp", map[string]any{"exec": []string{"/bin/probe", "sleep", "1h"}}, nil)
 	p := r.start("run", "--set-env=TERM=app-term", img)
 	base := r.env
 	defer func() { r.env = base }()
@@ -77,7 +77,7 @@ func TestRktEnterKeepsCallersTerm(t *testing.T) {
 // writes it, and names a cgroup that exists.
 func TestRktSubcgroupFile(t *testing.T) {
 	r := newRkt(t)
-	img := r.aci("cg", map[string]any{"exec": []string{"/bin/probe", "sleep", "60s"}}, nil)
+	img := r.aci("cg", map[string]any{"exec": []string{"/bin/probe", "sleep", "1h"}}, nil)
 	p := r.start("run", img)
 	b, err := os.ReadFile(filepath.Join(r.data, "pods/run", p.UUID, "subcgroup"))
 	must(t, err)

@@ -99,7 +99,7 @@ func TestRktAppInlineVolume(t *testing.T) {
 	vol := filepath.Join(r.dir, "vol")
 	must(t, os.Mkdir(vol, 0o755))
 	must(t, os.WriteFile(filepath.Join(vol, "in"), []byte("inline"), 0o644))
-	img := r.aci("mounter", map[string]any{"exec": []string{"/bin/probe", "cat", "/opt/in", "+", "sleep", "60s"}}, nil)
+	img := r.aci("mounter", map[string]any{"exec": []string{"/bin/probe", "cat", "/opt/in", "+", "sleep", "1h"}}, nil)
 	r.rkt("fetch", img)
 	p := r.start("app", "sandbox", "--stage1-path="+filepath.Join(repoRoot, "build/stage1.aci"), "--net=none")
 	r.rkt("app", "add", p.UUID, "pod1.test/mounter", "--name=mounter", "--mnt-volume=name=test,kind=host,source="+vol+",target=/opt")

@@ -15,6 +15,8 @@
 #   VM_MEM   guest memory in MiB (default 6144); VM_CPUS (default: all).
 #   VM_ACCEL kvm or tcg (default: kvm where the CPU has vmx/svm, else tcg).
 #   VM_TIMEOUT  minutes the inner suite may take (default 90).
+#   VM_EVENT_DEADLINE  how long a test waits for one event (default 15m;
+#            the tests' POD1_TEST_EVENT_DEADLINE).
 #   VM_CACHE kernel cache (default /var/cache/pod1-vm).
 #
 # The kernel package is downloaded with `apt-get download` and unpacked
@@ -36,6 +38,9 @@ VM_MEM=${VM_MEM:-6144}
 VM_CPUS=${VM_CPUS:-$(nproc)}
 VM_TIMEOUT=${VM_TIMEOUT:-90}
 VM_CACHE=${VM_CACHE:-/var/cache/pod1-vm}
+# How long a test waits for one event before it calls it a hang: the
+# emulator on a loaded machine is tens of times slower than a host.
+VM_EVENT_DEADLINE=${VM_EVENT_DEADLINE:-15m}
 export DEBIAN_FRONTEND=noninteractive
 
 die() { echo "vm-test: $*" >&2; exit 125; }
@@ -232,6 +237,7 @@ for layout in $LAYOUT; do
 		echo "LAYOUT='$layout'"
 		printf "RUN='%s'\n" "$(printf %s "$RUN" | sed "s/'/'\\\\''/g")"
 		echo "TIMEOUT='${VM_TIMEOUT}m'"
+		echo "EVENT_DEADLINE='${VM_EVENT_DEADLINE}'"
 		echo "KROOT='$kroot'"
 	} >"$work/stage/env"
 	disk=$work/scratch.img
