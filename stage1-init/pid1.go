@@ -67,6 +67,9 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	if err := podenv.Setup(pod.Hostname, pod.NewNet, pod.PrivateUsers); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
+	if err := enterOwnRoot(pod); err != nil {
+		return fail(fmt.Errorf("pod init: %w", err))
+	}
 	dir, err := status.OpenDir(layout.StatusDir)
 	if err != nil {
 		return fail(fmt.Errorf("pod init: status directory: %w", err))

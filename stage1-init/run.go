@@ -249,7 +249,18 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, 
 	// process forks and reaps a throwaway child to probe clone(CLONE_PIDFD)
 	// (os.checkPidfd), a whole fork+exit+wait on the pod's start path
 	// (0.5-4 ms measured; docs/benchmarks.md) for a pidfd we never use.
-	pid, err := syscall.ForkExec("/proc/self/exe", []string{roleInit}, &syscall.ProcAttr{
+	exe, exePath, err := readOnlySelf()
+	if err != nil {
+		pr.Close()
+		pw.Close()
+		rr.Close()
+		rw.Close()
+		if self >= 0 {
+			unix.Close(self)
+		}
+		return fail(err)
+	}
+	pid, err := syscall.ForkExec(exePath, []string{roleInit}, &syscall.ProcAttr{
 		Dir:   podDir,
 		Env:   os.Environ(),
 		Files: pid1Files(pr, lock, self, rw, logFds),
@@ -263,6 +274,7 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, 
 	})
 	pr.Close()
 	rw.Close()
+	exe.Close()
 	if self >= 0 {
 		unix.Close(self)
 	}
