@@ -49,6 +49,8 @@ func dispatch() int {
 	switch role := filepath.Base(os.Args[0]); role {
 	case roleRun, "stage1-init":
 		return runMain(os.Args[1:])
+	case roleLockKeeper:
+		return lockKeeperMain()
 	case roleInit:
 		return initMain()
 	case roleApp:

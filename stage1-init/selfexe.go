@@ -28,7 +28,14 @@ func readOnlySelf() (*os.File, string, error) {
 		unix.Close(fd)
 		return nil, "", fmt.Errorf("read-only stage1 binary: mount_setattr: %w", err)
 	}
-	return os.NewFile(uintptr(fd), "stage1-binary"), "/proc/self/fd/" + strconv.Itoa(fd), nil
+	// Far above the fds the child's stdio and extra files are moved to
+	// before its execve, which could land on a low number.
+	high, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 256)
+	unix.Close(fd)
+	if err != nil {
+		return nil, "", fmt.Errorf("read-only stage1 binary: %w", err)
+	}
+	return os.NewFile(uintptr(high), "stage1-binary"), "/proc/self/fd/" + strconv.Itoa(high), nil
 }
 
 // selfDir is a detached, read-only copy of the directory holding our own
