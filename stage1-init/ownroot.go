@@ -37,7 +37,7 @@ import (
 //   - each volume source of the pod's apps, as it is;
 //   - the pod's own cgroups, and no other part of any hierarchy;
 //   - a procfs of the pod's pid namespace with only its processes
-//     (subset=pid: no /proc/sys, no sysrq-trigger).
+//     (subset=pid: no /proc/sys, no sysrq-trigger), and /dev/null.
 //
 // An app's set-up process lifts the read-only flag from its own copy of
 // its root (appexec), which only a process in PID 1's mount namespace with
@@ -136,6 +136,8 @@ func enterOwnRoot(pod *podspec.Pod) error {
 // ownRootBinds lists what the new root holds, parents before children.
 func ownRootBinds(pod *podspec.Pod, podDir string) []bindSpec {
 	binds := []bindSpec{
+		// Where the apps' stdin comes from when they have none.
+		{path: "/dev/null", file: true},
 		{path: podDir, readOnly: true},
 		{path: filepath.Join(podDir, layout.RktDir)},
 	}

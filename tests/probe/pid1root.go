@@ -59,7 +59,8 @@ func plantProc() error {
 	return nil
 }
 
-// fdLinks prints where each of a process's fds leads, or the error.
+// fdLinks prints where each of a process's fds leads, or the error, and
+// which are directories.
 func fdLinks(pid string) error {
 	ents, err := os.ReadDir("/proc/" + pid + "/fd")
 	if err != nil {
@@ -71,7 +72,11 @@ func fdLinks(pid string) error {
 		if err != nil {
 			t = errnoOf(err)
 		}
-		fmt.Printf("fdlinks %s %s -> %s\n", pid, e.Name(), t)
+		kind := ""
+		if st, err := os.Stat("/proc/" + pid + "/fd/" + e.Name()); err == nil && st.IsDir() {
+			kind = " (dir)"
+		}
+		fmt.Printf("fdlinks %s %s -> %s%s\n", pid, e.Name(), t, kind)
 	}
 	return nil
 }
