@@ -181,9 +181,7 @@ func TestEnterNeverRunsWhatTheAppPlanted(t *testing.T) {
 		_, err := os.Stat(filepath.Join(vol, "planted-done"))
 		return err == nil
 	})
-	if !strings.Contains(r.Stdout.String(), "plant-proc planted 51\n") {
-		t.Fatalf("the app did not plant: %q %q", r.Stdout, r.Stderr)
-	}
+	// planted-done is written only once plant-proc has succeeded.
 	for name, enter := range map[string]func(*testing.T, *Pod, string, ...string) (string, string, int){
 		"pod's enter": podEnter, "rkt's enter": rktEnter,
 	} {

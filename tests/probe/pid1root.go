@@ -36,8 +36,7 @@ func plantProc() error {
 		return err
 	}
 	if err := unix.Mount("tmpfs", "/proc", "tmpfs", 0, "mode=755"); err != nil {
-		fmt.Printf("plant-proc mount %s\n", errnoOf(err))
-		return nil
+		return fmt.Errorf("mount over /proc: %w", err)
 	}
 	n := 0
 	for _, d := range []string{"self", "thread-self", "1"} {
