@@ -18,9 +18,9 @@ var DefaultCapabilities = []string{
 }
 
 // EscapeCapabilities reach the host from a pod that shares the host's
-// user namespace, whatever else is in place: CAP_SYS_PTRACE opens
-// /proc/1/root and /proc/1/fd of the pod's PID 1 (threats T4),
-// CAP_SYS_ADMIN mounts and enters namespaces, CAP_SYS_MODULE loads kernel
+// user namespace, whatever else is in place: CAP_SYS_PTRACE, when the
+// app's filter allows ptrace, takes over the pod's PID 1 and its
+// capabilities (its /proc/1/root shows nothing of the host), CAP_SYS_ADMIN mounts and enters namespaces, CAP_SYS_MODULE loads kernel
 // code, CAP_DAC_READ_SEARCH opens host files by handle (the "shocker"
 // exploit), CAP_SYS_RAWIO reads /dev/mem. Granting one is the user's
 // choice; the stage1 warns.

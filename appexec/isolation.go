@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"unsafe"
 
@@ -217,23 +218,63 @@ func restoreNofile() {
 	_ = syscall.Exec("", nil, nil)
 }
 
-// notOnProcfs refuses an executable that resolves into /proc: an image's
-// /bin/app -> /proc/self/exe would run the stage1's own binary as the app,
-// which could then rewrite it through /proc/PID/exe (CVE-2019-5736).
+// notOnProcfs refuses an executable that is not a file of the app's own
+// tree: an image's /bin/app -> /proc/self/exe (a magic link) would run the
+// binary of the stage1 process doing the exec, and a script whose
+// interpreter is such a link or anything under /proc the same
+// (CVE-2019-5736, threats T3). The path is resolved in the app's root,
+// which is ours by now, following ordinary symlinks only.
 func notOnProcfs(p string) error {
-	fd, err := unix.Open(p, unix.O_PATH|unix.O_CLOEXEC, 0)
+	for depth := 0; depth < 4; depth++ {
+		interp, err := checkExecutable(p)
+		if err != nil || interp == "" {
+			return err
+		}
+		p = interp
+	}
+	return fmt.Errorf("interpreters nested too deep: %w", unix.ELOOP)
+}
+
+// checkExecutable checks one executable and returns the interpreter its
+// "#!" line names, if any.
+func checkExecutable(p string) (string, error) {
+	how := unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_MAGICLINKS}
+	fd, err := unix.Openat2(unix.AT_FDCWD, p, &how)
+	if errors.Is(err, unix.ELOOP) {
+		return "", fmt.Errorf("%s resolves through a /proc link: %w", p, unix.EACCES)
+	}
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer unix.Close(fd)
-	var st unix.Statfs_t
-	if err := unix.Fstatfs(fd, &st); err != nil {
-		return err
+	var sf unix.Statfs_t
+	if err := unix.Fstatfs(fd, &sf); err != nil {
+		return "", err
 	}
-	if st.Type == unix.PROC_SUPER_MAGIC {
-		return fmt.Errorf("resolves into /proc: %w", unix.EACCES)
+	if sf.Type == unix.PROC_SUPER_MAGIC {
+		return "", fmt.Errorf("%s resolves into /proc: %w", p, unix.EACCES)
 	}
-	return nil
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return "", err // execve gives its own answer
+	}
+	// Reopened through the descriptor: the very file checked.
+	rfd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return "", nil // not readable: execve decides
+	}
+	defer unix.Close(rfd)
+	buf := make([]byte, 256)
+	n, _ := unix.Read(rfd, buf)
+	line, ok := strings.CutPrefix(string(buf[:max(n, 0)]), "#!")
+	if !ok {
+		return "", nil
+	}
+	line, _, _ = strings.Cut(line, "\n")
+	if f := strings.Fields(line); len(f) > 0 {
+		return f[0], nil
+	}
+	return "", nil
 }
 
 // writeProcSelf writes data to the calling process's /proc/self/<name>.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"strconv"
+	"strings"
 
 	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
 	"golang.org/x/sys/unix"
@@ -28,6 +29,13 @@ func setupRoot(s *Spec) error {
 		return fmt.Errorf("open rootfs: %w", err)
 	}
 	defer root.Close()
+	// PID 1 sees the pod's trees read-only (it lives in a root of its
+	// own, where nothing of the stage1 may be writable); the app's copy
+	// of its own root is made writable again, that copy only.
+	attr := unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}
+	if err := unix.MountSetattr(int(root.Fd()), "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		return fmt.Errorf("make rootfs writable: %w", err)
+	}
 	for _, m := range s.Mounts {
 		if m.IfSource {
 			if _, err := os.Lstat(m.Source); errors.Is(err, os.ErrNotExist) {
@@ -188,6 +196,10 @@ func mountBind(root *os.File, m *Mount) error {
 	}
 	src := t
 	if !m.InPlace {
+		if err := notOverPseudo(root, t, m.Target); err != nil {
+			t.Close()
+			return err
+		}
 		if src, err = openSource(m); err != nil {
 			t.Close()
 			return err
@@ -222,6 +234,33 @@ func mountBind(root *os.File, m *Mount) error {
 	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
 	if err := unix.MountSetattr(int(t.Fd()), "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
 		return fmt.Errorf("make the volume and every mount below it read-only (mount_setattr): %w", err)
+	}
+	return nil
+}
+
+// notOverPseudo refuses a bind whose target, resolved inside the root
+// through the image's symlinks (data -> /proc), is the root itself or on
+// or under /proc, /sys or /dev: the volume would cover the app's root or
+// the kernel interfaces the pod mounted there, and then whatever the stage1
+// or enter reaches through them (threats T7, T19). The resolved place is
+// what the kernel says the descriptor is.
+func notOverPseudo(root, t *os.File, target string) error {
+	rp, err1 := os.Readlink(fdPath(root))
+	tp, err2 := os.Readlink(fdPath(t))
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("locate the target: %w", err)
+	}
+	rel, ok := strings.CutPrefix(tp, rp)
+	if !ok || rel != "" && !strings.HasPrefix(rel, "/") {
+		return fmt.Errorf("target %s resolves outside the app's root", target)
+	}
+	if rel == "" {
+		return fmt.Errorf("target %s resolves to the app's root", target)
+	}
+	for _, pseudo := range []string{"/proc", "/sys", "/dev"} {
+		if rel == pseudo || strings.HasPrefix(rel, pseudo+"/") {
+			return fmt.Errorf("target %s resolves to %s, on the app's %s", target, rel, pseudo)
+		}
 	}
 	return nil
 }

@@ -83,6 +83,12 @@ func startInUserNS(s *Spec) (int, error) {
 	return 0, nil
 }
 
+// SelfExe is how cloneInUserNS executes the stage1 binary: through the
+// app's /proc, which an app set-up process mounted itself and no volume
+// may cover, unless the caller (enter, whose cwd is a private read-only
+// copy of the stage1's directory) names it otherwise.
+var SelfExe = "/proc/self/exe"
+
 // cloneInUserNS starts the stage1 binary again as pod1-app with flag,
 // cloned (with extra clone flags) into a new user namespace with the
 // mapping u, and returns its pid and the write end of the pipe it reads
@@ -98,7 +104,7 @@ func cloneInUserNS(u *idmap.Range, flag string, flags uintptr) (int, *os.File, e
 		return 0, nil, err
 	}
 	defer r.Close()
-	pid, err := syscall.ForkExec("/proc/self/exe", []string{"pod1-app", flag}, &syscall.ProcAttr{
+	pid, err := syscall.ForkExec(SelfExe, []string{"pod1-app", flag}, &syscall.ProcAttr{
 		Env:   []string{},
 		Files: []uintptr{0, 1, 2, r.Fd()},
 		Sys:   userNSAttr(u, flags),

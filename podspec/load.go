@@ -7,10 +7,12 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/appc/spec/schema"
 	"github.com/appc/spec/schema/types"
+	securejoin "github.com/cyphar/filepath-securejoin"
 
 	"github.com/pod1/pod1/appexec"
 	"github.com/pod1/pod1/idmap"
@@ -59,6 +61,12 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 	if p.Hostname == "" {
 		p.Hostname = "rkt-" + opts.UUID
 	}
+	for _, v := range vols {
+		if v.Kind == "host" {
+			p.VolumeSources = append(p.VolumeSources, VolumeSource{Path: v.source, File: v.file})
+		}
+	}
+	sort.Slice(p.VolumeSources, func(i, j int) bool { return p.VolumeSources[i].Path < p.VolumeSources[j].Path })
 	names := map[string]bool{}
 	for i := range pm.Apps {
 		app, err := loadApp(podDir, opts, &pm.Apps[i], vols, criDir != "")
@@ -293,6 +301,9 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 	if err != nil {
 		return nil, errorf(field("mounts"), "%w", err)
 	}
+	if err := checkMountTargets(rootfs, mounts); err != nil {
+		return nil, errorf(field("mounts"), "%w", err)
+	}
 	spec.Mounts = mounts
 	res, err := resolveIsolation(app, ra.ReadOnlyRootFS, spec, opts)
 	if err != nil {
@@ -411,4 +422,31 @@ func workingDir(rootfs, wd string) (string, error) {
 		return "", err
 	}
 	return wd, nil
+}
+
+// checkMountTargets refuses, before anything starts, a volume whose
+// target the image's symlinks lead onto the app's root or its /proc, /sys
+// or /dev (an image with data -> /proc); the app's set-up process checks
+// again what it finds then (appexec), since the image may change.
+func checkMountTargets(rootfs string, mounts []appexec.Mount) error {
+	for _, m := range mounts {
+		if m.Kind != appexec.KindBind || m.Optional {
+			continue
+		}
+		p, err := securejoin.SecureJoin(rootfs, m.Target)
+		if err != nil {
+			return fmt.Errorf("target %s: %w", m.Target, err)
+		}
+		rel, _ := filepath.Rel(rootfs, p)
+		rel = "/" + filepath.ToSlash(rel)
+		if rel == "/." {
+			return fmt.Errorf("target %s resolves to the app's root", m.Target)
+		}
+		for _, pseudo := range []string{"/proc", "/sys", "/dev"} {
+			if rel == pseudo || strings.HasPrefix(rel, pseudo+"/") {
+				return fmt.Errorf("target %s resolves to %s, on the app's %s", m.Target, rel, pseudo)
+			}
+		}
+	}
+	return nil
 }

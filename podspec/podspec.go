@@ -101,6 +101,15 @@ type Pod struct {
 	Logs LogSinks `json:"logs"`
 	// EmptyVolumes are created on the host side before PID 1 starts.
 	EmptyVolumes []SharedVolume `json:"-"`
+	// VolumeSources are the pod manifest's host volumes: PID 1, in a
+	// root of its own, keeps them reachable for apps added later.
+	VolumeSources []VolumeSource `json:"volumeSources,omitempty"`
+}
+
+// VolumeSource is a host volume's source, a directory unless File.
+type VolumeSource struct {
+	Path string `json:"path"`
+	File bool   `json:"file,omitempty"`
 }
 
 // App is one app: the spec its process is made from and how PID 1

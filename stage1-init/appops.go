@@ -58,6 +58,9 @@ func appOpMain(role string, args []string) int {
 			return fail(err)
 		}
 		req.AppSpec = spec
+		if err := exposeAddedSources(spec); err != nil {
+			return fail(fmt.Errorf("app %q: %w", *name, err))
+		}
 	case roleAppStart:
 		req.Op = control.OpStart
 	case roleAppStop:

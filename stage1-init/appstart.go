@@ -268,14 +268,17 @@ func failureReason(ws unix.WaitStatus, code int) string {
 }
 
 // hostPid maps a pid of the pod's namespace to the host's: the fdinfo of a
-// pidfd shows the pid as seen by the procfs it is read through, and PID 1's
-// /proc is still the host's.
+// pidfd shows the pid as seen by the procfs it is read through: the host's,
+// kept for this (enterOwnRoot), or /proc before PID 1 leaves the host's root.
 func hostPid(pid int) int {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return 0
 	}
 	defer unix.Close(fd)
+	if pid, ok := hostPidVia(fd); ok {
+		return pid
+	}
 	b, err := os.ReadFile("/proc/self/fdinfo/" + strconv.Itoa(fd))
 	if err != nil {
 		return 0

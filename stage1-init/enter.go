@@ -36,12 +36,8 @@ const (
 // inside the app, which becomes the command.
 const enterExecFlag = "--pod1-exec-in-app"
 
-// enterExecFd is where that process reads its orders; enterExeFd holds the
-// stage1 binary it is run from.
-const (
-	enterExecFd = 3
-	enterExeFd  = 4
-)
+// enterExecFd is where that process reads its orders.
+const enterExecFd = 3
 
 // enterMain is the enter entry point (--pid=N --appname=NAME -- CMD...,
 // cwd = the pod directory; contract §6). rkt runs it from its tree store,
@@ -92,20 +88,21 @@ func enterMain(args []string) int {
 	if err := awaitExec(rec.Pid, 10*time.Second); err != nil {
 		return fail(fmt.Errorf("enter: app %q: %w", app, err))
 	}
-	// Our own binary, opened while the host's /proc is ours: the child
-	// runs it again from inside the app.
-	exe, err := os.OpenFile("/proc/self/exe", unix.O_PATH|unix.O_CLOEXEC, 0)
+	// Our own binary, reached while the host's view is ours: the child
+	// runs it again from inside the app without looking anything up
+	// there.
+	exe, err := openSelfDir()
 	if err != nil {
-		return fail(fmt.Errorf("enter: open stage1 binary: %w", err))
+		return fail(fmt.Errorf("enter: %w", err))
 	}
-	defer exe.Close()
+	defer exe.dir.Close()
 	if err := joinCgroupsOf(rec.Pid); err != nil {
 		return fail(fmt.Errorf("enter: app %q: %w", app, err))
 	}
 	if err := joinApp(podPid, rec.Pid); err != nil {
 		return fail(fmt.Errorf("enter: app %q: %w", app, err))
 	}
-	p, err := spawnInApp(spec, enterCommand(spec, cmd), exe)
+	p, err := spawnInApp(spec, cmd, exe)
 	if err != nil {
 		return fail(fmt.Errorf("enter: app %q: %w", app, err))
 	}
@@ -176,26 +173,36 @@ func loadSpec(app string) (*appexec.Spec, error) {
 	return &s, nil
 }
 
-// enterOrders is what the child inside the app is told to become.
+// enterOrders is what the child inside the app is told to become. Exe
+// names the stage1 binary relative to the child's first cwd (selfDir).
 type enterOrders struct {
 	Spec *appexec.Spec `json:"spec"`
 	Argv []string      `json:"argv"`
+	Exe  string        `json:"exe"`
 }
 
 // spawnInApp forks, from the calling thread (already in the app's
 // namespaces and root), a child that runs the stage1 binary again and
 // becomes argv through appexec.Exec: the one function that makes every
 // process of an app, the app's first included. The child is born in the
-// pod's pid namespace, where the app's /proc shows it; exe is reached
-// through its own fd there. It gets a session of its own: it cannot push
-// input into the caller's terminal (CVE-2017-5226).
-func spawnInApp(s *appexec.Spec, argv []string, exe *os.File) (*os.Process, error) {
+// pod's pid namespace, where the app's /proc shows it. It gets a session
+// of its own: it cannot push input into the caller's terminal
+// (CVE-2017-5226).
+//
+// The binary is not looked up in the app's tree, which the app may have
+// changed as it likes (a volume or a mount over its /proc made enter run
+// the app's own file as host root): the thread's cwd is exe.dir, a
+// detached read-only copy of the directory holding our binary, reached
+// by no path, and the child executes exe.name relative to it. Until the
+// child enters the app's working directory, its cwd shows nothing but
+// that read-only directory.
+func spawnInApp(s *appexec.Spec, argv []string, exe *selfDir) (*os.Process, error) {
 	// No Pdeathsig: Go's child kills itself when getppid() differs
 	// from its parent's pid, and in the pod's pid namespace its
 	// parent is outside (getppid() is 0). A command outliving
 	// enter stays in the app's cgroups and dies with the app.
 	sys := &syscall.SysProcAttr{Setsid: true}
-	orders, err := json.Marshal(enterOrders{Spec: s, Argv: argv})
+	orders, err := json.Marshal(enterOrders{Spec: s, Argv: argv, Exe: exe.name})
 	if err != nil {
 		return nil, err
 	}
@@ -204,8 +211,11 @@ func spawnInApp(s *appexec.Spec, argv []string, exe *os.File) (*os.Process, erro
 		return nil, err
 	}
 	defer w.Close()
-	p, err := os.StartProcess(fmt.Sprintf("/proc/self/fd/%d", enterExeFd), []string{roleEnter, enterExecFlag}, &os.ProcAttr{
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, r, exe},
+	if err := unix.Fchdir(int(exe.dir.Fd())); err != nil {
+		return nil, fmt.Errorf("enter the stage1 directory: %w", err)
+	}
+	p, err := os.StartProcess(exe.name, []string{roleEnter, enterExecFlag}, &os.ProcAttr{
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, r},
 		Sys:   sys,
 	})
 	r.Close()
@@ -222,6 +232,10 @@ func spawnInApp(s *appexec.Spec, argv []string, exe *os.File) (*os.Process, erro
 // command, or exits with the code a failed exec gets (127, 126, 254).
 func enterExecMain() int {
 	runtime.LockOSThread()
+	// Nothing in the pod may look into us before we are the command.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fail(fmt.Errorf("enter: prctl dumpable: %w", err))
+	}
 	f := os.NewFile(enterExecFd, "orders")
 	b, err := io.ReadAll(io.LimitReader(f, 64<<20))
 	f.Close()
@@ -237,7 +251,9 @@ func enterExecMain() int {
 	}
 	// The app's own umask (appexec gives it 022), not the caller's.
 	unix.Umask(0o022)
+	o.Argv = enterCommand(o.Spec, o.Argv)
 	if o.Spec.UserNS != nil {
+		appexec.SelfExe = o.Exe
 		// Cloned from here, inside the pod's pid namespace, the
 		// command's pid is the one the app's /proc shows, where its
 		// id maps are written.

@@ -16,12 +16,10 @@ import (
 const (
 	// podConfigFd is where PID 1 reads the pod from the run entry point.
 	podConfigFd = 3
-	// lockFd is a duplicate of the pod's lock (RKT_LOCK_FD): the flock
-	// belongs to the open file description, so the pod stays locked as
-	// long as run or PID 1 lives. PID 1 never closes it: it is released
-	// when PID 1 exits, after every other pod process is gone, even if
-	// run was SIGKILLed first (threats T21).
-	lockFd = 4
+	// lockSlotFd is not passed: it held the pod's lock, which leads to
+	// the host's pod directory, and PID 1 holds nothing of the host; the
+	// lock keeper holds it until PID 1 is gone (startLockKeeper).
+	lockSlotFd = 4
 	// parentFd is a pidfd of the run process, readable once run is
 	// dead; -1 (not passed) on kernels without pidfd_open.
 	parentFd = 5
@@ -33,18 +31,20 @@ const (
 	readyFd = 6
 	// logDirFd and criDirFd are the pod's log directory and the CRI log
 	// directory (openLogSinks), when the pod writes there: PID 1 writes
-	// its log files through them, never through a path.
+	// its log files through them, never through a path. Each is a
+	// detached copy of the directory, from which ".." leads nowhere.
 	logDirFd = 7
 	criDirFd = 8
 )
 
 // pid1Files returns the fds run passes to PID 1, indexed by their number
 // there; logs are the log and CRI directories, noFd where the pod has none.
-func pid1Files(config, lock *os.File, parent int, ready *os.File, logs [2]uintptr) []uintptr {
+func pid1Files(config *os.File, parent int, ready *os.File, logs [2]uintptr) []uintptr {
 	files := make([]uintptr, criDirFd+1)
 	files[0], files[1], files[2] = os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd()
-	files[podConfigFd], files[lockFd], files[readyFd] = config.Fd(), lock.Fd(), ready.Fd()
+	files[podConfigFd], files[readyFd] = config.Fd(), ready.Fd()
 	files[logDirFd], files[criDirFd] = logs[0], logs[1]
+	files[lockSlotFd] = noFd
 	files[parentFd] = noFd // not passed: closed in the child
 	if parent >= 0 {
 		files[parentFd] = uintptr(parent)

@@ -4,6 +4,14 @@
 // "run" re-executes it as the pod's PID 1 ("pod1-init"), and PID 1
 // re-executes it as each app's first process ("pod1-app"), which becomes
 // the app.
+
+// The runtime's cgroup-aware GOMAXPROCS (Go 1.25) keeps descriptors open on
+// the cgroup files of wherever the process started, the host's cgroup
+// for PID 1: anything that may read PID 1's /proc/1/fd could reopen them
+// for writing. main sets GOMAXPROCS itself.
+//
+//go:debug containermaxprocs=0
+//go:debug updatemaxprocs=0
 package main
 
 import (
@@ -41,6 +49,8 @@ func dispatch() int {
 	switch role := filepath.Base(os.Args[0]); role {
 	case roleRun, "stage1-init":
 		return runMain(os.Args[1:])
+	case roleLockKeeper:
+		return lockKeeperMain()
 	case roleInit:
 		return initMain()
 	case roleApp:

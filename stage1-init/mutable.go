@@ -83,6 +83,9 @@ func (s *supervisor) addApp(name string, raw json.RawMessage) error {
 	if cfg.Spec.App != name {
 		return fmt.Errorf("app spec names %q", cfg.Spec.App)
 	}
+	if err := capsWithinBounds(&cfg.Spec); err != nil {
+		return err
+	}
 	b, err := json.Marshal(&cfg.Spec)
 	if err != nil {
 		return err

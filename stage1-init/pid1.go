@@ -41,9 +41,8 @@ func initMain() int {
 }
 
 // killAndReapAll makes sure nothing of the pod outlives PID 1, whatever
-// path ends it: the lock PID 1 holds is released only when it exits, and
-// when that happens nothing else may be left. (The kernel would kill the
-// rest too, but only after PID 1's fds, the lock among them, are closed.)
+// path ends it: the lock (held for PID 1 by the lock keeper) is released
+// only when it exits, and when that happens nothing else may be left.
 func killAndReapAll(rp *reaper.Reaper) {
 	_ = unix.Kill(-1, unix.SIGKILL)
 	rp.WaitAll()
@@ -65,6 +64,9 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
 	if err := podenv.Setup(pod.Hostname, pod.NewNet, pod.PrivateUsers); err != nil {
+		return fail(fmt.Errorf("pod init: %w", err))
+	}
+	if err := enterOwnRoot(pod); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
 	dir, err := status.OpenDir(layout.StatusDir)

@@ -249,10 +249,21 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, 
 	// process forks and reaps a throwaway child to probe clone(CLONE_PIDFD)
 	// (os.checkPidfd), a whole fork+exit+wait on the pod's start path
 	// (0.5-4 ms measured; docs/benchmarks.md) for a pidfd we never use.
-	pid, err := syscall.ForkExec("/proc/self/exe", []string{roleInit}, &syscall.ProcAttr{
+	exe, exePath, err := readOnlySelf()
+	if err != nil {
+		pr.Close()
+		pw.Close()
+		rr.Close()
+		rw.Close()
+		if self >= 0 {
+			unix.Close(self)
+		}
+		return fail(err)
+	}
+	pid, err := syscall.ForkExec(exePath, []string{roleInit}, &syscall.ProcAttr{
 		Dir:   podDir,
 		Env:   os.Environ(),
-		Files: pid1Files(pr, lock, self, rw, logFds),
+		Files: pid1Files(pr, self, rw, logFds),
 		Sys: &syscall.SysProcAttr{
 			Cloneflags: cloneFlags(f),
 			// A process group of its own: the terminal's signals
@@ -268,9 +279,17 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, 
 	}
 	closeLogFds(logFds)
 	if err != nil {
+		exe.Close()
 		pw.Close()
 		rr.Close()
 		return fail(fmt.Errorf("start pod init: %w", err))
+	}
+	keeper, kerr := startLockKeeper(exePath, lock, pid)
+	exe.Close()
+	if kerr == nil {
+		// Once PID 1 is gone, so is the keeper, at once: run
+		// returns only after it, with the lock free.
+		defer waitPid(keeper)
 	}
 	// abort ends PID 1, which has started nothing yet, and fails.
 	abort := func(err error) int {
@@ -282,6 +301,9 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, 
 			return status.CodeStage1Failure
 		}
 		return fail(err)
+	}
+	if kerr != nil {
+		return abort(kerr)
 	}
 	if err := prepareHost(podDir, pod, &f.opts); err != nil {
 		return abort(err)
@@ -376,8 +398,9 @@ func forwardStop(req *sigpolicy.Requests, pid, pidfd int, pidfdErr error) {
 	}
 }
 
-// waitPid waits for our only child. The run process starts no other
-// child, so this is not a second reaper competing with one.
+// waitPid waits for one of our two children, PID 1 and the lock keeper.
+// The run process starts no other child, so this is not a second reaper
+// competing with one.
 func waitPid(pid int) unix.WaitStatus {
 	var ws unix.WaitStatus
 	for {
@@ -443,7 +466,7 @@ func openLogSinks(podDir string, pod *podspec.Pod) ([2]uintptr, error) {
 		if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, os.ErrExist) {
 			return fds, fmt.Errorf("log directory: %w", err)
 		}
-		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		fd, err := detachedDir(dir, unix.AT_SYMLINK_NOFOLLOW)
 		if err != nil {
 			return fds, fmt.Errorf("log directory: %w", err)
 		}
@@ -451,7 +474,7 @@ func openLogSinks(podDir string, pod *podspec.Pod) ([2]uintptr, error) {
 		pod.Logs.Files = true
 	}
 	if pod.CRIDir != "" {
-		fd, err := unix.Open(pod.CRIDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		fd, err := detachedDir(pod.CRIDir, 0)
 		if err != nil {
 			closeLogFds(fds)
 			return fds, fmt.Errorf("pod manifest: annotations: annotation %s: %w", podspec.AnnKubernetesDir, err)
@@ -459,6 +482,24 @@ func openLogSinks(podDir string, pod *podspec.Pod) ([2]uintptr, error) {
 		fds[1] = uintptr(fd)
 	}
 	return fds, nil
+}
+
+// detachedDir returns an O_PATH descriptor of a detached copy of the
+// directory dir (a bind mount of it attached nowhere): files are made
+// through it as through the directory, but ".." from it leads nowhere, so
+// PID 1 holding it holds nothing else of the host (enterOwnRoot), even for
+// whoever may follow /proc/1/fd.
+func detachedDir(dir string, flags uint) (int, error) {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|flags)
+	if err != nil {
+		return -1, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		unix.Close(fd)
+		return -1, fmt.Errorf("%s: not a directory", dir)
+	}
+	return fd, nil
 }
 
 func closeLogFds(fds [2]uintptr) {

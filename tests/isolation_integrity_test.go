@@ -50,11 +50,13 @@ func TestStage1UnreachableFromRootApps(t *testing.T) {
 		// plain: PID 1 is non-dumpable and the app lacks CAP_SYS_PTRACE.
 		"readlink /proc/1/exe EACCES", "open-write /proc/1/exe EACCES", "ls /proc/1/root error open /proc/1/root: permission denied",
 		"open-read /proc/1/environ EACCES", "open-read /proc/1/fd/0 EACCES", "ptrace-attach 1 EPERM",
-		// allcaps: it sees PID 1's binary, which the kernel will not let
-		// anyone write while PID 1 runs it, and the default seccomp
+		// allcaps: it sees PID 1's binary, a detached read-only mount of
+		// that file alone (named "/"), which the kernel will not let
+		// anyone write while PID 1 runs it; PID 1's root holds nothing
+		// of the host (TestPID1HasARootOfItsOwn); the default seccomp
 		// filter refuses ptrace.
-		"readlink /proc/1/exe -> " + bin("stage1-init"),
-		"open-write /proc/1/exe ETXTBSY", "open-write /proc/1/root" + bin("stage1-init") + " ETXTBSY", "fds 0 1 2",
+		"readlink /proc/1/exe -> /",
+		"open-write /proc/1/exe ETXTBSY", "open-write /proc/1/root" + bin("stage1-init") + " ENOENT", "fds 0 1 2",
 	} {
 		if !strings.Contains(out, w+"\n") {
 			t.Errorf("missing %q", w)
@@ -72,13 +74,12 @@ func TestStage1UnreachableFromRootApps(t *testing.T) {
 }
 
 // T-EXE-1 (CVE-2019-5736): an image whose entrypoint is a script run by
-// "#!/proc/self/exe" gets the stage1's binary executed as the app, over
-// and over (it restarts); another root app of the pod tries all the while
-// to open that binary for writing, directly and by reopening O_PATH
-// handles, and to see where the stage1's processes that set each run up
-// stand (T-PTRACE-2). The kernel refuses every write while PID 1 runs the
-// binary, PID 1 outlives every process of the pod, and a process still
-// in the host's root is never visible.
+// "#!/proc/self/exe" would get the stage1's binary executed as the app;
+// it is refused (126), over and over (it restarts), while another root app
+// of the pod tries all the while to open every stage1 binary it sees for
+// writing, directly and by reopening O_PATH handles, and to see where the
+// stage1's processes that set each run up stand (T-PTRACE-2). Nothing is
+// writable, and a process still in the host's root is never visible.
 func TestProcSelfExeScriptCannotRewriteStage1(t *testing.T) {
 	apps := []App{
 		{Name: "attacker", Exec: probe("pwn-exe", "1500ms")},
@@ -94,8 +95,12 @@ func TestProcSelfExeScriptCannotRewriteStage1(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 	}
 	got := r.Line(t, "pwn-exe ")
-	if strings.Contains(got, " ok=") || strings.Contains(got, "reopen-ok=") || strings.Contains(got, "cwd-outside=") || !strings.Contains(got, "ETXTBSY=") {
+	if strings.Contains(got, " ok=") || strings.Contains(got, "reopen-ok=") || strings.Contains(got, "cwd-outside=") {
 		t.Fatalf("attacker: %q", got)
+	}
+	// The script is refused before the stage1 binary could run as the app.
+	if !strings.Contains(r.Stderr.String(), `app "evil": exec /bin/evil: /proc/self/exe resolves through a /proc link: permission denied`) {
+		t.Errorf("the #!/proc/self/exe script was not refused: %s", r.Stderr)
 	}
 	t.Logf("attacker: %s", got)
 	if after := stage1Hashes(t, p); !reflect.DeepEqual(before, after) {

@@ -125,6 +125,9 @@ func ErrnoNumber(name string) (int, error) {
 	return 0, fmt.Errorf("unknown errno %q", name)
 }
 
+// Refuses reports whether the filter refuses the named call outright.
+func (f *Filter) Refuses(name string) bool { return f.refuses(name) }
+
 // refuses reports whether the filter refuses the named call outright.
 func (f *Filter) refuses(name string) bool {
 	listed := slices.Contains(f.Syscalls, name)

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// roleLockKeeper is the process that holds the pod's lock for PID 1.
+const roleLockKeeper = "pod1-lock"
+
+// The lock keeper's fds: the lock, and a pidfd of PID 1.
+const (
+	keeperLockFd = 3
+	keeperPidFd  = 4
+)
+
+// The pod's lock (rkt's open file description of the pod directory) must
+// stay held until every process of the pod is gone, even if run is
+// SIGKILLed (threats T21). PID 1 cannot hold it: the descriptor leads to
+// the host's pod directory, and from there to the host's root, for
+// anything in the pod that may read /proc/1/fd (an app with
+// CAP_SYS_PTRACE; PID 1 has a root of its own, enterOwnRoot). So a small
+// process outside the pod's pid namespace, in a session of its own and
+// not killed with run, holds it and exits when PID 1 has: by then the
+// kernel has killed and reaped every other process of the pod's pid
+// namespace (PID 1's exit waits for that before its pidfd reports it).
+//
+// startLockKeeper starts it from exePath (the stage1 binary) for PID 1
+// pid and returns its pid.
+func startLockKeeper(exePath string, lock *os.File, pid int) (int, error) {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return 0, fmt.Errorf("lock keeper: pidfd of PID 1: %w", err)
+	}
+	defer unix.Close(pidfd)
+	closed := ^uintptr(0)
+	kpid, err := syscall.ForkExec(exePath, []string{roleLockKeeper}, &syscall.ProcAttr{
+		Dir:   "/",
+		Env:   []string{},
+		Files: []uintptr{closed, closed, os.Stderr.Fd(), lock.Fd(), uintptr(pidfd)},
+		Sys:   &syscall.SysProcAttr{Setsid: true},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("lock keeper: %w", err)
+	}
+	return kpid, nil
+}
+
+// lockKeeperMain holds fd 3 until the pidfd on fd 4 says PID 1 has exited.
+func lockKeeperMain() int {
+	fds := []unix.PollFd{{Fd: keeperPidFd, Events: unix.POLLIN}}
+	for {
+		_, err := unix.Poll(fds, -1)
+		if err == nil {
+			return 0
+		}
+		if !errors.Is(err, unix.EINTR) {
+			fmt.Fprintf(os.Stderr, "stage1: lock keeper: %v\n", err)
+			return 1
+		}
+	}
+}

@@ -1,0 +1,358 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/moby/sys/capability"
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/appexec"
+	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/podspec"
+)
+
+// PID 1 in a root of its own (threats T4, T19).
+//
+// PID 1 is cloned into a copy of the host's mount namespace. Anything in
+// the pod that passes the ptrace read check on it (an app given
+// CAP_SYS_PTRACE) can walk /proc/1/root, /proc/1/cwd and /proc/1/fd/*, and
+// a root app that could ptrace it gets its capabilities. So once it has set
+// up the pod's namespaces, PID 1 pivots into a tmpfs that holds only what
+// it and the app set-up processes it forks reach by path, each at the path
+// it has on the host, so that no other code changes:
+//
+//   - the pod directory, read-only, recursively (the stage1 image, which
+//     rkt's gc later runs as host root, and the apps' trees);
+//   - writable on top of it: the stage1's rkt/ directory (statuses,
+//     supervisor-status, PID 1's own files and control socket) and, for a
+//     mutable pod, the shared volumes directory;
+//   - each volume source of the pod's apps, as it is;
+//   - the pod's own cgroups, and no other part of any hierarchy;
+//   - a procfs of the pod's pid namespace with only its processes
+//     (subset=pid: no /proc/sys, no sysrq-trigger), and /dev/null.
+//
+// An app's set-up process lifts the read-only flag from its own copy of
+// its root (appexec), which only a process in PID 1's mount namespace with
+// CAP_SYS_ADMIN could do to PID 1's.
+//
+// PID 1 keeps no descriptor on anything of the host: the one it keeps to
+// learn host pids is a detached copy of its own fdinfo directory, from
+// which ".." leads nowhere.
+
+// hostFdinfo is a descriptor on PID 1's own /proc/<pid>/fdinfo as the
+// host's procfs shows it (-1 before enterOwnRoot): a pidfd's fdinfo read
+// there names the process by its host pid.
+var hostFdinfo = -1
+
+// ownRootBase is where the new root is built before the pivot: a
+// directory every Linux host has, whose contents PID 1 no longer needs.
+const ownRootBase = "/dev"
+
+// bindSpec is one tree put into the new root at the path it has now.
+type bindSpec struct {
+	path     string
+	readOnly bool
+	file     bool
+}
+
+// enterOwnRoot moves PID 1 into its own root and reduces its capability
+// bounding set. It runs once, after podenv.Setup (which needs the host's
+// /proc and made every mount a slave) and before PID 1 opens anything of
+// the pod; the cwd, the pod directory, is the same path afterwards.
+func enterOwnRoot(pod *podspec.Pod) error {
+	podDir, err := os.Getwd()
+	if err != nil {
+		return fmt.Errorf("own root: %w", err)
+	}
+	fd, err := unix.OpenTree(unix.AT_FDCWD, "/proc/self/fdinfo", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("own root: keep fdinfo: %w", err)
+	}
+	hostFdinfo = fd
+	if pod.Mutable {
+		// Volumes of apps added later are made here, by the add entry
+		// point on the host: the directory must exist to be bound.
+		if err := os.MkdirAll(filepath.Join(podDir, layout.SharedVolumes), 0o750); err != nil {
+			return fmt.Errorf("own root: %w", err)
+		}
+	}
+	binds := ownRootBinds(pod, podDir)
+	// Every tree is cloned before anything is covered: a source may be
+	// under the directory the new root is built on.
+	trees := make([]int, len(binds))
+	defer func() {
+		for _, fd := range trees {
+			if fd > 0 {
+				unix.Close(fd)
+			}
+		}
+	}()
+	for i, b := range binds {
+		fd, err := cloneTree(b)
+		if err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue // an optional source the pod does not have
+			}
+			return fmt.Errorf("own root: %s: %w", b.path, err)
+		}
+		trees[i] = fd
+	}
+	if err := unix.Mount("tmpfs", ownRootBase, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=755,size=1m"); err != nil {
+		return fmt.Errorf("own root: mount tmpfs: %w", err)
+	}
+	for i, b := range binds {
+		if trees[i] <= 0 {
+			continue
+		}
+		if err := attach(trees[i], b); err != nil {
+			return fmt.Errorf("own root: %s: %w", b.path, err)
+		}
+	}
+	if err := mountPodProc(ownRootBase + "/proc"); err != nil {
+		return fmt.Errorf("own root: %w", err)
+	}
+	// Nothing may be created in the tmpfs itself: every path PID 1
+	// follows from / runs through it.
+	if err := unix.Mount("", ownRootBase, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("own root: read-only tmpfs: %w", err)
+	}
+	if err := pivotInto(ownRootBase, podDir); err != nil {
+		return fmt.Errorf("own root: %w", err)
+	}
+	if err := reduceBoundingSet(pod); err != nil {
+		return fmt.Errorf("own root: %w", err)
+	}
+	return nil
+}
+
+// ownRootBinds lists what the new root holds, parents before children.
+func ownRootBinds(pod *podspec.Pod, podDir string) []bindSpec {
+	binds := []bindSpec{
+		// Where the apps' stdin comes from when they have none.
+		{path: "/dev/null", file: true},
+		{path: podDir, readOnly: true},
+		{path: filepath.Join(podDir, layout.RktDir)},
+	}
+	if pod.Mutable {
+		binds = append(binds, bindSpec{path: filepath.Join(podDir, layout.SharedVolumes)})
+	}
+	seen := map[string]bool{}
+	for _, a := range pod.Apps {
+		for _, m := range a.Spec.Mounts {
+			if m.Kind != appexec.KindBind || seen[m.Source] || !filepath.IsAbs(m.Source) {
+				continue
+			}
+			seen[m.Source] = true
+			binds = append(binds, bindSpec{path: filepath.Clean(m.Source), file: m.File, readOnly: m.Optional})
+		}
+	}
+	for _, v := range pod.VolumeSources {
+		if !seen[v.Path] && filepath.IsAbs(v.Path) {
+			seen[v.Path] = true
+			binds = append(binds, bindSpec{path: filepath.Clean(v.Path), file: v.File})
+		}
+	}
+	if cg := pod.Cgroup; cg != nil {
+		dirs := []string{}
+		if cg.V2 != "" {
+			dirs = append(dirs, cg.V2)
+		}
+		for _, d := range cg.V1 {
+			if !slices.Contains(dirs, d) {
+				dirs = append(dirs, d)
+			}
+		}
+		for _, d := range dirs {
+			binds = append(binds, bindSpec{path: d})
+		}
+	}
+	sort.SliceStable(binds, func(i, j int) bool {
+		return strings.Count(binds[i].path, "/") < strings.Count(binds[j].path, "/")
+	})
+	return binds
+}
+
+// cloneTree makes a detached copy of b's tree, read-only if asked: the
+// copy's flags are its own, so the host's view is untouched.
+func cloneTree(b bindSpec) (int, error) {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, b.path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return -1, err
+	}
+	if b.readOnly {
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("make read-only: %w", err)
+		}
+	}
+	return fd, nil
+}
+
+// attach puts a cloned tree at its own path under the new root, creating
+// the path in the tmpfs if no tree attached before holds it.
+func attach(tree int, b bindSpec) error {
+	dst := ownRootBase + b.path
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil && !errors.Is(err, unix.EROFS) {
+		return err
+	}
+	if b.file {
+		f, err := os.OpenFile(dst, os.O_CREATE|os.O_RDONLY, 0o644)
+		if err == nil {
+			f.Close()
+		} else if !errors.Is(err, unix.EROFS) && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+	} else if err := os.Mkdir(dst, 0o755); err != nil && !errors.Is(err, os.ErrExist) && !errors.Is(err, unix.EROFS) {
+		return err
+	}
+	return unix.MoveMount(tree, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH)
+}
+
+// mountPodProc mounts a procfs of the pod's pid namespace (PID 1's) with
+// its processes only: the stage1 needs /proc/self, and nothing of what a
+// full procfs offers the host's root (/proc/sys, /proc/sysrq-trigger).
+func mountPodProc(target string) error {
+	if err := os.Mkdir(target, 0o555); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	fs, err := unix.Fsopen("proc", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("fsopen proc: %w", err)
+	}
+	defer unix.Close(fs)
+	if err := unix.FsconfigSetString(fs, "subset", "pid"); err != nil {
+		return fmt.Errorf("procfs subset=pid: %w", err)
+	}
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return fmt.Errorf("create procfs: %w", err)
+	}
+	mfd, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return fmt.Errorf("fsmount proc: %w", err)
+	}
+	defer unix.Close(mfd)
+	return unix.MoveMount(mfd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH)
+}
+
+// pivotInto makes newRoot the root, detaches the old one and returns to
+// cwd, now a path inside the new root.
+func pivotInto(newRoot, cwd string) error {
+	if err := unix.Chdir(newRoot); err != nil {
+		return err
+	}
+	if err := unix.PivotRoot(".", "."); err != nil {
+		return fmt.Errorf("pivot_root: %w", err)
+	}
+	if err := unix.Unmount(".", unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("detach the host's root: %w", err)
+	}
+	return unix.Chdir(cwd)
+}
+
+// pid1Capabilities are what PID 1 and the processes it forks to set apps
+// up use themselves: mounts, pivot_root, namespaces and seccomp without
+// no_new_privs (SYS_ADMIN), /dev nodes (MKNOD), credentials, bounding set
+// and user-namespace maps (SETUID, SETGID, SETPCAP, SETFCAP), files and
+// cgroups owned by others, shifted trees with --private-users (CHOWN,
+// DAC_OVERRIDE, FOWNER), signals to apps of any user (KILL), a lowered
+// OOM score (SYS_RESOURCE), device filters on cgroup v2 (BPF). Everything
+// else (SYS_PTRACE, DAC_READ_SEARCH, SYS_MODULE, SYS_RAWIO, NET_ADMIN...)
+// is dropped unless an app of the pod is granted it, since an app's
+// bounding set can only be a part of PID 1's.
+var pid1Capabilities = []string{
+	"CAP_SYS_ADMIN", "CAP_MKNOD", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP",
+	"CAP_SETFCAP", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_KILL",
+	"CAP_SYS_RESOURCE", "CAP_BPF",
+}
+
+// podBoundingSet is PID 1's bounding set for pod: its own needs and
+// every capability an app of the pod may be given; a mutable pod's apps
+// added later may ask for rkt's defaults. nil means all of them: an app
+// with --disable-capabilities-restriction keeps the stage1's whole set.
+func podBoundingSet(pod *podspec.Pod) []string {
+	set := slices.Clone(pid1Capabilities)
+	if pod.Mutable {
+		set = append(set, appexec.DefaultCapabilities...)
+	}
+	for _, a := range pod.Apps {
+		if a.Spec.Isolation.UnrestrictedCapabilities {
+			return nil
+		}
+		set = append(set, a.Spec.Isolation.Capabilities...)
+	}
+	return appexec.SortCapabilities(set)
+}
+
+// reduceBoundingSet drops from every thread's bounding set what
+// podBoundingSet leaves out (prctl acts on the calling thread; the
+// runtime's threads fork the app set-up processes, so all must drop).
+func reduceBoundingSet(pod *podspec.Pod) error {
+	keep := podBoundingSet(pod)
+	if keep == nil {
+		return nil
+	}
+	last, err := capability.LastCap()
+	if err != nil {
+		return err
+	}
+	for c := capability.Cap(0); c <= last; c++ {
+		name := "CAP_" + strings.ToUpper(c.String())
+		if slices.Contains(keep, name) {
+			continue
+		}
+		if _, _, e := syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0); e != 0 {
+			return fmt.Errorf("drop %s from the bounding set: %w", name, e)
+		}
+	}
+	return nil
+}
+
+// capsWithinBounds refuses an app (added to a mutable pod) that asks for a
+// capability PID 1 no longer has: it would run without it.
+func capsWithinBounds(s *appexec.Spec) error {
+	if s.Isolation.UnrestrictedCapabilities {
+		return nil
+	}
+	for _, n := range s.Isolation.Capabilities {
+		c, err := appexec.ParseCapability(n)
+		if err != nil {
+			return err
+		}
+		if have, err := capability.GetBound(c); err == nil && !have {
+			return fmt.Errorf("isolator os/linux/capabilities: %s is not in this pod's bounding set (a mutable pod's apps may have rkt's default capabilities and those of the apps it started with)", n)
+		}
+	}
+	return nil
+}
+
+// hostPidVia reads a pidfd's fdinfo through hostFdinfo, the host procfs's
+// view of PID 1's descriptors. ok is false before enterOwnRoot.
+func hostPidVia(pidfd int) (pid int, ok bool) {
+	if hostFdinfo < 0 {
+		return 0, false
+	}
+	fd, err := unix.Openat(hostFdinfo, strconv.Itoa(pidfd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, true
+	}
+	f := os.NewFile(uintptr(fd), "fdinfo")
+	defer f.Close()
+	b := make([]byte, 4096)
+	n, _ := f.Read(b)
+	for _, l := range strings.Split(string(b[:n]), "\n") {
+		if v, found := strings.CutPrefix(l, "Pid:"); found {
+			pid, _ = strconv.Atoi(strings.TrimSpace(v))
+			return pid, true
+		}
+	}
+	return 0, true
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// readOnlySelf returns our own binary as a detached, read-only mount of
+// that one file, and the path that executes it while the file is open.
+//
+// The binary is the pod's stage1/rootfs/<entry point>, which rkt's gc
+// later runs as host root (threats G3, T3). A process started from this
+// copy has a /proc/PID/exe that leads only there: opening it for writing,
+// or reopening an O_PATH descriptor of it, fails with EROFS, during the
+// pod's life and after it, whoever holds the descriptor (CVE-2019-5736,
+// where a process re-executing the runtime rewrote it through that link).
+func readOnlySelf() (*os.File, string, error) {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, "/proc/self/exe", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return nil, "", fmt.Errorf("read-only stage1 binary: open_tree: %w", err)
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOSUID}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		unix.Close(fd)
+		return nil, "", fmt.Errorf("read-only stage1 binary: mount_setattr: %w", err)
+	}
+	// Far above the fds the child's stdio and extra files are moved to
+	// before its execve, which could land on a low number.
+	high, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 256)
+	unix.Close(fd)
+	if err != nil {
+		return nil, "", fmt.Errorf("read-only stage1 binary: %w", err)
+	}
+	return os.NewFile(uintptr(high), "stage1-binary"), "/proc/self/fd/" + strconv.Itoa(high), nil
+}
+
+// selfDir is a detached, read-only copy of the directory holding our own
+// binary (not its subdirectories' mounts), and the binary's name in it.
+type selfDir struct {
+	dir  *os.File
+	name string
+}
+
+// openSelfDir makes the copy and checks that name in it is the very file
+// we run.
+func openSelfDir() (*selfDir, error) {
+	p, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return nil, fmt.Errorf("stage1 binary: %w", err)
+	}
+	fd, err := unix.OpenTree(unix.AT_FDCWD, filepath.Dir(p), unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("stage1 directory: open_tree: %w", err)
+	}
+	d := &selfDir{dir: os.NewFile(uintptr(fd), "stage1-dir"), name: filepath.Base(p)}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOSUID}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		d.dir.Close()
+		return nil, fmt.Errorf("stage1 directory: mount_setattr: %w", err)
+	}
+	var self, there unix.Stat_t
+	err = unix.Stat("/proc/self/exe", &self)
+	if err == nil {
+		err = unix.Fstatat(fd, d.name, &there, unix.AT_SYMLINK_NOFOLLOW)
+	}
+	if err == nil && (self.Dev != there.Dev || self.Ino != there.Ino) {
+		err = fmt.Errorf("%s is no longer the binary we run", p)
+	}
+	if err != nil {
+		d.dir.Close()
+		return nil, fmt.Errorf("stage1 binary: %w", err)
+	}
+	return d, nil
+}

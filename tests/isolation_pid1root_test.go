@@ -1,0 +1,417 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// pid1Needs is PID 1's own share of its bounding set (stage1-init's
+// pid1Capabilities): the rest of it is what the pod's apps are given.
+var pid1Needs = []string{
+	"CAP_SYS_ADMIN", "CAP_MKNOD", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP",
+	"CAP_SETFCAP", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_KILL",
+	"CAP_SYS_RESOURCE", "CAP_BPF",
+}
+
+// lookAtPID1 is what an app that may read PID 1's /proc entries tries:
+// the host's files, the host's cgroup tree, the stage1's files (which rkt
+// gc runs as host root), the pod's own files, PID 1's fds and sets.
+var lookAtPID1 = probe("ls", "/proc/1/root/", "+", "ls", "/proc/1/root/etc", "+", "ls", "/proc/1/root/sys/fs/cgroup",
+	"+", "mkdir", "/proc/1/root/sys/fs/cgroup/pod1-test-escape", "+", "mkdir", "/proc/1/root/pod1-test-escape",
+	"+", "in-pid1-pod", "open-write", "stage1/rootfs/stage1-init", "+", "in-pid1-pod", "open-write", "stage1/rootfs/gc",
+	"+", "in-pid1-pod", "open-write", "stage1/manifest", "+", "in-pid1-pod", "open-write", "pod",
+	"+", "in-pid1-pod", "touch", "stage1/rootfs/planted", "+", "in-pid1-pod", "mkdir", "stage1/rootfs/opt/planted",
+	"+", "open-write", "/proc/1/exe", "+", "readlink", "/proc/1/cwd", "+", "fdlinks", "1", "+", "cat", "/proc/1/status")
+
+// T19, T4, T-ROOT-2: an app that passes the ptrace read check on PID 1
+// (CAP_SYS_PTRACE; then every capability) finds in /proc/1/root nothing of
+// the host and nothing of the stage1 image it can write; PID 1 holds no fd
+// on anything of the host, and its bounding set is its own needs plus what
+// the pod's apps are given. Before PID 1 had a root of its own, the same
+// app listed the host's /etc and created a cgroup in the host's tree.
+func TestPID1HasARootOfItsOwn(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		caps []string
+	}{
+		{"ptrace", append(append([]string{}, rktDefaultCaps...), "CAP_SYS_PTRACE")},
+		{"allcaps", allCapabilities()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := isoPod(t, []App{{Name: "a", Exec: lookAtPID1}},
+				Isolators{"a": {isolator("os/linux/capabilities-retain-set", map[string]any{"set": tc.caps})}}, nil)
+			realStage1Image(t, p)
+			before := stage1Hashes(t, p)
+			r := runPod(t, p, RunOpts{})
+			out := r.Stdout.String()
+			defer func() {
+				if t.Failed() {
+					t.Logf("stdout:\n%s\nstderr:\n%s", out, r.Stderr)
+				}
+			}()
+			if r.Code != 0 {
+				t.Fatalf("exit %d", r.Code)
+			}
+			root := "/proc/1/root"
+			// The new root holds the path down to the pod directory, the
+			// pod's cgroups, and a procfs: no /etc, /usr, /home...
+			if got := strings.TrimPrefix(r.Line(t, "ls "+root+"/ "), "ls "+root+"/ "); !isSubset(strings.Fields(got), []string{"proc", "dev", "sys", "var", "tmp", "run", "work", "root", "srv", "home", "mnt", "opt"}) || strings.Contains(got, "etc") {
+				t.Errorf("PID 1's root holds %q", got)
+			}
+			for _, w := range []string{
+				"ls " + root + "/etc error open " + root + "/etc: no such file or directory",
+				"mkdir " + root + "/sys/fs/cgroup/pod1-test-escape EROFS",
+				"mkdir " + root + "/pod1-test-escape EROFS",
+				// Running: the kernel says so first; not running: read-only.
+				"in-pid1-pod open-write stage1/rootfs/stage1-init ETXTBSY",
+				"in-pid1-pod open-write stage1/rootfs/gc ETXTBSY",
+				"in-pid1-pod open-write stage1/manifest EROFS",
+				"in-pid1-pod open-write pod EROFS",
+				"in-pid1-pod touch stage1/rootfs/planted EROFS",
+				"in-pid1-pod mkdir stage1/rootfs/opt/planted EROFS",
+				"open-write /proc/1/exe ETXTBSY",
+				"readlink /proc/1/cwd -> " + p.Dir,
+			} {
+				if !strings.Contains(out, w+"\n") {
+					t.Errorf("missing %q", w)
+				}
+			}
+			// Nothing the mkdirs could have made on the host.
+			for _, d := range []string{"/sys/fs/cgroup/pod1-test-escape", "/pod1-test-escape"} {
+				if _, err := os.Stat(d); err == nil {
+					_ = os.Remove(d)
+					t.Errorf("the app created %s on the host", d)
+				}
+			}
+			// No fd of PID 1 is a directory out of its root, from which
+			// ".." would lead to the host's: only the detached copies
+			// ("/": fdinfo, log directories) and the status directory.
+			for _, l := range r.Lines("fdlinks 1 ") {
+				target, isDir := strings.CutSuffix(l[strings.Index(l, "-> ")+3:], " (dir)")
+				if isDir && target != "/" && !strings.HasPrefix(target, p.Dir+"/stage1/rootfs/rkt/") {
+					t.Errorf("PID 1 holds %s", l)
+				}
+			}
+			bnd := ""
+			for _, l := range r.Lines("cat ") {
+				if v, ok := strings.CutPrefix(l, "cat CapBnd:"); ok {
+					bnd = strings.TrimSpace(v)
+				}
+			}
+			// Within what the stage1 itself was given.
+			var own, need uint64
+			_, _ = fmt.Sscanf(ownBoundingSet(t), "%x", &own)
+			_, _ = fmt.Sscanf(capMask(t, append(append([]string{}, pid1Needs...), tc.caps...)...), "%x", &need)
+			if want := fmt.Sprintf("%016x", own&need); bnd != want {
+				t.Errorf("PID 1's bounding set %s, want %s", bnd, want)
+			}
+			if after := stage1Hashes(t, p); !reflect.DeepEqual(before, after) {
+				t.Fatalf("stage1 files changed:\nbefore %v\nafter  %v", before, after)
+			}
+			if _, err := os.Stat(filepath.Join(p.Dir, "stage1/rootfs/planted")); err == nil {
+				t.Error("a file was planted in the stage1 image")
+			}
+		})
+	}
+}
+
+func isSubset(got, of []string) bool {
+	for _, g := range got {
+		found := false
+		for _, o := range of {
+			found = found || g == o
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// podEnter runs the pod's own enter entry point, as pod1 enter does.
+func podEnter(t *testing.T, p *Pod, app string, cmd ...string) (string, string, int) {
+	t.Helper()
+	ep := filepath.Join(p.Dir, "stage1/rootfs/enter")
+	if _, err := os.Lstat(ep); err != nil {
+		must(t, os.Symlink("stage1-init", ep))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := exec.CommandContext(ctx, ep, append([]string{fmt.Sprintf("--pid=%d", podPid(t, p)), "--appname=" + app, "--"}, cmd...)...)
+	c.Dir = p.Dir
+	var o, e bytes.Buffer
+	c.Stdout, c.Stderr = &o, &e
+	c.WaitDelay = time.Second
+	_ = c.Run()
+	if ctx.Err() != nil {
+		t.Fatal("enter timed out")
+	}
+	return o.String(), e.String(), c.ProcessState.ExitCode()
+}
+
+// T19, issue 11 item 2: an app with every capability and no seccomp
+// filter covers its own /proc with a tmpfs in which every path the stage1
+// could execute itself through (/proc/self/exe, /proc/self/fd/N,
+// /proc/1/exe) is its own program, which leaves a marker in a host
+// directory when run. enter (from the pod's stage1, as pod1 enter runs it,
+// and from a copy outside the pod, as rkt enter does) still runs the
+// command asked for, in the app, and never the planted program. Before,
+// enter executed /proc/self/fd/4 inside the app's tree: the app's file,
+// as host root.
+func TestEnterNeverRunsWhatTheAppPlanted(t *testing.T) {
+	vol := t.TempDir()
+	apps := []App{{Name: "a", Exec: probe("plant-proc", "+", "write", "/vol/planted-done", "x", "+", "sleep", "60s"),
+		MPoints: []map[string]any{{"name": "v", "path": "/vol"}}}}
+	p := isoPod(t, apps, Isolators{"a": {
+		isolator("os/linux/capabilities-retain-set", map[string]any{"set": allCapabilities()}),
+		isolator("os/linux/seccomp-retain-set", map[string]any{"set": []string{"@appc.io/all"}}),
+	}}, []map[string]any{{"name": "v", "kind": "host", "source": vol}})
+	before := stage1Hashes(t, p)
+	r := start(t, p, RunOpts{})
+	waitFor(t, 10*time.Second, "the app planted its /proc", func() bool {
+		_, err := os.Stat(filepath.Join(vol, "planted-done"))
+		return err == nil
+	})
+	// planted-done is written only once plant-proc has succeeded.
+	for name, enter := range map[string]func(*testing.T, *Pod, string, ...string) (string, string, int){
+		"pod's enter": podEnter, "rkt's enter": rktEnter,
+	} {
+		// The command runs, or enter gives up cleanly: with its /proc
+		// covered, the app has no capability sets to read.
+		out, errOut, code := enter(t, p, "a", "/bin/probe", "ids", "+", "exit", "7")
+		ran := code == 7 && strings.HasPrefix(out, "ids ")
+		gaveUp := code == 254 && strings.Contains(errOut, "/proc/self/status: no such file")
+		if !ran && !gaveUp {
+			t.Errorf("%s: %d %q %q", name, code, out, errOut)
+		}
+		if b, err := os.ReadFile(filepath.Join(vol, "planted-ran")); err == nil {
+			t.Fatalf("%s ran the app's planted program:\n%s", name, b)
+		}
+	}
+	_ = r.Cmd.Process.Signal(os.Interrupt)
+	r.Wait(t)
+	if after := stage1Hashes(t, p); !reflect.DeepEqual(before, after) {
+		t.Fatalf("stage1 files changed:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
+// Issue 11 item 10, T6/T7: an image symlink that leads a volume's target
+// onto the app's /proc, /sys, /dev or its root is refused before anything
+// starts, one line naming the mount; an image that turns its target into
+// such a link while the pod runs gets its next start refused (254) by the
+// app's set-up process, which checks what the kernel resolved. Before,
+// the volume was mounted over the app's own /proc.
+func TestMountTargetSymlinkOntoPseudoFSRefused(t *testing.T) {
+	vol := t.TempDir()
+	vols := []map[string]any{{"name": "v", "kind": "host", "source": vol}}
+	for link, want := range map[string]string{
+		"/proc": "resolves to /proc, on the app's /proc", "/proc/self": "resolves to /proc/self, on the app's /proc",
+		"/sys/fs": "resolves to /sys/fs, on the app's /sys", "/dev/shm": "resolves to /dev/shm, on the app's /dev",
+		"../../": "resolves to the app's root",
+	} {
+		apps := []App{{Name: "a", Exec: probe("exit", "0"), MPoints: []map[string]any{{"name": "v", "path": "/data"}},
+			Rootfs: func(t *testing.T, root string) { must(t, os.Symlink(link, filepath.Join(root, "data"))) }}}
+		p := newPodRaw(t, manifest(apps, vols), apps)
+		r := runPod(t, p, RunOpts{})
+		line := `stage1: app "a": mounts: target /data ` + want
+		if r.Code != 254 || strings.TrimSpace(r.Stderr.String()) != line {
+			t.Errorf("data -> %s: exit %d, stderr %q, want %q", link, r.Code, r.Stderr, line)
+		}
+	}
+	// At run time: the app turns /a, which holds its mount point, into a
+	// link to /dev/shm and exits; its restart is refused.
+	apps := []App{{Name: "a", Exec: probe("swap", "/a", "/dev/shm"),
+		MPoints:     []map[string]any{{"name": "v", "path": "/a/data"}},
+		Annotations: map[string]string{"pod1/restart-policy": "always", "pod1/start-limit-burst": "2"}}}
+	p := newPodRaw(t, manifest(apps, vols), apps)
+	r := runPod(t, p, RunOpts{})
+	if !strings.Contains(r.Stdout.String(), "swap done") ||
+		!strings.Contains(r.Stderr.String(), `app "a": mount bind on /a/data: target /a/data resolves to /dev/shm/data, on the app's /dev`) {
+		t.Fatalf("restart through /dev: exit %d %q %q", r.Code, r.Stdout, r.Stderr)
+	}
+	if got := p.Status(t, "a"); got != 254 {
+		t.Errorf("status %d, want 254", got)
+	}
+}
+
+// Issue 11 item 10, T3: an image entry point that is a link to
+// /proc/self/exe, or a script whose interpreter is, would run the binary
+// of the stage1 process doing the exec as the app; it is refused (126)
+// whatever the link's spelling, and the stage1's files are unchanged.
+func TestExecThroughProcMagicLinksRefused(t *testing.T) {
+	apps := []App{
+		{Name: "link", Exec: []string{"/bin/app"}, Rootfs: func(t *testing.T, root string) {
+			must(t, os.Symlink("../proc/self/exe", filepath.Join(root, "bin/app")))
+		}},
+		{Name: "script", Exec: []string{"/bin/app"}, Rootfs: func(t *testing.T, root string) {
+			must(t, os.WriteFile(filepath.Join(root, "bin/app"), []byte("#!/proc/self/exe\n"), 0o755))
+		}},
+		{Name: "script2", Exec: []string{"/bin/app"}, Rootfs: func(t *testing.T, root string) {
+			must(t, os.Symlink("/proc/self/exe", filepath.Join(root, "bin/interp")))
+			must(t, os.WriteFile(filepath.Join(root, "bin/app"), []byte("#!/bin/interp -x\n"), 0o755))
+		}},
+		{Name: "fd", Exec: []string{"/bin/app"}, Rootfs: func(t *testing.T, root string) {
+			must(t, os.Symlink("/proc/self/fd/0", filepath.Join(root, "bin/app")))
+		}},
+	}
+	for _, a := range apps {
+		p := newPodRaw(t, manifest([]App{a}, nil), []App{a})
+		realStage1Image(t, p)
+		before := stage1Hashes(t, p)
+		r := runPod(t, p, RunOpts{})
+		if got := p.Status(t, a.Name); got != 126 || r.Code != 126 {
+			t.Errorf("app %s: status %d, pod %d, want 126: %s", a.Name, got, r.Code, r.Stderr)
+		}
+		if !strings.Contains(r.Stderr.String(), "through a /proc link: permission denied") {
+			t.Errorf("app %s: %s", a.Name, r.Stderr)
+		}
+		if after := stage1Hashes(t, p); !reflect.DeepEqual(before, after) {
+			t.Fatalf("stage1 files changed:\nbefore %v\nafter  %v", before, after)
+		}
+	}
+}
+
+// Issue 11 item 10: the apps of a pod share its pid namespace (as in rkt),
+// so /proc/PID/root of another app's process is there to try. The kernel
+// lets through whoever passes its ptrace read check: the same user, with
+// effective capabilities covering the other's permitted set, or
+// CAP_SYS_PTRACE. This pins what is true, as README and docs/security.md
+// say: root apps with rkt's defaults reach each other's roots; a root app
+// does not reach an app run as another user, nor one holding a capability
+// it lacks; an app of another user reaches no root app.
+func TestCrossAppProcRootIsTheKernelsPtraceCheck(t *testing.T) {
+	all := "rootb,user,fewer,more"
+	apps := []App{
+		{Name: "roota", Exec: probe("tag", "roota", "+", "peer-roots", all, "+", "sleep", "1s")},
+		{Name: "rootb", Exec: probe("tag", "rootb", "+", "sleep", "3s")},
+		{Name: "user", User: "1000", Group: "1000", Exec: probe("tag", "user", "+", "peer-roots", "rootb,fewer", "+", "sleep", "3s")},
+		{Name: "fewer", Exec: probe("tag", "fewer", "+", "peer-roots", "rootb,more", "+", "sleep", "3s")},
+		{Name: "more", Exec: probe("tag", "more", "+", "sleep", "3s")},
+	}
+	p := isoPod(t, apps, Isolators{
+		"fewer": {isolator("os/linux/capabilities-remove-set", map[string]any{"set": []string{"CAP_KILL"}})},
+		"more":  {isolator("os/linux/capabilities-retain-set", map[string]any{"set": append(append([]string{}, rktDefaultCaps...), "CAP_NET_ADMIN")})},
+	}, nil)
+	r := runPod(t, p, RunOpts{})
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	// From roota (root, defaults): rootb and fewer yes; user, more no.
+	// From user (uid 1000): rootb and fewer no (another user).
+	// From fewer (root, defaults without CAP_KILL): rootb and more no.
+	counts := map[string]int{}
+	for _, l := range r.Lines("peer-root ") {
+		counts[strings.TrimPrefix(l, "peer-root ")]++
+	}
+	wantCounts := map[string]int{"rootb ok": 1, "user EACCES": 1, "fewer ok": 1, "more EACCES": 2, "rootb EACCES": 2, "fewer EACCES": 1}
+	if !reflect.DeepEqual(counts, wantCounts) {
+		t.Fatalf("peer roots %v, want %v\n%s", counts, wantCounts, r.Stderr)
+	}
+}
+
+// realStage1Image lays the pod's stage1 out as make image does: the
+// binary itself in the stage1 rootfs (not a link to the build's), the
+// entry points relative links to it, a manifest beside the rootfs.
+func realStage1Image(t *testing.T, p *Pod) {
+	t.Helper()
+	s1 := filepath.Join(p.Dir, "stage1/rootfs")
+	b, err := os.ReadFile(bin("stage1-init"))
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(s1, "stage1-init"), b, 0o755))
+	for _, ep := range []string{"run", "stop", "gc", "enter", "app-add", "app-start", "app-stop", "app-rm"} {
+		_ = os.Remove(filepath.Join(s1, ep))
+		must(t, os.Symlink("stage1-init", filepath.Join(s1, ep)))
+	}
+	m, err := os.ReadFile(filepath.Join(repoRoot, "rootfs/manifest.json"))
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(p.Dir, "stage1/manifest"), m, 0o644))
+}
+
+// The same attack through the real rkt (when a build of it is at
+// /var/tmp/rkt-bin/rkt): rkt run with this stage1, the app plants its
+// /proc, rkt enter runs the command asked for and never the app's code.
+func TestRktEnterNeverRunsWhatTheAppPlanted(t *testing.T) {
+	const rkt = "/var/tmp/rkt-bin/rkt"
+	if _, err := os.Stat(rkt); err != nil {
+		t.Skip("no rkt at " + rkt)
+	}
+	d := probeACIDir(t)
+	m, _ := json.Marshal(map[string]any{
+		"acKind": "ImageManifest", "acVersion": "0.8.11", "name": "pod1.dev/probe",
+		"labels": []map[string]string{{"name": "os", "value": "linux"}, {"name": "arch", "value": "amd64"}},
+		"app": map[string]any{
+			"exec": probe("plant-proc", "+", "write", "/vol/planted-done", "x", "+", "sleep", "60s"), "user": "0", "group": "0",
+			"mountPoints": []map[string]any{{"name": "vol", "path": "/vol"}},
+			"isolators": []map[string]any{
+				isolator("os/linux/capabilities-retain-set", map[string]any{"set": allCapabilities()}),
+				isolator("os/linux/seccomp-retain-set", map[string]any{"set": []string{"@appc.io/all"}}),
+			},
+		},
+	})
+	must(t, os.WriteFile(filepath.Join(d, "manifest"), m, 0o644))
+	aci := filepath.Join(t.TempDir(), "probe.aci")
+	if out, err := exec.Command("tar", "-C", d, "-cf", aci, "manifest", "rootfs").CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v %s", err, out)
+	}
+	data, vol := dataDir(t), t.TempDir()
+	uuidFile := filepath.Join(t.TempDir(), "uuid")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	run := exec.CommandContext(ctx, rkt, "--insecure-options=image", "--dir="+data, "run", "--net=none",
+		"--stage1-path="+rktStage1(t), "--uuid-file-save="+uuidFile,
+		"--volume=vol,kind=host,source="+vol, aci)
+	var runOut bytes.Buffer
+	run.Stdout, run.Stderr = &runOut, &runOut
+	run.WaitDelay = time.Second
+	must(t, run.Start())
+	done := make(chan struct{})
+	go func() { _ = run.Wait(); close(done) }()
+	defer func() {
+		_ = exec.Command(rkt, "--dir="+data, "stop", "--force", "--uuid-file="+uuidFile).Run()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = run.Process.Kill()
+			<-done
+		}
+		_ = exec.Command(rkt, "--dir="+data, "gc", "--grace-period=0s").Run()
+	}()
+	waitFor(t, 30*time.Second, "the app planted its /proc", func() bool {
+		_, err := os.Stat(filepath.Join(vol, "planted-done"))
+		return err == nil
+	})
+	uuid, err := os.ReadFile(uuidFile)
+	must(t, err)
+	var out, errOut bytes.Buffer
+	enter := exec.CommandContext(ctx, rkt, "--dir="+data, "enter", "--app=probe", strings.TrimSpace(string(uuid)), "/bin/probe", "ids", "+", "exit", "7")
+	enter.Stdout, enter.Stderr = &out, &errOut
+	_ = enter.Run()
+	code := enter.ProcessState.ExitCode()
+	ran := code == 7 && strings.HasPrefix(out.String(), "ids ")
+	gaveUp := code != 0 && strings.Contains(errOut.String(), "/proc/self/status: no such file")
+	if !ran && !gaveUp {
+		t.Errorf("rkt enter: %d %q %q\nrun: %s", code, out.String(), errOut.String(), runOut.String())
+	}
+	t.Logf("rkt enter: exit %d, command ran: %v", code, ran)
+	if b, err := os.ReadFile(filepath.Join(vol, "planted-ran")); err == nil {
+		t.Fatalf("rkt enter ran the app's planted program:\n%s", b)
+	}
+}
+
+// rktStage1 is the stage1 image the rkt test runs: the build's, or
+// $POD1_TEST_STAGE1_ACI (to show the test fails against an older build).
+func rktStage1(t *testing.T) string {
+	if p := os.Getenv("POD1_TEST_STAGE1_ACI"); p != "" {
+		return p
+	}
+	return stage1ACI(t)
+}
