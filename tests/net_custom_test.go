@@ -44,6 +44,10 @@ func twoPodsTalk(t *testing.T, conf string, links ...string) {
 	}
 }
 
+// testSubnet is a /24 of this test run's own (other suites may run the
+// same tests at the same time on this machine).
+func testSubnet() string { return fmt.Sprintf("10.%d.%d.0/24", 200+rand.IntN(50), rand.IntN(256)) }
+
 func ipamConf(subnet, dataDir string) string {
 	return fmt.Sprintf(`{"type":"host-local","subnet":%q,"dataDir":%q}`, subnet, dataDir)
 }
@@ -57,7 +61,7 @@ func TestNetBridgeTwoPods(t *testing.T) {
 		}
 	})
 	twoPodsTalk(t, fmt.Sprintf(`{"cniVersion":"0.3.1","name":"ptest","type":"bridge","bridge":%q,"isGateway":true,"ipam":%s}`,
-		br, ipamConf("10.213.81.0/24", t.TempDir())))
+		br, ipamConf(testSubnet(), t.TempDir())))
 }
 
 // parentLink makes a link, up, for macvlan and ipvlan networks to sit
@@ -85,7 +89,7 @@ func parentLink(t *testing.T) netlink.Link {
 func TestNetMacvlanTwoPods(t *testing.T) {
 	parent := parentLink(t).Attrs().Name
 	twoPodsTalk(t, fmt.Sprintf(`{"cniVersion":"0.3.1","name":"ptest","type":"macvlan","master":%q,"mode":"bridge","ipam":%s}`,
-		parent, ipamConf("10.213.82.0/24", t.TempDir())))
+		parent, ipamConf(testSubnet(), t.TempDir())))
 }
 
 // Two pods on an ipvlan network (l2, on a parent link of the test's own)
@@ -101,13 +105,13 @@ func TestNetIpvlanTwoPods(t *testing.T) {
 	}
 	parent := pl.Attrs().Name
 	twoPodsTalk(t, fmt.Sprintf(`{"cniVersion":"0.3.1","name":"ptest","type":"ipvlan","master":%q,"mode":"l2","ipam":%s}`,
-		parent, ipamConf("10.213.83.0/24", t.TempDir())))
+		parent, ipamConf(testSubnet(), t.TempDir())))
 }
 
 // Two pods on a custom ptp network talk through the host.
 func TestNetPtpTwoPods(t *testing.T) {
 	twoPodsTalk(t, fmt.Sprintf(`{"cniVersion":"0.3.1","name":"ptest","type":"ptp","ipam":%s}`,
-		ipamConf("10.213.84.0/24", t.TempDir())))
+		ipamConf(testSubnet(), t.TempDir())))
 }
 
 // default-restricted: the pod is reached from the host, but has no route
@@ -143,7 +147,7 @@ func TestNetDefaultRestricted(t *testing.T) {
 // --dns-conf-mode=resolv=host keeps the host's.
 func TestNetDNSFromPlugin(t *testing.T) {
 	lc := localConfig(t, map[string]string{"30-dns.conf": fmt.Sprintf(`{"cniVersion":"0.3.1","name":"pdns","type":"ptp",
-		"dns":{"nameservers":["10.213.86.53"],"search":["pod1.test"]},"ipam":%s}`, ipamConf("10.213.86.0/24", t.TempDir()))})
+		"dns":{"nameservers":["10.213.86.53"],"search":["pod1.test"]},"ipam":%s}`, ipamConf(testSubnet(), t.TempDir()))})
 	for _, mode := range []string{"", "resolv=host,hosts=default"} {
 		t.Run("mode="+mode, func(t *testing.T) {
 			p := newPod(t, []App{{Name: "a", Exec: probe("cat", "/etc/resolv.conf")}}, nil)

@@ -29,6 +29,17 @@ func withNetworking(t *testing.T, p *Pod) {
 		must(t, os.MkdirAll(filepath.Dir(filepath.Join(p.Dir, "stage1/rootfs", d)), 0o755))
 		must(t, os.Symlink(filepath.Join(img, d), filepath.Join(p.Dir, "stage1/rootfs", d)))
 	}
+	// After the stage1 has stopped (cleanups run last first): a test
+	// that fails before its own gc leaves no network on the host.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		gc := exec.CommandContext(ctx, filepath.Join(p.Dir, "stage1/rootfs/gc"), p.UUID)
+		gc.Dir = p.Dir
+		if out, err := gc.CombinedOutput(); err != nil {
+			t.Errorf("gc entry point at cleanup: %v %s", err, out)
+		}
+	})
 }
 
 // localConfig makes a --local-config directory holding the given network

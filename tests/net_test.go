@@ -206,6 +206,8 @@ func TestNetPod1RunStatusPortGC(t *testing.T) {
 	b, _ = json.Marshal(m)
 	must(t, os.WriteFile(mf, b, 0o644))
 	hp := freePort(t)
+	// Registered before the pod: runs after it has stopped.
+	t.Cleanup(func() { pod1(t, data, "gc", "--grace-period=0s") })
 	p := runBG(t, data, "--net=default", "--port=http:"+itoa(hp), img, "--exec=/bin/probe", "--", "serve", "0.0.0.0:8080", "1")
 	nis := waitNetInfo(t, p.Dir, 1)
 	out, _, code := pod1(t, data, "status", p.UUID)

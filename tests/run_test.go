@@ -316,8 +316,7 @@ func TestNamespaces(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := newPod(t, []App{{Name: "a", Exec: probe("ns", "+", "hostname", "+", "netdevs", "+", "pid")}}, nil)
 			if c.name == "net-default" {
-				withNetworking(t, p)
-				t.Cleanup(func() { gcPod(t, p) })
+				withNetworking(t, p) // gc'd at cleanup
 			}
 			r := runPod(t, p, RunOpts{Args: c.args})
 			if r.Code != 0 {
