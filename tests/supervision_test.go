@@ -74,7 +74,7 @@ func TestCrashLoopStopsAtStartLimit(t *testing.T) {
 	if rec.StartedAt == nil || rec.FinishedAt == nil || rec.FinishedAt.Before(*rec.StartedAt) {
 		t.Fatalf("times %v %v", rec.StartedAt, rec.FinishedAt)
 	}
-	if !strings.Contains(r.Stderr.String(), `app "loop": start limit hit (4 starts within 10s)`) {
+	if !strings.Contains(r.Stderr.String(), `app "loop": start limit hit (4 starts within 1h0m0s)`) {
 		t.Errorf("no start limit message: %q", r.Stderr)
 	}
 }
