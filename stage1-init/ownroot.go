@@ -57,6 +57,9 @@ var hostFdinfo = -1
 const ownRootBase = "/dev"
 
 // bindSpec is one tree put into the new root at the path it has now.
+// journalDir holds systemd-journald's sockets.
+const journalDir = "/run/systemd/journal"
+
 type bindSpec struct {
 	path     string
 	readOnly bool
@@ -120,8 +123,11 @@ func enterOwnRoot(pod *podspec.Pod) error {
 		return fmt.Errorf("own root: %w", err)
 	}
 	// Nothing may be created in the tmpfs itself: every path PID 1
-	// follows from / runs through it.
-	if err := unix.Mount("", ownRootBase, "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+	// follows from / runs through it. The flag is the mount's (a bind
+	// remount), not the file system's: app/add lifts it for a moment to
+	// make a mount point (makeMountPoint), which a read-only superblock
+	// would refuse.
+	if err := unix.Mount("", ownRootBase, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return fmt.Errorf("own root: read-only tmpfs: %w", err)
 	}
 	if err := pivotInto(ownRootBase, podDir); err != nil {
@@ -140,6 +146,11 @@ func ownRootBinds(pod *podspec.Pod, podDir string) []bindSpec {
 		{path: "/dev/null", file: true},
 		{path: podDir, readOnly: true},
 		{path: filepath.Join(podDir, layout.RktDir)},
+		// The journal's sockets, which PID 1 sends the apps' lines to
+		// by path (go-systemd's journal package): read-only, as sending
+		// on a socket needs no writable mount. Optional: a host without
+		// a journal has no such directory.
+		{path: journalDir, readOnly: true},
 	}
 	if pod.Mutable {
 		binds = append(binds, bindSpec{path: filepath.Join(podDir, layout.SharedVolumes)})
