@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
+
+	"github.com/pod1/pod1/layout"
 )
 
 // measureHostTools is issue §5: `pod1 list` and `pod1 gc` over n exited
@@ -136,9 +139,34 @@ func clonePods(dir, tmpl string, n int) error {
 		if err != nil {
 			return err
 		}
-		if err := linkTree(tmpl, filepath.Join(dir, "pods", "run", uuid)); err != nil {
+		dst := filepath.Join(dir, "pods", "run", uuid)
+		if err := linkTree(tmpl, dst); err != nil {
+			return err
+		}
+		if err := renameCgroups(tmpl, dst, uuid); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+var uuidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+
+// renameCgroups gives a cloned pod its own cgroups.json: gc refuses a
+// cgroup path that does not carry the pod's own UUID (a planted file), so
+// a hard link of the template's would fail every clone's stage1 gc.
+func renameCgroups(tmpl, dst, uuid string) error {
+	src := filepath.Join(tmpl, layout.CgroupsFile)
+	b, err := os.ReadFile(src)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	target := filepath.Join(dst, layout.CgroupsFile)
+	if err := os.Remove(target); err != nil {
+		return err
+	}
+	return os.WriteFile(target, uuidRE.ReplaceAll(b, []byte(uuid)), 0o640)
 }
