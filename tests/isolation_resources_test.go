@@ -213,10 +213,14 @@ func TestMemoryLimitOOMIsRecorded(t *testing.T) {
 // host: a stage1 without it refuses the app rather than run it with
 // another score.
 func TestOOMScoreAdj(t *testing.T) {
+	// "plain" reads only once "high" has (a file in a shared volume), so
+	// the order of the lines says which app printed which.
+	vol := t.TempDir()
+	mnt := []map[string]any{{"volume": "v", "path": "/v"}}
 	p := isoPod(t, []App{
-		{Name: "high", Exec: probe("cat", "/proc/self/oom_score_adj")},
-		{Name: "plain", Exec: probe("sleep", "100ms", "+", "cat", "/proc/self/oom_score_adj")},
-	}, Isolators{"high": {isolator("os/linux/oom-score-adj", 700)}}, nil)
+		{Name: "high", Exec: probe("cat", "/proc/self/oom_score_adj", "+", "touch", "/v/high-done"), Mounts: mnt},
+		{Name: "plain", Exec: probe("wait-file", "/v/high-done", "+", "cat", "/proc/self/oom_score_adj"), Mounts: mnt},
+	}, Isolators{"high": {isolator("os/linux/oom-score-adj", 700)}}, []map[string]any{{"name": "v", "kind": "host", "source": vol}})
 	r := runPod(t, p, RunOpts{})
 	own := readTrim(t, "/proc/self/oom_score_adj")
 	if got := r.Lines("cat "); r.Code != 0 || len(got) != 2 || got[0] != "cat 700" || got[1] != "cat "+own {
