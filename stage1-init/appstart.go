@@ -183,8 +183,10 @@ func (s *supervisor) ensureCgroup(a *app) error {
 		return err
 	}
 	a.cg = cg
-	if err := cg.SetDevices(cgroups.AppDevices(s.pod.Interactive)); err != nil {
-		return err
+	if !s.pod.AllDevices {
+		if err := cg.SetDevices(append(cgroups.AppDevices(s.pod.Interactive), a.cfg.Devices...)); err != nil {
+			return err
+		}
 	}
 	if n := a.cfg.Supervision.PidsMax; n > 0 {
 		if err := cg.SetPidsMax(n); err != nil {
