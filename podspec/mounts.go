@@ -58,7 +58,14 @@ func loadVolume(podDir string, v types.Volume, users *idmap.Range) (volume, *Sha
 		if !filepath.IsAbs(v.Source) {
 			return vol, nil, fmt.Errorf("source %q is not an absolute path", v.Source)
 		}
-		src := v.Source
+		// A source that is (or passes through) a symlink is resolved
+		// here, on the host, as rkt's stage1 does: the host's paths are
+		// the operator's, and PID 1 takes each source as a tree of its
+		// own, which a symlink is not.
+		src, err := filepath.EvalSymlinks(v.Source)
+		if err != nil {
+			return vol, nil, fmt.Errorf("source: %w", err)
+		}
 		st, err := os.Stat(src)
 		if err != nil {
 			return vol, nil, fmt.Errorf("source: %w", err)
