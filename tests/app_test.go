@@ -115,7 +115,7 @@ func TestExecFailures(t *testing.T) {
 			loader = strings.TrimRight(string(b), "\x00")
 		}
 	}
-	ef.Close()
+	_ = ef.Close()
 	if loader == "" {
 		t.Fatal("the host's /bin/true is not a dynamic binary")
 	}
