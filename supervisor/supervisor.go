@@ -200,6 +200,9 @@ type Input struct {
 	// Stop, ForceStop, Rm: called with the answer once the app is
 	// finished (or at once); may be nil.
 	Reply func(error)
+	// Add: saves what the app needs before it enters the pod; may be
+	// nil.
+	Save func() error
 	// Start: asked by app/start (a new life), not by the pod's start.
 	Op bool
 	// Err is set by an event that is refused (app operations) or cannot
@@ -315,13 +318,14 @@ func (s *Supervisor) StopPod(why string, force bool) {
 	}
 }
 
-// AddApp adds an app to a mutable pod.
-func (s *Supervisor) AddApp(cfg *podspec.App) error {
+// AddApp adds an app to a mutable pod; save, if not nil, saves what the
+// app needs (its spec) once its name is known to be free.
+func (s *Supervisor) AddApp(cfg *podspec.App, save func() error) error {
 	a := s.Find(cfg.Spec.App)
 	if a == nil {
 		a = newApp(cfg)
 	}
-	in := &Input{}
+	in := &Input{Save: save}
 	s.Fire(a, Add, in)
 	return in.Err
 }
@@ -409,6 +413,21 @@ func (s *Supervisor) Tick() time.Time {
 		}
 	}
 	return next
+}
+
+// Flush ends the cleaning of every app being cleaned, at the pod's very
+// end when nothing of it is left alive: each is finished.
+func (s *Supervisor) Flush() {
+	for _, a := range slices.Clone(s.apps) {
+		if a.state != Cleaning {
+			continue
+		}
+		if s.os.Sweep(a) {
+			s.Fire(a, CgroupEmpty, nil)
+		} else {
+			s.Fire(a, CleanDeadline, nil)
+		}
+	}
 }
 
 // write writes the app's JSON record, its state derived from the app's.

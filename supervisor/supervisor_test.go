@@ -206,7 +206,7 @@ func TestEveryTransition(t *testing.T) {
 				f.full[a] = v.full
 				f.calls = nil
 				nlogs := len(f.logs)
-				in := &Input{Status: exit1, Time: f.now, Op: v.op, Reply: func(error) {}}
+				in := &Input{Status: exit1, Time: f.now, Op: v.op, Reply: func(error) {}, Save: func() error { return f.startErr }}
 				s.Fire(a, e, in)
 				if c.impossible {
 					if !errors.Is(in.Err, errImpossible) || a.state != p.to || len(f.calls) != 0 || len(f.logs) != nlogs+1 {
@@ -333,10 +333,10 @@ func TestRestartWithBackoff(t *testing.T) {
 func TestRmWhileRunning(t *testing.T) {
 	f := newFakeOS(t)
 	s := newPod(f, true)
-	if err := s.AddApp(ptr(appCfg("a", podspec.RestartAlways))); err != nil {
+	if err := s.AddApp(ptr(appCfg("a", podspec.RestartAlways)), nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddApp(ptr(appCfg("a", podspec.RestartAlways))); err == nil {
+	if err := s.AddApp(ptr(appCfg("a", podspec.RestartAlways)), nil); err == nil {
 		t.Fatal("added twice")
 	}
 	if err := s.StartApp("a"); err != nil {

@@ -35,8 +35,13 @@ func init() { table = theTable() }
 func theTable() [numStates][numEvents]cell {
 	return [numStates][numEvents]cell{
 		Removed: {
-			Add: {to: of(Idle), doc: "the app enters the pod (its old status, if the name was used before, is removed)",
+			Add: {to: of(Idle, Removed), doc: "its spec is saved (if that fails, the add fails: Removed), then the app enters the pod (its old status, if the name was used before, is removed)",
 				do: func(s *Supervisor, a *App, in *Input) {
+					if in.Save != nil {
+						if in.Err = in.Save(); in.Err != nil {
+							return
+						}
+					}
 					s.os.ClearStatus(a.Name)
 					a.state = Idle
 					s.write(a)
