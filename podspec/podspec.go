@@ -81,7 +81,10 @@ type Pod struct {
 	Mutable      bool `json:"mutable,omitempty"`
 	// Interactive: the app has the caller's terminal, and /dev/console
 	// is on its device allow-list.
-	Interactive bool          `json:"interactive,omitempty"`
+	Interactive bool `json:"interactive,omitempty"`
+	// AllDevices: no device allow-list (--disable-paths, rkt's insecure
+	// option "paths", which drops its DevicePolicy= too).
+	AllDevices  bool          `json:"allDevices,omitempty"`
 	GracePeriod time.Duration `json:"gracePeriod"`
 	Apps        []App         `json:"apps"`
 	// ExitPolicy and MainApp decide when the pod ends.
@@ -123,6 +126,9 @@ type App struct {
 	// EventHandlers names the app's eventHandlers, which this stage1
 	// does not run: the run entry point says so.
 	EventHandlers []string `json:"-"`
+	// Devices are the host devices the app's volumes are: its device
+	// allow-list has them besides cgroups.AppDevices.
+	Devices []cgroups.Device `json:"devices,omitempty"`
 	// Resources are the limits put on the app's cgroup.
 	Resources cgroups.Limits `json:"resources"`
 	// Stdio is where its standard descriptors go.
