@@ -29,7 +29,7 @@ import (
 // is every restart's case.
 func (o *appOS) Start(a *supervisor.App) (int, int, error) {
 	r := o.resOf(a)
-	spec, err := json.Marshal(&a.Cfg.Spec)
+	spec, err := json.Marshal(phaseSpec(a))
 	if err != nil {
 		return 0, 0, err
 	}
