@@ -44,7 +44,7 @@ func Child() int {
 	}
 	code, err := become(spec)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "stage1: app %q: %v\n", spec.App, err)
+		fmt.Fprintf(os.Stderr, "stage1: app %q: %v\n", spec.Name, err)
 	}
 	return code
 }

@@ -15,8 +15,9 @@ import "github.com/pod1/pod1/idmap"
 // validated on the host side before the pod starts, so the child only
 // carries it out.
 type Spec struct {
-	// App is the app's name (an ACName), used in messages.
-	App string `json:"app"`
+	// Name is the app's name (an ACName), used in messages and to find
+	// the app's files.
+	Name string `json:"app"`
 	// RootFS is the absolute path of the app's root in the pod's mount
 	// namespace.
 	RootFS string `json:"rootfs"`

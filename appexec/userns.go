@@ -170,7 +170,7 @@ func childInUserNS() int {
 		}
 		return Exec(s, s.Exec)
 	}()
-	fmt.Fprintf(os.Stderr, "stage1: app %q: %v\n", s.App, err)
+	fmt.Fprintf(os.Stderr, "stage1: app %q: %v\n", s.Name, err)
 	return code
 }
 

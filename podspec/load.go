@@ -75,7 +75,7 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 		}
 		p.Apps = append(p.Apps, *app)
 		p.EmptyVolumes = append(p.EmptyVolumes, app.EmptyVolumes...)
-		names[app.Spec.App] = true
+		names[app.Spec.Name] = true
 	}
 	if p.ExitPolicy, p.MainApp, err = exitPolicy(pm.Annotations, names); err != nil {
 		return nil, errorf("pod manifest: annotations", "%w", err)
@@ -256,7 +256,7 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 		return nil, errorf(field("workingDirectory"), "%w", err)
 	}
 	spec := &appexec.Spec{
-		App:        name,
+		Name:       name,
 		RootFS:     rootfs,
 		Exec:       append([]string(nil), app.Exec...),
 		Env:        env,

@@ -27,7 +27,7 @@ import (
 func initMain() int {
 	// The signal table first: until it is in, the Go runtime's defaults
 	// would make a SIGTERM exit 2 and drop a SIGUSR1 (threats T20).
-	// Exits need no registration: the reaper's watcher (reaper.Exited,
+	// Exits need no registration: the reaper's watcher (reaper.Wakeup,
 	// started by the loop) sees a child that exited at any time before,
 	// as a zombie waiting for us, so none can be missed (dumb-init #104);
 	// SIGCHLD is not used.
@@ -206,8 +206,8 @@ func (p *pid1) loop() int {
 	// Woken by the reaper's watcher at each exit, and by a periodic sweep
 	// as well: cheap insurance against a lost wake-up (containerd
 	// #12678), and what reaps an orphan re-parented to us while we have
-	// no child of our own (see reaper.Exited).
-	exited := p.reaper.Exited()
+	// no child of our own (see reaper.Wakeup).
+	wakeup := p.reaper.Wakeup()
 	sweep := time.NewTicker(time.Second)
 	defer sweep.Stop()
 	timer := time.NewTimer(time.Hour)
@@ -232,7 +232,7 @@ func (p *pid1) loop() int {
 			timer.Stop()
 		}
 		select {
-		case <-exited:
+		case <-wakeup:
 			exits = p.reaper.Reap()
 		case <-p.req.C:
 			p.actOnRequest()
