@@ -189,8 +189,10 @@ func (o *appOS) ensureCgroup(a *supervisor.App, r *appRes) error {
 		return err
 	}
 	r.cg = cg
-	if err := cg.SetDevices(cgroups.AppDevices(o.pod.Interactive)); err != nil {
-		return err
+	if !o.pod.AllDevices {
+		if err := cg.SetDevices(append(cgroups.AppDevices(o.pod.Interactive), a.Cfg.Devices...)); err != nil {
+			return err
+		}
 	}
 	if n := a.Cfg.Supervision.PidsMax; n > 0 {
 		if err := cg.SetPidsMax(n); err != nil {
