@@ -13,6 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/cgroups"
+	"github.com/pod1/pod1/podattach"
+	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/status"
 )
@@ -26,7 +28,13 @@ import (
 // cloned into a cgroup that was ever written "1" to cgroup.kill can be
 // killed at birth (the kill sequence is compared across cgroups), which
 // is every restart's case.
-func (s *supervisor) start(a *app) error {
+func (s *supervisor) start(a *app) (err error) {
+	defer func() {
+		if err != nil {
+			// The run that never was has nothing to attach to.
+			s.attach.End(a.name)
+		}
+	}()
 	spec, err := json.Marshal(&a.cfg.Spec)
 	if err != nil {
 		return err
@@ -294,22 +302,40 @@ func hostPid(pid int) int {
 
 // stdio returns the descriptors the app gets as its stdin, stdout and
 // stderr, per its modes (podspec.Stdio): /dev/null, ours (the caller's,
-// for an interactive pod), or a new log pipe. close releases our copies of
-// the pipes once the app has its own.
+// for an interactive pod), a new log pipe, or the ends rkt attach's
+// clients are served through (podattach; a stream's output is logged as
+// well). close releases our copies once the app has its own.
 func (s *supervisor) stdio(a *app) (fds [3]int, close func(), err error) {
 	var pipes []*os.File
+	var att *podattach.Run
 	close = func() {
 		for _, p := range pipes {
 			p.Close()
 		}
+		if att != nil {
+			att.Started()
+		}
+	}
+	if att, err = s.attach.Begin(a.name, a.cfg.Stdio); err != nil {
+		return fds, nil, err
+	}
+	if att != nil && att.Master >= 0 {
+		// The terminal's output is the app's stdout.
+		s.logs.Carry(a.name, podlog.Stdout, a.cfg.Stdio.CRIPath, att.Master, att.TTYTee)
 	}
 	modes := [3]string{a.cfg.Stdio.Stdin, a.cfg.Stdio.Stdout, a.cfg.Stdio.Stderr}
 	for i, m := range modes {
-		switch m {
-		case podspec.StdioInteractive:
+		switch {
+		case m == podspec.StdioInteractive:
 			fds[i] = i
-		case podspec.StdioLog:
-			w, err := s.logs.Pipe(a.name, i, a.cfg.Stdio.CRIPath)
+		case m == podspec.StdioTTY || m == podspec.StdioStream && i == 0:
+			fds[i] = att.Fds[i]
+		case m == podspec.StdioLog || m == podspec.StdioStream:
+			var tee podlog.Tee
+			if att != nil && att.Tees[i] != nil {
+				tee = att.Tees[i]
+			}
+			w, err := s.logs.PipeTee(a.name, i, a.cfg.Stdio.CRIPath, tee)
 			if err != nil {
 				close()
 				return fds, nil, err

@@ -193,6 +193,7 @@ func (s *supervisor) remove(a *app) {
 
 // forget deletes what PID 1 keeps of an app name.
 func (s *supervisor) forget(name string) {
+	s.attach.Remove(name)
 	s.dir.Unreserve(name)
 	for _, f := range []string{name + status.RecordSuffix} {
 		if err := unix.Unlinkat(s.dir.Fd(), f, 0); err != nil && !errors.Is(err, unix.ENOENT) {

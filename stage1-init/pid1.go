@@ -12,6 +12,7 @@ import (
 
 	"github.com/pod1/pod1/control"
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/podattach"
 	"github.com/pod1/pod1/podenv"
 	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podspec"
@@ -83,6 +84,7 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	s.logs.OnJournalError(func(err error) {
 		s.logf("journal: %v (lines it refuses are counted in the apps' records as logDropped)", err)
 	})
+	s.attach = podattach.New(control.Authenticate, s.logf)
 	defer s.recoverPanic()
 	if pod.Mutable {
 		// App operations come over the control socket; it is up
@@ -219,6 +221,7 @@ func (s *supervisor) loop() int {
 	// are carried before the lock is released. The records then get the
 	// final count of lines the sinks could not take.
 	s.logs.Close(logDrainTimeout)
+	s.attach.Close()
 	for _, a := range s.apps {
 		if a.rec.LogDropped != s.logs.Dropped(a.name) {
 			s.writeRecord(a)

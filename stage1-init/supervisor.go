@@ -8,6 +8,7 @@ import (
 
 	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/control"
+	"github.com/pod1/pod1/podattach"
 	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/reaper"
@@ -74,6 +75,8 @@ type supervisor struct {
 	// that get none.
 	logs    *podlog.Forwarder
 	devNull int
+	// attach serves the apps' stdio to rkt attach (podattach).
+	attach *podattach.Hub
 }
 
 func newSupervisor(pod *podspec.Pod, dir *status.Dir, r *reaper.Reaper) *supervisor {
@@ -116,6 +119,7 @@ func (s *supervisor) onExit(e reaper.Exit) {
 	code := status.FromWaitStatus(e.Status)
 	s.debugf("app %q: pid %d ended: status %#x, code %d", a.name, e.Pid, uint32(e.Status), code)
 	a.pid, a.killAt = 0, time.Time{}
+	s.attach.End(a.name)
 	t := e.Time
 	a.rec.ExitCode, a.rec.FinishedAt, a.rec.Signal, a.rec.Pid, a.rec.PodPid = &code, &t, "", 0, 0
 	if e.Status.Signaled() {
