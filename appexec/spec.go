@@ -96,4 +96,8 @@ type Mount struct {
 	// Docker-converted image, initialised with the image's files). Source
 	// is unused.
 	InPlace bool `json:"inPlace,omitempty"`
+	// Device is set when Source is a device node on the host (a device
+	// volume): read-only, it keeps its device semantics (no nodev), as
+	// the app's device allow-list names it.
+	Device bool `json:"device,omitempty"`
 }

@@ -54,6 +54,7 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 		PrivateUsers: opts.PrivateUsers != nil,
 		Mutable:      opts.Mutable,
 		Interactive:  opts.Interactive,
+		AllDevices:   opts.DisablePaths,
 		GracePeriod:  DefaultGracePeriod,
 		EmptyVolumes: shared,
 		CRIDir:       criDir,
@@ -297,7 +298,7 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 		}
 	}
 	_, docker := im.Annotations.Get("appc.io/docker/repository")
-	mounts, appVols, err := appMounts(podDir, ra, app, docker, vols, opts)
+	mounts, appVols, devs, err := appMounts(podDir, ra, app, docker, vols, opts)
 	if err != nil {
 		return nil, errorf(field("mounts"), "%w", err)
 	}
@@ -322,7 +323,7 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 	for _, eh := range app.EventHandlers {
 		handlers = append(handlers, eh.Name)
 	}
-	return &App{Spec: *spec, Supervision: sup, Resources: res, Stdio: sio, EmptyVolumes: appVols, EventHandlers: handlers}, nil
+	return &App{Spec: *spec, Supervision: sup, Resources: res, Stdio: sio, EmptyVolumes: appVols, EventHandlers: handlers, Devices: devs}, nil
 }
 
 // checkRootFS refuses an app root whose /proc, /sys or /dev is anything but

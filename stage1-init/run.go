@@ -78,8 +78,8 @@ func runMain(args []string) int {
 		return fail(fmt.Errorf("status directory: %w", err))
 	}
 	defer statusDir.Close()
-	if f.opts.MDSToken != "" && podspec.MetadataURL(&f.opts) == "" {
-		fmt.Fprintln(os.Stderr, "stage1: warning: --mds-token: AC_METADATA_URL is set only with --net=host (the host's address on the pod's network is not passed on yet)")
+	if f.opts.MDSToken != "" && !f.opts.NetHost() && !wantsNetworks(f.opts.Net) {
+		fmt.Fprintln(os.Stderr, "stage1: warning: --mds-token: with --net=none the apps cannot reach the metadata service; AC_METADATA_URL is not set")
 	}
 	return superviseInit(pod, f, podDir, lock, req)
 }
@@ -329,10 +329,6 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, 
 			}
 		}()
 	}
-	cfg, err := json.Marshal(pod)
-	if err != nil {
-		return abort(fmt.Errorf("encode pod: %w", err))
-	}
 	if initCg != nil {
 		// PID 1 waits for its configuration, so it is in its cgroup
 		// before it starts anything.
@@ -344,6 +340,15 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, 
 		if err := setupNetworks(podDir, f, pid); err != nil {
 			return abort(err)
 		}
+		if f.opts.MDSToken != "" {
+			if err := setMetadataURL(podDir, pod, f.opts.MDSToken); err != nil {
+				return abort(err)
+			}
+		}
+	}
+	cfg, err := json.Marshal(pod)
+	if err != nil {
+		return abort(fmt.Errorf("encode pod: %w", err))
 	}
 	_, werr := pw.Write(cfg)
 	pw.Close()
