@@ -48,6 +48,9 @@ type Spec struct {
 	// namespace of its own whose ids 0 to Size-1 are the host's HostID
 	// onwards: the app's root is not the host's.
 	UserNS *idmap.Range `json:"userns,omitempty"`
+	// CtrlTTY makes fd 0, a pseudo-terminal PID 1 holds the master of
+	// (rkt's tty stdin), the controlling terminal of the app's session.
+	CtrlTTY bool `json:"ctrlTTY,omitempty"`
 }
 
 // Mount kinds.

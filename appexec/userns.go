@@ -167,6 +167,9 @@ func childInUserNS() int {
 			if _, err := unix.Setsid(); err != nil {
 				return status.CodeStage1Failure, fmt.Errorf("setsid: %w", err)
 			}
+			if err := takeCtrlTTY(s); err != nil {
+				return status.CodeStage1Failure, err
+			}
 		}
 		return Exec(s, s.Exec)
 	}()

@@ -318,6 +318,7 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 	if err != nil {
 		return nil, errorf(field("annotations"), "%w", err)
 	}
+	spec.CtrlTTY = sio.Stdin == StdioTTY
 	var handlers []string
 	for _, eh := range app.EventHandlers {
 		handlers = append(handlers, eh.Name)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pod1/pod1/control"
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/podattach"
 	"github.com/pod1/pod1/podenv"
 	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podspec"
@@ -80,6 +81,7 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
 	o.logs = newForwarder(pod)
+	o.attach = podattach.New(control.Authenticate, o.logf)
 	o.logs.OnJournalError(func(err error) {
 		o.logf("journal: %v (lines it refuses are counted in the apps' records as logDropped)", err)
 	})
@@ -258,6 +260,7 @@ func (p *pid1) loop() int {
 	// are carried before the lock is released. The records then get the
 	// final count of lines the sinks could not take.
 	p.os.logs.Close(logDrainTimeout)
+	p.os.attach.Close()
 	for _, a := range p.sup.Apps() {
 		if a.Rec.LogDropped != p.os.logs.Dropped(a.Name) {
 			p.os.WriteRecord(a)
