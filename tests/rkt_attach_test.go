@@ -251,10 +251,12 @@ func TestAttachEntryBadInput(t *testing.T) {
 		{[]string{"--action=list", "--app=a", "--nope"}, "flag provided but not defined: -nope"},
 		{[]string{"--action=list", "--app=a"}, `app "a" has no attachable stdio`},
 	} {
-		cmd := exec.Command(bin("stage1-init"), c.args...)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cmd := exec.CommandContext(ctx, bin("stage1-init"), c.args...)
 		cmd.Args[0] = "attach"
 		cmd.Dir = dir
 		out, err := cmd.CombinedOutput()
+		cancel()
 		code := -1
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
