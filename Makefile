@@ -57,7 +57,7 @@ build/stage1.aci: bin/stage1-init bin/net-setup $(CNI_DIR)/.done rootfs/manifest
 	cp bin/net-setup build/stage1/rootfs/net-setup
 	cp rootfs/net.d/*.conf build/stage1/rootfs/etc/rkt/net.d/
 	cp $(addprefix $(CNI_DIR)/,$(CNI_PLUGINS) flannel) build/stage1/rootfs/usr/lib/rkt/plugins/net/
-	for ep in run stop gc enter app-add app-start app-stop app-rm; do ln -s stage1-init build/stage1/rootfs/$$ep; done
+	for ep in run stop gc enter app-add app-start app-stop app-rm attach; do ln -s stage1-init build/stage1/rootfs/$$ep; done
 	tar --owner=0 --group=0 --numeric-owner -C build/stage1 -cf $@.tmp manifest rootfs && mv $@.tmp $@
 
 build/demo-hello.aci: bin/demo-hello demo/manifest.json demo/passwd demo/group Makefile

@@ -77,7 +77,7 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 		}
 		p.Apps = append(p.Apps, *app)
 		p.EmptyVolumes = append(p.EmptyVolumes, app.EmptyVolumes...)
-		names[app.Spec.App] = true
+		names[app.Spec.Name] = true
 	}
 	if p.ExitPolicy, p.MainApp, err = exitPolicy(pm.Annotations, names); err != nil {
 		return nil, errorf("pod manifest: annotations", "%w", err)
@@ -258,7 +258,7 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 		return nil, errorf(field("workingDirectory"), "%w", err)
 	}
 	spec := &appexec.Spec{
-		App:        name,
+		Name:       name,
 		RootFS:     rootfs,
 		Exec:       append([]string(nil), app.Exec...),
 		Env:        env,
@@ -319,6 +319,7 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 	if err != nil {
 		return nil, errorf(field("annotations"), "%w", err)
 	}
+	spec.CtrlTTY = sio.Stdin == StdioTTY
 	out := &App{Spec: *spec, Supervision: sup, Resources: res, Stdio: sio, EmptyVolumes: appVols, Devices: devs}
 	for i, eh := range app.EventHandlers {
 		f := field(fmt.Sprintf("eventHandlers[%d]", i))

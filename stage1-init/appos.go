@@ -10,6 +10,7 @@ import (
 
 	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/podattach"
 	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/reaper"
@@ -32,6 +33,8 @@ type appOS struct {
 	// the first app to take (spare.go).
 	spare *spare
 	res   map[*supervisor.App]*appRes
+	// attach serves the apps' stdio to rkt attach (podattach).
+	attach *podattach.Hub
 }
 
 // appRes is what appOS holds for one app.
@@ -109,6 +112,8 @@ func (o *appOS) Kill(a *supervisor.App) {
 // (threats P8). Their ends are PID 1's to reap (they are re-parented to
 // it), and wake its loop, which then looks again.
 func (o *appOS) Sweep(a *supervisor.App) bool {
+	// The run is over: its attach clients are let go.
+	o.attach.End(a.Name)
 	cg := o.cg(a)
 	if cg == nil || cg.Empty() {
 		return true
@@ -165,6 +170,7 @@ func (o *appOS) WriteStatus(name string, code int) {
 func (o *appOS) ClearStatus(name string) { _ = o.dir.Remove(name) }
 
 func (o *appOS) Forget(a *supervisor.App) {
+	o.attach.Remove(a.Name)
 	if cg := o.cg(a); cg != nil {
 		_ = cg.Remove()
 	}

@@ -13,6 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/cgroups"
+	"github.com/pod1/pod1/podattach"
+	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/supervisor"
 )
@@ -27,7 +29,13 @@ import (
 // cloned into a cgroup that was ever written "1" to cgroup.kill can be
 // killed at birth (the kill sequence is compared across cgroups), which
 // is every restart's case.
-func (o *appOS) Start(a *supervisor.App) (int, int, error) {
+func (o *appOS) Start(a *supervisor.App) (pid, hostPid int, err error) {
+	defer func() {
+		if err != nil {
+			// The run that never was has nothing to attach to.
+			o.attach.End(a.Name)
+		}
+	}()
 	r := o.resOf(a)
 	spec, err := json.Marshal(phaseSpec(a))
 	if err != nil {
@@ -72,7 +80,7 @@ func (o *appOS) Start(a *supervisor.App) (int, int, error) {
 		fork = func() (int, error) { return o.forkInUserNS(a, r, files, attr, pw, b) }
 		spec = nil
 	}
-	pid, err := o.reaper.Start(a, fork)
+	pid, err = o.reaper.Start(a, fork)
 	pr.Close()
 	if err != nil {
 		pw.Close()
@@ -234,22 +242,40 @@ func hostPid(pid int) int {
 
 // stdio returns the descriptors the app gets as its stdin, stdout and
 // stderr, per its modes (podspec.Stdio): /dev/null, ours (the caller's,
-// for an interactive pod), or a new log pipe. close releases our copies of
-// the pipes once the app has its own.
+// for an interactive pod), a new log pipe, or the ends rkt attach's
+// clients are served through (podattach; a stream's output is logged as
+// well). close releases our copies once the app has its own.
 func (o *appOS) stdio(a *supervisor.App) (fds [3]int, close func(), err error) {
 	var pipes []*os.File
+	var att *podattach.Run
 	close = func() {
 		for _, p := range pipes {
 			p.Close()
 		}
+		if att != nil {
+			att.Started()
+		}
+	}
+	if att, err = o.attach.Begin(a.Name, a.Cfg.Stdio); err != nil {
+		return fds, nil, err
+	}
+	if att != nil && att.Master >= 0 {
+		// The terminal's output is the app's stdout.
+		o.logs.Carry(a.Name, podlog.Stdout, a.Cfg.Stdio.CRIPath, att.Master, att.TTYTee)
 	}
 	modes := [3]string{a.Cfg.Stdio.Stdin, a.Cfg.Stdio.Stdout, a.Cfg.Stdio.Stderr}
 	for i, m := range modes {
-		switch m {
-		case podspec.StdioInteractive:
+		switch {
+		case m == podspec.StdioInteractive:
 			fds[i] = i
-		case podspec.StdioLog:
-			w, err := o.logs.Pipe(a.Name, i, a.Cfg.Stdio.CRIPath)
+		case m == podspec.StdioTTY || m == podspec.StdioStream && i == 0:
+			fds[i] = att.Fds[i]
+		case m == podspec.StdioLog || m == podspec.StdioStream:
+			var tee podlog.Tee
+			if att != nil && att.Tees[i] != nil {
+				tee = att.Tees[i]
+			}
+			w, err := o.logs.PipeTee(a.Name, i, a.Cfg.Stdio.CRIPath, tee)
 			if err != nil {
 				close()
 				return fds, nil, err

@@ -83,8 +83,8 @@ func (p *pid1) addApp(name string, raw json.RawMessage) error {
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		return fmt.Errorf("decode app: %w", err)
 	}
-	if cfg.Spec.App != name {
-		return fmt.Errorf("app spec names %q", cfg.Spec.App)
+	if cfg.Spec.Name != name {
+		return fmt.Errorf("app spec names %q", cfg.Spec.Name)
 	}
 	if err := capsWithinBounds(&cfg.Spec); err != nil {
 		return err

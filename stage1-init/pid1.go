@@ -12,6 +12,7 @@ import (
 
 	"github.com/pod1/pod1/control"
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/podattach"
 	"github.com/pod1/pod1/podenv"
 	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podspec"
@@ -27,7 +28,7 @@ import (
 func initMain() int {
 	// The signal table first: until it is in, the Go runtime's defaults
 	// would make a SIGTERM exit 2 and drop a SIGUSR1 (threats T20).
-	// Exits need no registration: the reaper's watcher (reaper.Exited,
+	// Exits need no registration: the reaper's watcher (reaper.Wakeup,
 	// started by the loop) sees a child that exited at any time before,
 	// as a zombie waiting for us, so none can be missed (dumb-init #104);
 	// SIGCHLD is not used.
@@ -80,6 +81,7 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
 	o.logs = newForwarder(pod)
+	o.attach = podattach.New(control.Authenticate, o.logf)
 	o.logs.OnJournalError(func(err error) {
 		o.logf("journal: %v (lines it refuses are counted in the apps' records as logDropped)", err)
 	})
@@ -206,8 +208,8 @@ func (p *pid1) loop() int {
 	// Woken by the reaper's watcher at each exit, and by a periodic sweep
 	// as well: cheap insurance against a lost wake-up (containerd
 	// #12678), and what reaps an orphan re-parented to us while we have
-	// no child of our own (see reaper.Exited).
-	exited := p.reaper.Exited()
+	// no child of our own (see reaper.Wakeup).
+	wakeup := p.reaper.Wakeup()
 	sweep := time.NewTicker(time.Second)
 	defer sweep.Stop()
 	timer := time.NewTimer(time.Hour)
@@ -232,7 +234,7 @@ func (p *pid1) loop() int {
 			timer.Stop()
 		}
 		select {
-		case <-exited:
+		case <-wakeup:
 			exits = p.reaper.Reap()
 		case <-p.req.C:
 			p.actOnRequest()
@@ -258,6 +260,7 @@ func (p *pid1) loop() int {
 	// are carried before the lock is released. The records then get the
 	// final count of lines the sinks could not take.
 	p.os.logs.Close(logDrainTimeout)
+	p.os.attach.Close()
 	for _, a := range p.sup.Apps() {
 		if a.Rec.LogDropped != p.os.logs.Dropped(a.Name) {
 			p.os.WriteRecord(a)

@@ -76,7 +76,7 @@ func runMain(args []string) int {
 	if f.opts.MDSToken != "" && !f.opts.NetHost() && !wantsNetworks(f.opts.Net) {
 		fmt.Fprintln(os.Stderr, "stage1: warning: --mds-token: with --net=none the apps cannot reach the metadata service; AC_METADATA_URL is not set")
 	}
-	return superviseInit(pod, f, podDir, lock, req)
+	return cloneInitAndWait(pod, f, podDir, lock, req)
 }
 
 // prepareHost creates what the apps' mounts need in the pod directory.
@@ -121,8 +121,8 @@ func writeSpecs(podDir string, apps []podspec.App) error {
 		if err != nil {
 			return err
 		}
-		if err := d.WriteFile(apps[i].Spec.App+".json", b); err != nil {
-			return fmt.Errorf("app %q: save spec: %w", apps[i].Spec.App, err)
+		if err := d.WriteFile(apps[i].Spec.Name+".json", b); err != nil {
+			return fmt.Errorf("app %q: save spec: %w", apps[i].Spec.Name, err)
 		}
 	}
 	return nil
@@ -206,7 +206,12 @@ func cloneFlags(f *runFlags) uintptr {
 	return fl
 }
 
-func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, req *sigpolicy.Requests) int {
+// cloneInitAndWait is run's last part: it clones the pod's PID 1 into the
+// pod's namespaces, prepares what is left (cgroups, the pid file) while
+// PID 1's runtime starts, sends it its configuration, and waits for it:
+// PID 1's exit code is the pod's. The supervision itself is PID 1's
+// (pid1.go, package supervisor).
+func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, req *sigpolicy.Requests) int {
 	if pod.Mutable {
 		// Before PID 1 is cloned: its mount namespace copies this.
 		undo, err := shareStage2(podDir)

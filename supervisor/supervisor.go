@@ -241,7 +241,7 @@ func New(sys OS, pod *podspec.Pod) *Supervisor {
 }
 
 func newApp(cfg *podspec.App) *App {
-	return &App{Name: cfg.Spec.App, Cfg: cfg, backoff: cfg.Supervision.Backoff}
+	return &App{Name: cfg.Spec.Name, Cfg: cfg, backoff: cfg.Supervision.Backoff}
 }
 
 // Apps returns the apps in the pod, in start order.
@@ -325,7 +325,7 @@ func (s *Supervisor) StopPod(why string, force bool) {
 // AddApp adds an app to a mutable pod; save, if not nil, saves what the
 // app needs (its spec) once its name is known to be free.
 func (s *Supervisor) AddApp(cfg *podspec.App, save func() error) error {
-	a := s.Find(cfg.Spec.App)
+	a := s.Find(cfg.Spec.Name)
 	if a == nil {
 		a = newApp(cfg)
 	}

@@ -84,7 +84,7 @@ func (f *fakeOS) Debugf(format string, args ...any) {}
 func (f *fakeOS) advance(d time.Duration) { f.now = f.now.Add(d) }
 
 func appCfg(name, restart string) podspec.App {
-	return podspec.App{Spec: appexec.Spec{App: name}, Supervision: podspec.Supervision{
+	return podspec.App{Spec: appexec.Spec{Name: name}, Supervision: podspec.Supervision{
 		Restart: restart, Backoff: 100 * time.Millisecond, BackoffMax: time.Second,
 		Burst: 5, Interval: 10 * time.Second, Grace: 2 * time.Second,
 	}}
