@@ -477,7 +477,11 @@ func (s *Supervisor) runOrFail(a *App) {
 // ended records the end of the app's process and starts emptying its
 // cgroup (Cleaning), which may be over at once.
 func (s *Supervisor) ended(a *App, ws unix.WaitStatus, t time.Time) {
-	s.os.Debugf("app %q: pid %d (%v) ended: status %#x", a.Name, a.Pid, a.phase, uint32(ws))
+	if a.phase != PhaseMain {
+		s.os.Debugf("app %q: %v pid %d ended: status %#x, code %d", a.Name, a.phase, a.Pid, uint32(ws), status.FromWaitStatus(ws))
+	} else {
+		s.os.Debugf("app %q: pid %d ended: status %#x, code %d", a.Name, a.Pid, uint32(ws), status.FromWaitStatus(ws))
+	}
 	if s.handlerEnded(a, ws, t) {
 		return
 	}
