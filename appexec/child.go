@@ -44,7 +44,7 @@ func Child() int {
 	}
 	code, err := become(spec)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "stage1: app %q: %v\n", spec.App, err)
+		fmt.Fprintf(os.Stderr, "stage1: app %q: %v\n", spec.Name, err)
 	}
 	return code
 }
@@ -155,6 +155,9 @@ func become(s *Spec) (int, error) {
 	if _, err := unix.Setsid(); err != nil {
 		return setupFailed, fmt.Errorf("setsid: %w", err)
 	}
+	if err := takeCtrlTTY(s); err != nil {
+		return setupFailed, err
+	}
 	return Exec(s, s.Exec)
 }
 
@@ -256,4 +259,17 @@ func resetSignals() {
 		var act [4]uint64 // handler 0 == SIG_DFL
 		_, _, _ = unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptrOf(&act), 0, 8, 0, 0)
 	}
+}
+
+// takeCtrlTTY makes fd 0 the controlling terminal of the new session when
+// the spec asks (rkt's tty stdin): the app's own pseudo-terminal, whose
+// master only PID 1 holds, so input pushed into it reaches only the app.
+func takeCtrlTTY(s *Spec) error {
+	if !s.CtrlTTY {
+		return nil
+	}
+	if err := unix.IoctlSetInt(0, unix.TIOCSCTTY, 0); err != nil {
+		return fmt.Errorf("controlling terminal: %w", err)
+	}
+	return nil
 }

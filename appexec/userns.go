@@ -167,10 +167,13 @@ func childInUserNS() int {
 			if _, err := unix.Setsid(); err != nil {
 				return status.CodeStage1Failure, fmt.Errorf("setsid: %w", err)
 			}
+			if err := takeCtrlTTY(s); err != nil {
+				return status.CodeStage1Failure, err
+			}
 		}
 		return Exec(s, s.Exec)
 	}()
-	fmt.Fprintf(os.Stderr, "stage1: app %q: %v\n", s.App, err)
+	fmt.Fprintf(os.Stderr, "stage1: app %q: %v\n", s.Name, err)
 	return code
 }
 

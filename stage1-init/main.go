@@ -63,6 +63,8 @@ func dispatch() int {
 		return appOpMain(role, os.Args[1:])
 	case roleEnter:
 		return enterMain(os.Args[1:])
+	case roleAttach:
+		return attachMain(os.Args[1:])
 	default:
 		fmt.Fprintf(os.Stderr, "stage1: unknown role %q (run me as run, stop or gc)\n", role)
 		return status.CodeStage1Failure

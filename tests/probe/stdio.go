@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -47,6 +48,22 @@ func stdio(cmd string, a []string) (ok bool, err error) {
 			if _, err := unix.Write(fd, []byte(fmt.Sprintf("%s %d\n", arg(a, 2), i))); err != nil {
 				return true, err
 			}
+		}
+	case "echo-lines":
+		// echo-lines: a prompt, then each line of stdin back on stdout
+		// (and on stderr) with whether stdin is a terminal and the
+		// controlling one, until EOF.
+		_, ttyErr := unix.IoctlGetTermios(0, unix.TCGETS)
+		ctty := false
+		if fd, err := unix.Open("/dev/tty", unix.O_RDWR|unix.O_NOCTTY, 0); err == nil {
+			ctty = true
+			unix.Close(fd)
+		}
+		fmt.Printf("Enter text:\n")
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			fmt.Printf("got %s tty=%v ctty=%v\n", sc.Text(), ttyErr == nil, ctty)
+			fmt.Fprintf(os.Stderr, "err %s\n", sc.Text())
 		}
 	case "raw":
 		// raw FD TEXT: TEXT as it is, no newline added.
