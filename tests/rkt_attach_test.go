@@ -52,7 +52,8 @@ func (r *rktEnv) attach(t *testing.T, uuid string, args ...string) *attachSessio
 		scan(out, s.lines)
 		if err := c.Wait(); err != nil {
 			s.code = -1
-			if ee, ok := err.(interface{ ExitCode() int }); ok {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
 				s.code = ee.ExitCode()
 			}
 		}
