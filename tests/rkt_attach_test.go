@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"os/exec"
@@ -51,7 +52,8 @@ func (r *rktEnv) attach(t *testing.T, uuid string, args ...string) *attachSessio
 		scan(out, s.lines)
 		if err := c.Wait(); err != nil {
 			s.code = -1
-			if ee, ok := err.(interface{ ExitCode() int }); ok {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
 				s.code = ee.ExitCode()
 			}
 		}
@@ -249,12 +251,15 @@ func TestAttachEntryBadInput(t *testing.T) {
 		{[]string{"--action=list", "--app=a", "--nope"}, "flag provided but not defined: -nope"},
 		{[]string{"--action=list", "--app=a"}, `app "a" has no attachable stdio`},
 	} {
-		cmd := exec.Command(bin("stage1-init"), c.args...)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cmd := exec.CommandContext(ctx, bin("stage1-init"), c.args...)
 		cmd.Args[0] = "attach"
 		cmd.Dir = dir
 		out, err := cmd.CombinedOutput()
+		cancel()
 		code := -1
-		if ee, ok := err.(*exec.ExitError); ok {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
 			code = ee.ExitCode()
 		}
 		if code != 254 || !strings.Contains(string(out), c.want) || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {

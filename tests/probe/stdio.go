@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -65,6 +66,27 @@ func stdio(cmd string, a []string) (ok bool, err error) {
 			fmt.Printf("got %s tty=%v ctty=%v\n", sc.Text(), ttyErr == nil, ctty)
 			fmt.Fprintf(os.Stderr, "err %s\n", sc.Text())
 		}
+	case "lines":
+		// lines N SIZE FILE: N lines of SIZE bytes (newline included) to
+		// stdout, one write each, as fast as they are taken; then
+		// "<N> <nanoseconds>" to FILE (the bench's app-side rate).
+		n, err := strconv.Atoi(arg(a, 0))
+		if err != nil {
+			return true, err
+		}
+		size, err := strconv.Atoi(arg(a, 1))
+		if err != nil || size < 2 {
+			return true, fmt.Errorf("lines: size %q", arg(a, 1))
+		}
+		line := []byte(strings.Repeat("x", size-1) + "\n")
+		t0 := time.Now()
+		for i := 0; i < n; i++ {
+			if _, err := unix.Write(1, line); err != nil {
+				return true, err
+			}
+		}
+		d := time.Since(t0)
+		return true, os.WriteFile(arg(a, 2), []byte(fmt.Sprintf("%d %d\n", n, d.Nanoseconds())), 0o644)
 	case "raw":
 		// raw FD TEXT: TEXT as it is, no newline added.
 		fd, err := strconv.Atoi(arg(a, 0))
