@@ -133,8 +133,12 @@ func Run(o Options) (*Result, error) {
 
 type collector struct {
 	o   Options
-	mu  sync.Mutex // guards res, written by the sweep workers
+	mu  sync.Mutex // guards res and moved, written by the sweep workers
 	res *Result
+	// moved are the pods this run moved from exited-garbage/ to
+	// garbage/; their removal is not announced twice.
+	moved map[string]bool
+	own   ownCache
 }
 
 func (c *collector) podsDir(state string) string { return filepath.Join(c.o.Dir, "pods", state) }
@@ -259,6 +263,9 @@ func renameNoReplace(from, to string) error {
 func syncDirs(dirs ...string) error {
 	for _, d := range dirs {
 		f, err := os.Open(d)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // nothing was ever renamed into or out of it
+		}
 		if err != nil {
 			return err
 		}

@@ -88,7 +88,7 @@ func writeResolvConf(p *Prepared, o Options) error {
 	if err := os.MkdirAll(filepath.Dir(path), dirPerm); err != nil {
 		return fmt.Errorf("stage1 etc: %w", err)
 	}
-	if err := WriteFileAtomic(path, o.DNS.resolvConf(), 0o644); err != nil {
+	if err := writePodFile(path, o.DNS.resolvConf(), 0o644); err != nil {
 		return fmt.Errorf("rkt-resolv.conf: %w", err)
 	}
 	return nil

@@ -24,7 +24,21 @@ func NewUUID() (string, error) {
 // a prefix: it writes a temporary file in the same directory, fsyncs it,
 // renames it over path and fsyncs the directory. perm is applied with
 // fchmod, so the umask does not change it.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) (retErr error) {
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return writeFile(path, data, perm, true)
+}
+
+// writePodFile is WriteFileAtomic without the fsyncs, for the files of a
+// pod being prepared: readers still see the old file or the whole new one,
+// but a crash may lose it (docs/hostside.md, "What a crash can lose").
+func writePodFile(path string, data []byte, perm os.FileMode) error {
+	return writeFile(path, data, perm, false)
+}
+
+// fsynced is told of every file and directory fsync'd; tests count them.
+var fsynced = func(string) {}
+
+func writeFile(path string, data []byte, perm os.FileMode, durable bool) (retErr error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -46,8 +60,11 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) (retErr error) 
 	if err := f.Chmod(perm); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+	if durable {
+		fsynced(path)
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("write %s: %w", path, err)
+		}
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -55,11 +72,15 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) (retErr error) 
 	if err := os.Rename(tmp, path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
+	if !durable {
+		return nil
+	}
 	return syncDir(dir)
 }
 
 // syncDir makes renames and creations in dir durable.
 func syncDir(dir string) error {
+	fsynced(dir)
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("sync %s: %w", dir, err)
