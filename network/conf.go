@@ -19,7 +19,7 @@ import (
 
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/network/netinfo"
-	"github.com/pod1/pod1/status"
+	"github.com/pod1/pod1/safefile"
 )
 
 // Paths, as rkt has them.
@@ -140,7 +140,7 @@ func readConf(dir, name string) ([]byte, error) {
 		return nil, err
 	}
 	defer d.Close()
-	return status.ReadRegularAt(int(d.Fd()), name, maxConfSize)
+	return safefile.ReadRegularAt(int(d.Fd()), name, maxConfSize)
 }
 
 // loadDir reads every *.conf in dir, by file name; the first of two files

@@ -20,7 +20,7 @@ import (
 
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/network/netinfo"
-	"github.com/pod1/pod1/status"
+	"github.com/pod1/pod1/safefile"
 )
 
 // Params describe one pod's networking.
@@ -125,7 +125,7 @@ func Setup(ctx context.Context, p *Params) (err error) {
 		}
 		// The copy and the entry come before the ADD: a setup killed
 		// during it leaves gc what it needs for the DEL.
-		if err := status.WriteFileIn(netDir, c.Name+".conf", c.Bytes); err != nil {
+		if err := safefile.WriteIn(netDir, c.Name+".conf", c.Bytes, 0o644, safefile.Volatile); err != nil {
 			return fmt.Errorf("network %q: save configuration: %w", c.Name, err)
 		}
 		nis = append(nis, ni)
@@ -281,7 +281,7 @@ func writeResolv(stage1Root, name string, d *types.DNS) error {
 	if err := os.MkdirAll(etc, 0o755); err != nil {
 		return err
 	}
-	if err := status.WriteFileIn(etc, filepath.Base(ResolvConf), []byte(b.String())); err != nil {
+	if err := safefile.WriteIn(etc, filepath.Base(ResolvConf), []byte(b.String()), 0o644, safefile.Volatile); err != nil {
 		return fmt.Errorf("write resolv.conf: %w", err)
 	}
 	return os.Chmod(filepath.Join(stage1Root, ResolvConf), 0o644)

@@ -13,7 +13,7 @@ import (
 	"github.com/pod1/pod1/control"
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/podspec"
-	"github.com/pod1/pod1/status"
+	"github.com/pod1/pod1/safefile"
 )
 
 // Roles of the app entry points (contract §7), run by stage0 as children
@@ -82,7 +82,7 @@ func appOpMain(role string, args []string) int {
 // and resolves it with the pod's run options, on the host side, before
 // PID 1 hears of it.
 func resolveAddedApp(uuid, name string) (json.RawMessage, error) {
-	b, err := status.ReadRegularIn(".", layout.OptionsFile, podspec.MaxManifestSize)
+	b, err := safefile.ReadRegularIn(".", layout.OptionsFile, podspec.MaxManifestSize)
 	if err != nil {
 		return nil, fmt.Errorf("pod options: %w", err)
 	}
@@ -115,5 +115,5 @@ func saveOptions(podDir string, opts *podspec.Options) error {
 	if err != nil {
 		return err
 	}
-	return status.WriteFileIn(filepath.Join(podDir, layout.Pod1Dir), filepath.Base(layout.OptionsFile), b)
+	return safefile.WriteIn(filepath.Join(podDir, layout.Pod1Dir), filepath.Base(layout.OptionsFile), b, 0o644, safefile.Volatile)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/pod1/pod1/appexec"
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/safefile"
 	"github.com/pod1/pod1/status"
 )
 
@@ -150,7 +151,7 @@ func parseEnterArgs(args []string) (pid int, app string, cmd []string, err error
 
 // loadSpec reads the spec the run entry point saved for the app.
 func loadSpec(app string) (*appexec.Spec, error) {
-	b, err := status.ReadRegularIn(".", layout.AppSpec(app), podspec.MaxManifestSize)
+	b, err := safefile.ReadRegularIn(".", layout.AppSpec(app), podspec.MaxManifestSize)
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
 	}

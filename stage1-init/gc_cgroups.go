@@ -8,7 +8,7 @@ import (
 
 	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/layout"
-	"github.com/pod1/pod1/status"
+	"github.com/pod1/pod1/safefile"
 )
 
 // gcCgroups removes the pod's cgroups when the run entry point could not
@@ -18,7 +18,7 @@ import (
 // names must be this pod's cgroup (uuid) in a real hierarchy: nothing
 // else is touched.
 func gcCgroups(uuid string) error {
-	b, err := status.ReadRegularIn(".", layout.CgroupsFile, 1<<20)
+	b, err := safefile.ReadRegularIn(".", layout.CgroupsFile, 1<<20)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/pod1/pod1/control"
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/safefile"
 	"github.com/pod1/pod1/status"
 )
 
@@ -91,7 +92,7 @@ func (s *supervisor) addApp(name string, raw json.RawMessage) error {
 		return err
 	}
 	// Saved first: enter builds its process from it.
-	if err := status.WriteFileIn(layout.AppSpecDir, name+".json", b); err != nil {
+	if err := safefile.WriteIn(layout.AppSpecDir, name+".json", b, 0o644, safefile.Volatile); err != nil {
 		return fmt.Errorf("save spec: %w", err)
 	}
 	a := &app{cfg: &cfg, name: name, state: stateNew, backoff: cfg.Supervision.Backoff}
@@ -256,7 +257,7 @@ func (s *supervisor) reconcile(skip string) {
 // adopt adds an app whose app/add was interrupted, resolving it as the
 // entry point would have.
 func (s *supervisor) adopt(podDir, name string) error {
-	b, err := status.ReadRegularIn(".", layout.OptionsFile, podspec.MaxManifestSize)
+	b, err := safefile.ReadRegularIn(".", layout.OptionsFile, podspec.MaxManifestSize)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/safefile"
 	"github.com/pod1/pod1/sigpolicy"
 	"github.com/pod1/pod1/status"
 )
@@ -86,15 +87,15 @@ func runMain(args []string) int {
 
 // prepareHost creates what the apps' mounts need in the pod directory.
 func prepareHost(podDir string, pod *podspec.Pod, opts *podspec.Options) error {
-	d, err := status.OpenDir(filepath.Join(podDir, layout.RktDir))
+	d, err := safefile.OpenDir(filepath.Join(podDir, layout.RktDir))
 	if err != nil {
 		return fmt.Errorf("stage1 rkt directory: %w", err)
 	}
 	defer d.Close()
-	if err := d.WriteFile(filepath.Base(layout.HostsFile), podspec.HostsContent(pod.Hostname)); err != nil {
+	if err := d.WriteFile(filepath.Base(layout.HostsFile), podspec.HostsContent(pod.Hostname), 0o644, safefile.Volatile); err != nil {
 		return fmt.Errorf("write hosts file: %w", err)
 	}
-	if err := d.WriteFile(filepath.Base(layout.HostnameFile), []byte(pod.Hostname+"\n")); err != nil {
+	if err := d.WriteFile(filepath.Base(layout.HostnameFile), []byte(pod.Hostname+"\n"), 0o644, safefile.Volatile); err != nil {
 		return fmt.Errorf("write hostname file: %w", err)
 	}
 	for _, v := range pod.EmptyVolumes {
@@ -116,7 +117,7 @@ func writeSpecs(podDir string, apps []podspec.App) error {
 			return fmt.Errorf("create %s: %w", dir, err)
 		}
 	}
-	d, err := status.OpenDir(filepath.Join(podDir, layout.AppSpecDir))
+	d, err := safefile.OpenDir(filepath.Join(podDir, layout.AppSpecDir))
 	if err != nil {
 		return fmt.Errorf("open %s: %w", layout.AppSpecDir, err)
 	}
@@ -126,7 +127,7 @@ func writeSpecs(podDir string, apps []podspec.App) error {
 		if err != nil {
 			return err
 		}
-		if err := d.WriteFile(apps[i].Spec.App+".json", b); err != nil {
+		if err := d.WriteFile(apps[i].Spec.App+".json", b, 0o644, safefile.Volatile); err != nil {
 			return fmt.Errorf("app %q: save spec: %w", apps[i].Spec.App, err)
 		}
 	}
@@ -170,12 +171,12 @@ func makeCgroups(podDir string, pod *podspec.Pod) (*cgroups.Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := status.WriteFileIn(filepath.Join(podDir, layout.Pod1Dir), filepath.Base(layout.CgroupsFile), b); err != nil {
+	if err := safefile.WriteIn(filepath.Join(podDir, layout.Pod1Dir), filepath.Base(layout.CgroupsFile), b, 0o644, safefile.Volatile); err != nil {
 		return nil, fmt.Errorf("save cgroups: %w", err)
 	}
 	// No newline: rkt's stage1 writes the bare path, and rkt's readers
 	// (the API service, gc) take the file's content as it is.
-	if err := status.WriteFileIn(podDir, layout.Subcgroup, []byte(pg.Path())); err != nil {
+	if err := safefile.WriteIn(podDir, layout.Subcgroup, []byte(pg.Path()), 0o644, safefile.Volatile); err != nil {
 		return nil, fmt.Errorf("write subcgroup: %w", err)
 	}
 	// The apps live in one cgroup, which the pod's pids.max is put on:
@@ -414,7 +415,7 @@ func waitPid(pid int) unix.WaitStatus {
 // writePid names PID 1 for rkt enter and the host tools (contract §4),
 // atomically, unlike rkt's own stage1.
 func writePid(podDir string, pid int) error {
-	if err := status.WriteFileIn(podDir, layout.Pid, []byte(strconv.Itoa(pid)+"\n")); err != nil {
+	if err := safefile.WriteIn(podDir, layout.Pid, []byte(strconv.Itoa(pid)+"\n"), 0o644, safefile.Volatile); err != nil {
 		return fmt.Errorf("write pid: %w", err)
 	}
 	return nil

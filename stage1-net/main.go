@@ -29,6 +29,7 @@ import (
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/network"
 	"github.com/pod1/pod1/network/netinfo"
+	"github.com/pod1/pod1/safefile"
 	"github.com/pod1/pod1/status"
 )
 
@@ -173,7 +174,7 @@ func forwardedPorts(podDir string) ([]netinfo.PortMapping, error) {
 		return nil, err
 	}
 	defer d.Close()
-	b, err := status.ReadRegularAt(int(d.Fd()), layout.PodManifest, 16<<20)
+	b, err := safefile.ReadRegularAt(int(d.Fd()), layout.PodManifest, 16<<20)
 	if err != nil {
 		return nil, fmt.Errorf("pod manifest: %w", err)
 	}

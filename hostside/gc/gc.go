@@ -28,6 +28,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/hostside/pods"
+	"github.com/pod1/pod1/safefile"
 )
 
 // Defaults are rkt's.
@@ -192,7 +193,7 @@ func (c *collector) mark(from string, kind pods.Include, to string, minAge time.
 	// on any of them: a crash before that only leaves pods to be marked
 	// again.
 	defer func() {
-		if err := syncDirs(c.podsDir(from), c.podsDir(to)); err != nil {
+		if err := safefile.SyncDirs(c.podsDir(from), c.podsDir(to)); err != nil {
 			c.logf("sync pod directories: %v", err)
 		}
 	}()
@@ -242,7 +243,7 @@ func changeTime(path string) (time.Time, error) {
 
 // renameNoReplace renames a pod directory, never over an existing one: two
 // collectors racing on one pod must not let one pod replace another. The
-// caller makes it durable (syncDirs).
+// caller makes it durable (safefile.SyncDirs).
 func renameNoReplace(from, to string) error {
 	if err := os.MkdirAll(filepath.Dir(to), 0o750); err != nil {
 		return err
@@ -252,21 +253,4 @@ func renameNoReplace(from, to string) error {
 		return os.ErrNotExist
 	}
 	return err
-}
-
-// syncDirs makes a rename durable: a pod must not come back in run/
-// after a crash once we have acted on its being garbage.
-func syncDirs(dirs ...string) error {
-	for _, d := range dirs {
-		f, err := os.Open(d)
-		if err != nil {
-			return err
-		}
-		err = f.Sync()
-		f.Close()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

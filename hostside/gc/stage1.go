@@ -15,7 +15,7 @@ import (
 	securejoin "github.com/cyphar/filepath-securejoin"
 
 	"github.com/pod1/pod1/layout"
-	"github.com/pod1/pod1/status"
+	"github.com/pod1/pod1/safefile"
 )
 
 // Stage1 manifest annotations (rkt stage0/manifest.go).
@@ -76,7 +76,7 @@ var errNoGC = errors.New("the stage1 has no gc entrypoint")
 // gcEntrypoint reads the gc annotation and the interface version from the
 // pod's copy of the stage1 manifest.
 func gcEntrypoint(dir string) (string, int, error) {
-	b, err := status.ReadRegularIn(dir, layout.Stage1Manifest, 16<<20)
+	b, err := safefile.ReadRegularIn(dir, layout.Stage1Manifest, 16<<20)
 	if err != nil {
 		return "", 0, fmt.Errorf("stage1 manifest: %w", err)
 	}
@@ -114,7 +114,7 @@ func gcEntrypoint(dir string) (string, int, error) {
 // returns the file to execute and the argv[0] rkt would give it.
 func (c *collector) findEntrypoint(dir, ep string) (path, argv0 string, err error) {
 	roots := []string{filepath.Join(dir, layout.Stage1RootFS)}
-	if b, err := status.ReadRegularIn(dir, layout.Stage1TreeStoreID, 4096); err == nil {
+	if b, err := safefile.ReadRegularIn(dir, layout.Stage1TreeStoreID, 4096); err == nil {
 		id := strings.TrimSpace(string(b))
 		if id != "" && !strings.ContainsAny(id, "/\x00") && id != "." && id != ".." {
 			roots = append(roots,

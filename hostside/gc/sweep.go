@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pod1/pod1/hostside/pods"
+	"github.com/pod1/pod1/safefile"
 )
 
 // sweepExitedGarbage collects the pods that ran, once their grace period
@@ -127,7 +128,7 @@ func (c *collector) remove(uuid, dir string, ran bool, mounts []mount) error {
 		if err := renameNoReplace(dir, to); err != nil {
 			return fmt.Errorf("pod %s: move to garbage: %w", uuid, err)
 		}
-		if err := syncDirs(filepath.Dir(dir), filepath.Dir(to)); err != nil {
+		if err := safefile.SyncDirs(filepath.Dir(dir), filepath.Dir(to)); err != nil {
 			return fmt.Errorf("pod %s: %w", uuid, err)
 		}
 		dir = to

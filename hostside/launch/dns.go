@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/safefile"
 )
 
 // dnsConfModeMinVersion is the first stage1 interface version that takes
@@ -88,7 +89,7 @@ func writeResolvConf(p *Prepared, o Options) error {
 	if err := os.MkdirAll(filepath.Dir(path), dirPerm); err != nil {
 		return fmt.Errorf("stage1 etc: %w", err)
 	}
-	if err := WriteFileAtomic(path, o.DNS.resolvConf(), 0o644); err != nil {
+	if err := safefile.WriteFile(path, o.DNS.resolvConf(), 0o644, safefile.Durable); err != nil {
 		return fmt.Errorf("rkt-resolv.conf: %w", err)
 	}
 	return nil

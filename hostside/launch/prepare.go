@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/safefile"
 )
 
 // Pod dir permissions and the pod state directories, as rkt creates them
@@ -119,7 +120,7 @@ func createPod(o Options) (p *Prepared, retErr error) {
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		return nil, fmt.Errorf("pod %s: lock: %w", uuid, err)
 	}
-	if err := WriteFileAtomic(filepath.Join(embryo, layout.PodCreated), nil, filePerm); err != nil {
+	if err := safefile.WriteFile(filepath.Join(embryo, layout.PodCreated), nil, filePerm, safefile.Durable); err != nil {
 		return nil, fmt.Errorf("pod %s: %w", uuid, err)
 	}
 	if err := p.move(filepath.Join(pods, "prepare", uuid)); err != nil {
@@ -136,10 +137,10 @@ func (p *Prepared) move(to string) error {
 	}
 	from := filepath.Dir(p.Dir)
 	p.Dir = to
-	if err := syncDir(from); err != nil {
+	if err := safefile.SyncDirs(from); err != nil {
 		return fmt.Errorf("pod %s: %w", p.UUID, err)
 	}
-	if err := syncDir(filepath.Dir(to)); err != nil {
+	if err := safefile.SyncDirs(filepath.Dir(to)); err != nil {
 		return fmt.Errorf("pod %s: %w", p.UUID, err)
 	}
 	return nil
@@ -170,7 +171,7 @@ func fill(p *Prepared, pl *plan, o Options) error {
 		return err
 	}
 	if o.UUIDFileSave != "" {
-		if err := WriteFileAtomic(o.UUIDFileSave, []byte(p.UUID), 0o644); err != nil {
+		if err := safefile.WriteFile(o.UUIDFileSave, []byte(p.UUID), 0o644, safefile.Durable); err != nil {
 			return fmt.Errorf("--uuid-file-save: %w", err)
 		}
 		p.uuidFile = o.UUIDFileSave
@@ -224,7 +225,7 @@ func writePodFiles(p *Prepared, pl *plan, o Options) error {
 		files = append(files, podFile{PrivateUsersFile, []byte(o.PrivateUsers.String()), filePerm})
 	}
 	for _, f := range files {
-		if err := WriteFileAtomic(filepath.Join(p.Dir, f.name), f.data, f.perm); err != nil {
+		if err := safefile.WriteFile(filepath.Join(p.Dir, f.name), f.data, f.perm, safefile.Durable); err != nil {
 			return fmt.Errorf("pod %s: %w", p.UUID, err)
 		}
 	}
