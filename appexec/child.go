@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/status"
 )
 
@@ -39,12 +40,15 @@ func Child() int {
 		return status.CodeStage1Failure
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "stage1: app: %v\n", err)
+		logx.Errorf("app: %v", err)
 		return status.CodeStage1Failure
 	}
+	// On the app's stderr from here on (its log): what PID 1 logs of
+	// the app is on the pod's.
+	logx.Debugf("app %q: setting up, then exec %q", spec.App, spec.Exec)
 	code, err := become(spec)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "stage1: app %q: %v\n", spec.App, err)
+		logx.Errorf("app %q: %v", spec.App, err)
 	}
 	return code
 }

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/network/netinfo"
 	"github.com/pod1/pod1/safefile"
 )
@@ -168,7 +169,7 @@ func loadDir(dir string) (map[string]*Conf, error) {
 			return nil, err
 		}
 		if _, dup := confs[c.Name]; dup {
-			fmt.Fprintf(os.Stderr, "stage1: network %q already defined, ignoring %s\n", c.Name, path)
+			logx.Warnf("network %q already defined, ignoring %s", c.Name, path)
 			continue
 		}
 		confs[c.Name] = c

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/network/netinfo"
 	"github.com/pod1/pod1/safefile"
 )
@@ -95,7 +96,7 @@ func Setup(ctx context.Context, p *Params) (err error) {
 			tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
 			if terr := Teardown(tctx, p.PodDir, p.Stage1Root, p.LocalConfig, p.UUID, p.Debug); terr != nil {
-				fmt.Fprintf(os.Stderr, "stage1: network teardown after a failed setup: %v\n", terr)
+				logx.Warnf("network teardown after a failed setup: %v", terr)
 			}
 		}
 	}()
@@ -261,7 +262,7 @@ func dnsSet(d *types.DNS) bool {
 func writeResolv(stage1Root, name string, d *types.DNS) error {
 	etc := filepath.Join(stage1Root, "etc")
 	if _, err := os.Lstat(filepath.Join(stage1Root, ResolvConf)); err == nil {
-		fmt.Fprintf(os.Stderr, "stage1: network %q gave DNS settings, but the pod has a resolv.conf already\n", name)
+		logx.Warnf("network %q gave DNS settings, but the pod has a resolv.conf already", name)
 		return nil
 	}
 	var b strings.Builder

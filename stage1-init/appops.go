@@ -12,6 +12,7 @@ import (
 
 	"github.com/pod1/pod1/control"
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/safefile"
 )
@@ -73,7 +74,7 @@ func appOpMain(role string, args []string) int {
 		return fail(fmt.Errorf("app %q: %s: %w", *name, req.Op, err))
 	}
 	if resp.Error != "" {
-		fmt.Fprintf(os.Stderr, "stage1: app %q: %s: %s\n", *name, req.Op, resp.Error)
+		logx.Errorf("app %q: %s: %s", *name, req.Op, resp.Error)
 	}
 	return resp.Code
 }

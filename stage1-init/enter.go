@@ -19,6 +19,7 @@ import (
 
 	"github.com/pod1/pod1/appexec"
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/safefile"
 	"github.com/pod1/pod1/status"
@@ -260,12 +261,12 @@ func enterExecMain() int {
 		// id maps are written.
 		code, err := appexec.RunInUserNS(o.Spec, o.Argv)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "stage1: enter: app %q: %v\n", o.Spec.App, err)
+			logx.Errorf("app %q: %v", o.Spec.App, err)
 		}
 		return code
 	}
 	code, err := appexec.Exec(o.Spec, o.Argv)
-	fmt.Fprintf(os.Stderr, "stage1: enter: app %q: %v\n", o.Spec.App, err)
+	logx.Errorf("app %q: %v", o.Spec.App, err)
 	return code
 }
 
@@ -277,7 +278,7 @@ func enterCommand(s *appexec.Spec, argv []string) []string {
 	}
 	if len(argv) == 1 && argv[0] == enterDefaultCmd {
 		if _, err := os.Stat(enterDefaultCmd); err != nil {
-			fmt.Fprintf(os.Stderr, "stage1: enter: app %q has no %s, running %s\n", s.App, enterDefaultCmd, enterFallbackCmd)
+			logx.Warnf("app %q has no %s, running %s", s.App, enterDefaultCmd, enterFallbackCmd)
 			argv = []string{enterFallbackCmd}
 		}
 	}

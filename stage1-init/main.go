@@ -15,12 +15,12 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 
 	"github.com/pod1/pod1/appexec"
+	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/status"
 )
 
@@ -46,7 +46,16 @@ func main() {
 }
 
 func dispatch() int {
-	switch role := filepath.Base(os.Args[0]); role {
+	role := filepath.Base(os.Args[0])
+	if role == "stage1-init" {
+		logx.SetRole("stage1", roleRun)
+	} else {
+		logx.SetRole("stage1", role)
+	}
+	if logx.DebugArg(os.Args[1:]) {
+		logx.SetDebug(true)
+	}
+	switch role {
 	case roleRun, "stage1-init":
 		return runMain(os.Args[1:])
 	case roleLockKeeper:
@@ -64,7 +73,7 @@ func dispatch() int {
 	case roleEnter:
 		return enterMain(os.Args[1:])
 	default:
-		fmt.Fprintf(os.Stderr, "stage1: unknown role %q (run me as run, stop or gc)\n", role)
+		logx.Errorf("unknown role %q (run me as run, stop or gc)", role)
 		return status.CodeStage1Failure
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pod1/pod1/control"
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/podenv"
 	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podspec"
@@ -137,7 +138,8 @@ func (s *supervisor) recoverPanic() {
 	if r == nil {
 		return
 	}
-	fmt.Fprintf(os.Stderr, "stage1: pod init panic: %v\n%s", r, debug.Stack())
+	logx.Errorf("pod init panic: %v", r)
+	_, _ = logx.Writer().Write(debug.Stack())
 	_ = unix.Kill(-1, unix.SIGKILL)
 	for _, e := range s.reaper.WaitAll() {
 		a, ok := e.Tag.(*app)
@@ -148,15 +150,9 @@ func (s *supervisor) recoverPanic() {
 	os.Exit(status.CodeStage1Failure)
 }
 
-func (s *supervisor) logf(format string, a ...any) {
-	fmt.Fprintf(os.Stderr, "stage1: "+format+"\n", a...)
-}
+func (s *supervisor) logf(format string, a ...any) { logx.Warnf(format, a...) }
 
-func (s *supervisor) debugf(format string, a ...any) {
-	if s.pod.Debug {
-		s.logf(format, a...)
-	}
-}
+func (s *supervisor) debugf(format string, a ...any) { logx.Debugf(format, a...) }
 
 // loop runs until the pod is over: every app finished (and, for a mutable
 // pod, a stop requested). Then nothing may remain: leftovers are killed

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/safefile"
@@ -26,7 +27,7 @@ import (
 // fail prints the one line a setup failure gets and returns rkt's stage1
 // failure code.
 func fail(err error) int {
-	fmt.Fprintf(os.Stderr, "stage1: %v\n", err)
+	logx.Errorf("%v", err)
 	return status.CodeStage1Failure
 }
 
@@ -71,7 +72,7 @@ func runMain(args []string) int {
 	warnIsolation(pod, f)
 	for _, a := range pod.Apps {
 		if len(a.EventHandlers) > 0 {
-			fmt.Fprintf(os.Stderr, "stage1: warning: app %q: eventHandlers %s are not run by this stage1\n", a.Spec.App, strings.Join(a.EventHandlers, ", "))
+			logx.Warnf("app %q: eventHandlers %s are not run by this stage1", a.Spec.App, strings.Join(a.EventHandlers, ", "))
 		}
 	}
 	statusDir, err := status.OpenDir(filepath.Join(podDir, layout.StatusDir))
@@ -80,7 +81,7 @@ func runMain(args []string) int {
 	}
 	defer statusDir.Close()
 	if f.opts.MDSToken != "" && podspec.MetadataURL(&f.opts) == "" {
-		fmt.Fprintln(os.Stderr, "stage1: warning: --mds-token: AC_METADATA_URL is set only with --net=host (the host's address on the pod's network is not passed on yet)")
+		logx.Warnf("--mds-token: AC_METADATA_URL is set only with --net=host (the host's address on the pod's network is not passed on yet)")
 	}
 	return superviseInit(pod, f, podDir, lock, req)
 }
@@ -326,7 +327,7 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, 
 				return
 			}
 			if err := pod.Cgroup.RemoveTree(); err != nil {
-				fmt.Fprintf(os.Stderr, "stage1: remove cgroups: %v\n", err)
+				logx.Warnf("remove cgroups: %v", err)
 			}
 		}()
 	}
@@ -351,7 +352,7 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, 
 	if werr != nil {
 		// PID 1 died before reading its configuration; its exit
 		// status says why.
-		fmt.Fprintf(os.Stderr, "stage1: send pod configuration: %v\n", werr)
+		logx.Errorf("send pod configuration: %v", werr)
 	}
 	// PID 1 said it is ready before it read the configuration, so this
 	// does not wait on the start path; until then its runtime's
@@ -376,7 +377,7 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, 
 	case ws.Exited():
 		return ws.ExitStatus()
 	case ws.Signaled():
-		fmt.Fprintf(os.Stderr, "stage1: pod init killed by signal %v\n", ws.Signal())
+		logx.Errorf("pod init killed by signal %v", ws.Signal())
 		return status.CodeStage1Failure
 	}
 	return status.CodeStage1Failure

@@ -426,7 +426,7 @@ func TestSpareAppProcessLeavesNoTrace(t *testing.T) {
 		if c := children(t, pid); len(c) != 0 {
 			t.Errorf("PID 1's children once the sandbox is ready: %v", c)
 		}
-		if strings.Contains(r.Stderr.String(), "stage1: app") {
+		if strings.Contains(r.Stderr.String(), "] error: ") {
 			t.Errorf("stderr: %s", r.Stderr)
 		}
 	})
@@ -440,7 +440,7 @@ func TestSpareAppProcessLeavesNoTrace(t *testing.T) {
 			c := children(t, pid)
 			return len(c) == 1 && c[0] == strconv.Itoa(app)
 		})
-		if strings.Contains(r.Stderr.String(), "stage1: app") {
+		if strings.Contains(r.Stderr.String(), "] error: ") {
 			t.Errorf("stderr: %s", r.Stderr)
 		}
 	})

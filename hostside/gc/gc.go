@@ -28,6 +28,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/hostside/pods"
+	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/safefile"
 )
 
@@ -59,9 +60,9 @@ type Options struct {
 	Debug bool
 	// Stage1Timeout bounds each stage1 gc entrypoint (0: default).
 	Stage1Timeout time.Duration
-	// Out gets one line per collected pod; Log gets progress and
-	// problems. Nil discards.
-	Out, Log io.Writer
+	// Out gets one line per collected pod (nil discards); progress and
+	// problems go to logx.
+	Out io.Writer
 	// Step, if set, is called before each step on each pod; tests use it
 	// to kill the collector at every step.
 	Step func(step Step, uuid string)
@@ -112,13 +113,10 @@ func Run(o Options) (*Result, error) {
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
-	if o.Log == nil {
-		o.Log = io.Discard
-	}
 	if o.Stage1Timeout == 0 {
 		o.Stage1Timeout = DefaultStage1Timeout
 	}
-	o.Out, o.Log = &lockedWriter{w: o.Out}, &lockedWriter{w: o.Log}
+	o.Out = &lockedWriter{w: o.Out}
 	c := &collector{o: o, res: &Result{}}
 	phases := []func() error{c.recoverApps, c.markExited, c.markAborted}
 	if !o.MarkOnly {
@@ -145,8 +143,6 @@ func (c *collector) step(s Step, uuid string) {
 		c.o.Step(s, uuid)
 	}
 }
-
-func (c *collector) logf(format string, a ...any) { fmt.Fprintf(c.o.Log, format+"\n", a...) }
 
 // lockedWriter serialises the writes of the sweep workers (and of the
 // stage1 gc entrypoints' stderr copiers) to one writer.
@@ -194,7 +190,7 @@ func (c *collector) mark(from string, kind pods.Include, to string, minAge time.
 	// again.
 	defer func() {
 		if err := safefile.SyncDirs(c.podsDir(from), c.podsDir(to)); err != nil {
-			c.logf("sync pod directories: %v", err)
+			logx.Warnf("sync pod directories: %v", err)
 		}
 	}()
 	for _, uuid := range uuids {
@@ -222,7 +218,7 @@ func (c *collector) mark(from string, kind pods.Include, to string, minAge time.
 		l.Close()
 		switch {
 		case err == nil:
-			c.logf(msg, uuid)
+			logx.Infof(msg, uuid)
 			c.record(&c.res.Marked, uuid)
 		case !errors.Is(err, os.ErrNotExist):
 			c.fail(uuid, fmt.Errorf("pod %s: move to %s: %w", uuid, to, err))

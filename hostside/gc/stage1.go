@@ -15,6 +15,7 @@ import (
 	securejoin "github.com/cyphar/filepath-securejoin"
 
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/safefile"
 )
 
@@ -38,12 +39,12 @@ const (
 func (c *collector) stage1GC(uuid, dir string) error {
 	ep, version, err := gcEntrypoint(dir)
 	if err != nil {
-		c.logf("pod %s: skipping stage1 gc: %v", uuid, err)
+		logx.Warnf("pod %s: skipping stage1 gc: %v", uuid, err)
 		return nil
 	}
 	path, argv0, err := c.findEntrypoint(dir, ep)
 	if err != nil {
-		c.logf("pod %s: skipping stage1 gc: %v", uuid, err)
+		logx.Warnf("pod %s: skipping stage1 gc: %v", uuid, err)
 		return nil
 	}
 	args := []string{}
@@ -59,7 +60,7 @@ func (c *collector) stage1GC(uuid, dir string) error {
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Args[0] = argv0 // the stage1 may pick its role from argv[0]
 	cmd.Dir = dir
-	cmd.Stderr = c.o.Log
+	cmd.Stderr = logx.Writer()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pod1/pod1/hostside/pods"
+	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/safefile"
 )
 
@@ -32,7 +33,7 @@ func (c *collector) sweepExitedGarbage() error {
 			return // moved on or collected meanwhile
 		}
 		if time.Since(ctime) < c.o.GracePeriod {
-			c.logf("pod %q not removed: still within grace period (%s)", uuid, c.o.GracePeriod)
+			logx.Infof("pod %q not removed: still within grace period (%s)", uuid, c.o.GracePeriod)
 			c.record(&c.res.Waiting, uuid)
 			return
 		}
@@ -103,7 +104,7 @@ func (c *collector) collect(uuid, dir string, ran bool, mounts []mount) {
 	}
 	fmt.Fprintf(c.o.Out, "Garbage collecting pod %q\n", uuid)
 	if err := c.remove(uuid, dir, ran, mounts); err != nil {
-		c.logf("pod %s: not removed, left for the next gc: %v", uuid, err)
+		logx.Warnf("pod %s: not removed, left for the next gc: %v", uuid, err)
 		c.fail(uuid, err)
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/appc/spec/schema/types"
+	"github.com/pod1/pod1/logx"
 	"golang.org/x/sys/unix"
 )
 
@@ -91,7 +92,8 @@ func TestStage1Argv(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := base
 			var warn bytes.Buffer
-			o.Stderr = &warn
+			logx.SetOutput(&warn)
+			defer logx.SetOutput(os.Stderr)
 			tc.mod(&o)
 			got := stage1Argv(ep, o, tc.version, "u")
 			if !reflect.DeepEqual(got, tc.want) {
