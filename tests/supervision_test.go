@@ -255,7 +255,7 @@ func TestThousandFastExitsNeverZero(t *testing.T) {
 	if r.Code != 19 || p.Status(t, "a") != 19 {
 		t.Fatalf("pod exit %d status %d", r.Code, p.Status(t, "a"))
 	}
-	ends := strings.Count(r.Stderr.String(), `stage1: app "a": pid `)
+	ends := strings.Count(r.Stderr.String(), `] debug: app "a": pid `)
 	n19 := strings.Count(r.Stderr.String(), ", code 19\n")
 	if ends != 1000 || n19 != 1000 {
 		t.Fatalf("%d exits seen, %d with code 19, want 1000 of 1000", ends, n19)
