@@ -34,12 +34,18 @@ image: build/stage1.aci build/demo-hello.aci
 # They depend on nothing of ours: built once per worktree (and version).
 CNI_PLUGINS_VERSION := v1.10.0
 CNI_PLUGINS := ptp bridge macvlan ipvlan loopback host-local portmap
-CNI_DIR := build/cni-plugins-$(CNI_PLUGINS_VERSION)
+CNI_DIR := build/cni-plugins-$(CNI_PLUGINS_VERSION)-flannel
 CNI_PKG = github.com/containernetworking/plugins/plugins/$(if $(filter host-local,$(1)),ipam,$(if $(filter portmap,$(1)),meta,main))/$(1)@$(CNI_PLUGINS_VERSION)
+
+# flannel left containernetworking/plugins after v0.9.1 (its own module
+# is not served): that release's, which delegates to the v1.10.0 bridge.
+FLANNEL_VERSION := v0.9.1
+FLANNEL_PKG := github.com/containernetworking/plugins/plugins/meta/flannel@$(FLANNEL_VERSION)
 
 $(CNI_DIR)/.done:
 	rm -rf $(CNI_DIR) && mkdir -p $(CNI_DIR)
 	GOBIN=$(abspath $(CNI_DIR)) GOFLAGS=-buildvcs=false $(GO) install -trimpath -ldflags "-s -w" $(foreach p,$(CNI_PLUGINS),$(call CNI_PKG,$(p)))
+	GOBIN=$(abspath $(CNI_DIR)) GOFLAGS=-buildvcs=false $(GO) install -trimpath -ldflags "-s -w" $(FLANNEL_PKG)
 	touch $@
 
 build/stage1.aci: bin/stage1-init bin/net-setup $(CNI_DIR)/.done rootfs/manifest.json rootfs/hosts-fallback $(wildcard rootfs/net.d/*.conf) Makefile
@@ -50,8 +56,8 @@ build/stage1.aci: bin/stage1-init bin/net-setup $(CNI_DIR)/.done rootfs/manifest
 	cp bin/stage1-init build/stage1/rootfs/stage1-init
 	cp bin/net-setup build/stage1/rootfs/net-setup
 	cp rootfs/net.d/*.conf build/stage1/rootfs/etc/rkt/net.d/
-	cp $(addprefix $(CNI_DIR)/,$(CNI_PLUGINS)) build/stage1/rootfs/usr/lib/rkt/plugins/net/
-	for ep in run stop gc enter app-add app-start app-stop app-rm; do ln -s stage1-init build/stage1/rootfs/$$ep; done
+	cp $(addprefix $(CNI_DIR)/,$(CNI_PLUGINS) flannel) build/stage1/rootfs/usr/lib/rkt/plugins/net/
+	for ep in run stop gc enter app-add app-start app-stop app-rm attach; do ln -s stage1-init build/stage1/rootfs/$$ep; done
 	tar --owner=0 --group=0 --numeric-owner -C build/stage1 -cf $@.tmp manifest rootfs && mv $@.tmp $@
 
 build/demo-hello.aci: bin/demo-hello demo/manifest.json demo/passwd demo/group Makefile
@@ -65,7 +71,7 @@ build/demo-hello.aci: bin/demo-hello demo/manifest.json demo/passwd demo/group M
 # check-static fails if any binary is dynamically linked: rkt execs the
 # entry points on the host, where no loader of ours exists.
 check-static: $(BINS) $(CNI_DIR)/.done
-	@for b in $(BINS) $(addprefix $(CNI_DIR)/,$(CNI_PLUGINS)); do \
+	@for b in $(BINS) $(addprefix $(CNI_DIR)/,$(CNI_PLUGINS) flannel); do \
 		if ldd $$b >/dev/null 2>&1; then echo "$$b is not static"; exit 1; fi; \
 	done; echo "all binaries are static"
 

@@ -45,10 +45,10 @@ func Child() int {
 	}
 	// On the app's stderr from here on (its log): what PID 1 logs of
 	// the app is on the pod's.
-	logx.Debugf("app %q: setting up, then exec %q", spec.App, spec.Exec)
+	logx.Debugf("app %q: setting up, then exec %q", spec.Name, spec.Exec)
 	code, err := become(spec)
 	if err != nil {
-		logx.Errorf("app %q: %v", spec.App, err)
+		logx.Errorf("app %q: %v", spec.Name, err)
 	}
 	return code
 }
@@ -159,6 +159,9 @@ func become(s *Spec) (int, error) {
 	if _, err := unix.Setsid(); err != nil {
 		return setupFailed, fmt.Errorf("setsid: %w", err)
 	}
+	if err := takeCtrlTTY(s); err != nil {
+		return setupFailed, err
+	}
 	return Exec(s, s.Exec)
 }
 
@@ -260,4 +263,17 @@ func resetSignals() {
 		var act [4]uint64 // handler 0 == SIG_DFL
 		_, _, _ = unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptrOf(&act), 0, 8, 0, 0)
 	}
+}
+
+// takeCtrlTTY makes fd 0 the controlling terminal of the new session when
+// the spec asks (rkt's tty stdin): the app's own pseudo-terminal, whose
+// master only PID 1 holds, so input pushed into it reaches only the app.
+func takeCtrlTTY(s *Spec) error {
+	if !s.CtrlTTY {
+		return nil
+	}
+	if err := unix.IoctlSetInt(0, unix.TIOCSCTTY, 0); err != nil {
+		return fmt.Errorf("controlling terminal: %w", err)
+	}
+	return nil
 }

@@ -131,8 +131,9 @@ func Exec(s *Spec, argv []string) (int, error) {
 	if err != nil {
 		return execCode(err), fmt.Errorf("exec %s: %w", argv[0], err)
 	}
+	missing := missingFile(argv0)
 	if err := notOnProcfs(argv0); err != nil {
-		return execCode(err), fmt.Errorf("exec %s: %w", argv0, err)
+		return execCode(err), execError(argv0, missing, err)
 	}
 	x, err := prepareExec(argv0, argv, s.Env)
 	if err != nil {
@@ -152,11 +153,20 @@ func Exec(s *Spec, argv []string) (int, error) {
 	if !installed {
 		return setupFailed, fmt.Errorf("isolator %s-%s-set: seccomp(SET_MODE_FILTER): %w", isoSeccomp, setName(s.Isolation.Seccomp), e)
 	}
-	err = e
+	return execCode(e), execError(argv0, missing, e)
+}
+
+// execError words a failed exec of argv0: a missing file as rkt's stage1
+// says it, naming the file (missing, found before the exec); anything else
+// as execve's error.
+func execError(argv0, missing string, err error) error {
+	if errors.Is(err, unix.ENOENT) && missing != "" {
+		return &notFoundError{missing}
+	}
 	if errors.Is(err, unix.ENOENT) {
 		err = fmt.Errorf("%w (or its interpreter)", err)
 	}
-	return execCode(err), fmt.Errorf("exec %s: %w", argv0, err)
+	return fmt.Errorf("exec %s: %w", argv0, err)
 }
 
 // preparedExec holds execve's arguments, built before the filter is in.

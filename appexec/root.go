@@ -225,13 +225,18 @@ func mountBind(root *os.File, m *Mount) error {
 		return err
 	}
 	defer t.Close()
+	nodev := uintptr(unix.MS_NODEV)
+	nodevAttr := uint64(unix.MOUNT_ATTR_NODEV)
+	if m.Device {
+		nodev, nodevAttr = 0, 0
+	}
 	if m.NoRecursive {
-		return unix.Mount("", fdPath(t), "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
+		return unix.Mount("", fdPath(t), "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY|unix.MS_NOSUID|nodev, "")
 	}
 	// Every mount the recursive bind brought along is made read-only
 	// too: a remount changes only the top one, and the app could write
 	// through a read-only volume into the host's mounts below it.
-	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | nodevAttr}
 	if err := unix.MountSetattr(int(t.Fd()), "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
 		return fmt.Errorf("make the volume and every mount below it read-only (mount_setattr): %w", err)
 	}

@@ -15,8 +15,9 @@ import "github.com/pod1/pod1/idmap"
 // validated on the host side before the pod starts, so the child only
 // carries it out.
 type Spec struct {
-	// App is the app's name (an ACName), used in messages.
-	App string `json:"app"`
+	// Name is the app's name (an ACName), used in messages and to find
+	// the app's files.
+	Name string `json:"app"`
 	// RootFS is the absolute path of the app's root in the pod's mount
 	// namespace.
 	RootFS string `json:"rootfs"`
@@ -47,6 +48,9 @@ type Spec struct {
 	// namespace of its own whose ids 0 to Size-1 are the host's HostID
 	// onwards: the app's root is not the host's.
 	UserNS *idmap.Range `json:"userns,omitempty"`
+	// CtrlTTY makes fd 0, a pseudo-terminal PID 1 holds the master of
+	// (rkt's tty stdin), the controlling terminal of the app's session.
+	CtrlTTY bool `json:"ctrlTTY,omitempty"`
 }
 
 // Mount kinds.
@@ -93,4 +97,8 @@ type Mount struct {
 	// Docker-converted image, initialised with the image's files). Source
 	// is unused.
 	InPlace bool `json:"inPlace,omitempty"`
+	// Device is set when Source is a device node on the host (a device
+	// volume): read-only, it keeps its device semantics (no nodev), as
+	// the app's device allow-list names it.
+	Device bool `json:"device,omitempty"`
 }

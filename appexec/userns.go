@@ -168,10 +168,13 @@ func childInUserNS() int {
 			if _, err := unix.Setsid(); err != nil {
 				return status.CodeStage1Failure, fmt.Errorf("setsid: %w", err)
 			}
+			if err := takeCtrlTTY(s); err != nil {
+				return status.CodeStage1Failure, err
+			}
 		}
 		return Exec(s, s.Exec)
 	}()
-	logx.Errorf("app %q: %v", s.App, err)
+	logx.Errorf("app %q: %v", s.Name, err)
 	return code
 }
 

@@ -150,11 +150,19 @@ func (b *bench) markdown() string {
 	for i, s := range b.sections {
 		p("\n## %d. %s\n\n%s\n\n", i+1, s.title, s.desc)
 		p("| runtime |")
-		for _, c := range s.cols {
-			p(" %s (%s) |", c, s.unit)
+		for i, c := range s.cols {
+			u := s.unit
+			if i < len(s.colUnits) {
+				u = s.colUnits[i]
+			}
+			p(" %s (%s) |", c, u)
 		}
 		if !s.noRatio {
-			p(" vs pod1 |")
+			label := s.ratioLabel
+			if label == "" {
+				label = "vs pod1"
+			}
+			p(" %s |", label)
 		}
 		p(" rounds |\n|---|")
 		for range s.cols {

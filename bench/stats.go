@@ -86,6 +86,10 @@ type section struct {
 	chartCol int
 	targets  []targetLine
 	notes    []string
+	// colUnits, when set, are the columns' units (else unit for all);
+	// ratioLabel heads the ratio column (default "vs pod1").
+	colUnits   []string
+	ratioLabel string
 }
 
 // targetLine is a target of issue 7 drawn on a chart panel.

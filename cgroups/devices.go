@@ -27,9 +27,12 @@ type Device struct {
 // the terminals of its own devpts), /dev/console when the pod is
 // interactive, and nothing else: no other node can be made or opened,
 // whatever the app's capabilities (CAP_MKNOD is in rkt's default set), and
-// no block device at all. It is the list of rkt's stage1 and runc less
-// runc's blanket "mknod anything" (a node that cannot be opened is of no
-// use, and refusing it is clearer).
+// no block device at all. The terminals may be opened but not made: a
+// node of the old ptmx or of a pts made outside the app's devpts would
+// reach terminals that are not the app's, and rkt's stage1 refuses it
+// too. It is the list of rkt's stage1 and runc less runc's blanket "mknod
+// anything" (a node that cannot be opened is of no use, and refusing it
+// is clearer).
 func AppDevices(interactive bool) []Device {
 	ds := []Device{
 		{'c', 1, 3, "rwm"}, // null
@@ -38,11 +41,11 @@ func AppDevices(interactive bool) []Device {
 		{'c', 1, 8, "rwm"}, // random
 		{'c', 1, 9, "rwm"}, // urandom
 		{'c', 5, 0, "rwm"}, // tty
-		{'c', 5, 2, "rwm"}, // ptmx
-		{'c', 136, -1, "rwm"},
+		{'c', 5, 2, "rw"},  // ptmx
+		{'c', 136, -1, "rw"},
 	}
 	if interactive {
-		ds = append(ds, Device{'c', 5, 1, "rwm"}) // console
+		ds = append(ds, Device{'c', 5, 1, "rw"}) // console
 	}
 	return ds
 }

@@ -7,6 +7,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Authenticate is authenticate, for PID 1's other sockets (rkt attach's
+// endpoints).
+func Authenticate(c *net.UnixConn) error { return authenticate(c) }
+
 // authenticate accepts only root peers outside the pod's pid namespace.
 // SO_PEERCRED translates the peer's pid into the receiver's (PID 1's) pid
 // namespace, where a process of the host, or of any namespace that is not

@@ -68,7 +68,10 @@ const (
 	HostnameFileIn     = RktDirIn + "/hostname"
 	SupervisorStatusIn = RktDirIn + "/supervisor-status"
 	Pod1DirIn          = RktDirIn + "/pod1"
-	Stage2DirIn        = "opt/stage2"
+	// AttachDirIn holds one directory per app served to rkt attach:
+	// "endpoints" (JSON) and the sockets (rkt's iottymux layout).
+	AttachDirIn = RktDirIn + "/iottymux"
+	Stage2DirIn = "opt/stage2"
 	// HostHostsIn and HostResolvIn are the host's files rkt's stage0
 	// copies in for --dns-conf-mode / --hosts-entry=host.
 	HostHostsIn  = "etc/rkt-hosts"
@@ -90,6 +93,7 @@ const (
 	HostnameFile     = Stage1RootFS + "/" + HostnameFileIn
 	SupervisorStatus = Stage1RootFS + "/" + SupervisorStatusIn
 	Stage2Dir        = Stage1RootFS + "/" + Stage2DirIn
+	AttachDir        = Stage1RootFS + "/" + AttachDirIn
 )
 
 // pod1's own files, out of every app's reach (the stage1 rootfs is not in
@@ -138,6 +142,7 @@ const (
 	AnnAppStart         = "coreos.com/rkt/stage1/app/start"
 	AnnAppStop          = "coreos.com/rkt/stage1/app/stop"
 	AnnAppRm            = "coreos.com/rkt/stage1/app/rm"
+	AnnAttach           = "coreos.com/rkt/stage1/attach"
 	AnnInterfaceVersion = "coreos.com/rkt/stage1/interface-version"
 	// AnnMutable is the pod manifest annotation of a mutable pod.
 	AnnMutable = "coreos.com/rkt/stage1/mutable"

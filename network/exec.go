@@ -16,30 +16,26 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 )
 
-// nsPath is how plugins reach the pod's network namespace: the executor
-// passes them an open descriptor on it as fd 3, taken once and checked,
-// so a plugin never resolves a path in the pod directory.
-const nsPath = "/proc/self/fd/3"
-
 // pluginExec runs plugins as libcni's default executor does, but dies
-// with us (a setup killed midway must not go on behind gc's back), hands
-// the namespace over as a descriptor, and turns a plugin's failure into
-// one line.
+// with us (a setup killed midway must not go on behind gc's back), and
+// turns a plugin's failure into one line. The namespace reaches plugins
+// as a path (CNI_NETNS, under /var/run/netns, a host directory the pod
+// cannot write), not as an inherited descriptor: plugins that delegate
+// (flannel, rkt's test proxy) run other plugins, which would not inherit
+// it.
 type pluginExec struct {
-	netns *os.File
 	debug bool
 }
 
 func (e *pluginExec) ExecPlugin(ctx context.Context, pluginPath string, stdin []byte, environ []string) ([]byte, error) {
 	var stdout, stderr bytes.Buffer
 	cmd := exec.CommandContext(ctx, pluginPath)
-	cmd.Env = environ
+	// rkt's stage1 sets CNI_VERSION (to the only version it spoke);
+	// plugins read the version from their configuration.
+	cmd.Env = append(environ, "CNI_VERSION=0.1.0")
 	cmd.Stdin = bytes.NewReader(stdin)
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
-	if e.netns != nil {
-		cmd.ExtraFiles = []*os.File{e.netns}
-	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	err := cmd.Run()
 	if e.debug && stderr.Len() > 0 {

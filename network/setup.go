@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -88,9 +89,6 @@ func Setup(ctx context.Context, p *Params) (err error) {
 		return err
 	}
 	defer func() {
-		if pe.netns != nil {
-			pe.netns.Close()
-		}
 		if err != nil {
 			// A setup that ran out of time still gets its undo.
 			tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -100,7 +98,7 @@ func Setup(ctx context.Context, p *Params) (err error) {
 			}
 		}
 	}()
-	if pe.netns, err = bindNetns(p.PodDir, p.NetnsPid); err != nil {
+	if err = bindNetns(p.PodDir, p.UUID, p.NetnsPid); err != nil {
 		return err
 	}
 	p.step("bound")
@@ -123,6 +121,7 @@ func Setup(ctx context.Context, p *Params) (err error) {
 		ni.PluginPath, _ = pe.FindInPath(c.Type, dirs)
 		if i == fwd {
 			ni.Ports = p.Ports
+			ni.Forward = true
 		}
 		// The copy and the entry come before the ADD: a setup killed
 		// during it leaves gc what it needs for the DEL.
@@ -136,6 +135,10 @@ func Setup(ctx context.Context, p *Params) (err error) {
 		p.step("recorded:" + c.Name)
 		res, err := addNet(ctx, cni, c, &nis[i], p.UUID)
 		if err != nil {
+			if ip, ok := ipTaken(err); ok {
+				// rkt's words, which its users and tests match.
+				return fmt.Errorf("requested IP address %q is not available in network: %s", ip, c.Name)
+			}
 			return fmt.Errorf("network %q: %w", c.Name, err)
 		}
 		p.step("added:" + c.Name)
@@ -169,9 +172,37 @@ func forwardNet(confs []*Conf) int {
 	return len(confs) - 1
 }
 
+// runtimeConf is what the plugins get in their environment: rkt's
+// conventions (the namespace's path under /var/run/netns, the pod's UUID
+// as the container ID, eth<N>). The network's arguments reach every
+// plugin of its chain (the main one, its IPAM), each taking the keys it
+// knows: CNI_ARGS gets IgnoreUnknown=1, without which the plugins of
+// today refuse any key they do not know (--net=macvlan:IP=... would fail
+// in macvlan, which knows only MAC), unless the user gave it.
 func runtimeConf(ni *netinfo.NetInfo, uuid string) *libcni.RuntimeConf {
 	kv, _ := cniArgs(ni.Args) // checked when parsed
-	return &libcni.RuntimeConf{ContainerID: uuid, NetNS: nsPath, IfName: ni.IfName, Args: kv}
+	if len(kv) > 0 {
+		given := false
+		for _, p := range kv {
+			given = given || strings.EqualFold(p[0], "IgnoreUnknown")
+		}
+		if !given {
+			kv = append([][2]string{{"IgnoreUnknown", "1"}}, kv...)
+		}
+	}
+	return &libcni.RuntimeConf{ContainerID: uuid, NetNS: netinfo.NetnsPath(uuid), IfName: ni.IfName, Args: kv}
+}
+
+// ipTakenRE matches host-local's refusal of a requested address taken by
+// another pod.
+var ipTakenRE = regexp.MustCompile(`requested IP address ([0-9a-fA-F.:]+) is not available`)
+
+func ipTaken(err error) (string, bool) {
+	m := ipTakenRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return "", false
+	}
+	return m[1], true
 }
 
 func addNet(ctx context.Context, cni *libcni.CNIConfig, c *Conf, ni *netinfo.NetInfo, uuid string) (*current.Result, error) {
@@ -303,25 +334,54 @@ func mkdirNoFollow(dir string) error {
 	return nil
 }
 
-// bindNetns bind-mounts the network namespace of pid on <pod>/netns and
-// returns it open. The bind keeps the namespace, and with it the pod's
-// interfaces, alive after the pod's processes are gone, until gc's DEL.
-func bindNetns(podDir string, pid int) (*os.File, error) {
+// bindNetns bind-mounts the network namespace of pid on
+// netinfo.NetnsPath(uuid), where rkt puts it. The path is written to
+// <pod>/netns first (rkt's record, which rkt's tools read): a run killed
+// just after the mount leaves gc a file that tells it to look.
+func bindNetns(podDir, uuid string, pid int) error {
 	ns, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/net")
 	if err != nil {
-		return nil, fmt.Errorf("pod network namespace: %w", err)
+		return fmt.Errorf("pod network namespace: %w", err)
 	}
-	target := filepath.Join(podDir, netinfo.NetnsFile)
+	defer ns.Close()
+	target := netinfo.NetnsPath(uuid)
+	if err := writeNew(podDir, netinfo.NetnsFile, target); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(netinfo.NetnsDir, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", netinfo.NetnsDir, err)
+	}
 	fd, err := unix.Open(target, unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC, 0o444)
 	if err != nil {
-		ns.Close()
-		return nil, fmt.Errorf("create %s: %w", netinfo.NetnsFile, err)
+		return fmt.Errorf("create %s: %w", target, err)
 	}
 	defer unix.Close(fd)
 	src := "/proc/self/fd/" + strconv.Itoa(int(ns.Fd()))
 	if err := unix.Mount(src, "/proc/self/fd/"+strconv.Itoa(fd), "", unix.MS_BIND, ""); err != nil {
-		ns.Close()
-		return nil, fmt.Errorf("bind the network namespace on %s: %w", netinfo.NetnsFile, err)
+		return fmt.Errorf("bind the network namespace on %s: %w", target, err)
 	}
-	return ns, nil
+	return nil
+}
+
+// writeNew creates name in dir with content, refusing one that exists or
+// a symlink.
+func writeNew(dir, name, content string) error {
+	d, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(d)
+	fd, err := unix.Openat(d, name, unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", name, err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	_, err = f.WriteString(content)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	return nil
 }

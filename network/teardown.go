@@ -20,9 +20,14 @@ import (
 // idempotent, and works on a setup killed at any point. Everything it
 // reads may have been planted: entries that do not validate are reported
 // and skipped, plugins are looked up only by their plain type name, and
-// the namespace is used only if it is one, and not the host's.
-// If a DEL fails, its entry and the namespace are kept for a retry and
-// an error is returned.
+// the namespace is the one of the pod's UUID, used only if it is one and
+// not the host's (the content of <pod>/netns is never followed).
+// If a DEL fails, its entry and configuration copy are kept for a retry
+// (which runs without the namespace: what is left to undo is on the
+// host, rules and leases) and an error is returned. The namespace's bind
+// mount goes either way: rkt deletes the pod whatever its stage1's gc
+// says, and a mount under /var/run/netns would outlive it, holding the
+// pod's interfaces.
 func Teardown(ctx context.Context, podDir, stage1Root, localConfig, uuid string, debug bool) error {
 	dir, err := os.Open(podDir)
 	if err != nil {
@@ -37,11 +42,11 @@ func Teardown(ctx context.Context, podDir, stage1Root, localConfig, uuid string,
 		logx.Warnf("teardown: %v; not tearing down the networks it lists", err)
 		nis = nil
 	}
-	ns, err := openNetns(podDir)
+	ns, err := openNetns(uuid)
 	if err != nil {
 		logx.Warnf("teardown: %v; tearing down without it", err)
 	}
-	pe := &pluginExec{netns: ns, debug: debug}
+	pe := &pluginExec{debug: debug}
 	if ns != nil {
 		defer ns.Close()
 	}
@@ -60,10 +65,13 @@ func Teardown(ctx context.Context, podDir, stage1Root, localConfig, uuid string,
 	var errs []error
 	for i := len(nis) - 1; i >= 0; i-- {
 		ni := &nis[i]
-		if err := delNet(ctx, cni, podDir, ni, uuid, ns != nil); err != nil {
+		if err := delNet(ctx, cni, podDir, ni, uuid, ns != nil, debug); err != nil {
 			errs = append(errs, fmt.Errorf("network %q: %w", ni.NetName, err))
 			failed = append([]netinfo.NetInfo{*ni}, failed...)
 		}
+	}
+	if err := removeNetns(podDir, uuid); err != nil {
+		errs = append(errs, err)
 	}
 	if len(failed) > 0 {
 		if err := netinfo.SaveIn(podDir, failed); err != nil {
@@ -71,13 +79,13 @@ func Teardown(ctx context.Context, podDir, stage1Root, localConfig, uuid string,
 		}
 		return errors.Join(errs...)
 	}
-	if err := removeNetFiles(podDir); err != nil {
-		return err
+	if len(errs) > 0 {
+		return errors.Join(errs...)
 	}
-	return nil
+	return removeNetFiles(podDir)
 }
 
-func delNet(ctx context.Context, cni *libcni.CNIConfig, podDir string, ni *netinfo.NetInfo, uuid string, haveNS bool) error {
+func delNet(ctx context.Context, cni *libcni.CNIConfig, podDir string, ni *netinfo.NetInfo, uuid string, haveNS, debug bool) error {
 	rt := runtimeConf(ni, uuid)
 	if !haveNS {
 		rt.NetNS = ""
@@ -117,26 +125,31 @@ func delNet(ctx context.Context, cni *libcni.CNIConfig, podDir string, ni *netin
 		logx.Warnf("teardown: network %q: %v; skipping", ni.NetName, err)
 		return nil
 	}
+	if debug {
+		// rkt's stage1 line, word for word, which rkt's tests look
+		// for at the end of gc's output: not in logx's format.
+		fmt.Fprintf(logx.Writer(), "stage1: teardown - executing net-plugin %s\n", c.Type)
+	}
 	return cni.DelNetwork(ctx, nc, rt)
 }
 
-// openNetns opens <pod>/netns if it is a network namespace other than
-// ours (gc runs in the host's): a planted file or symlink must not point
-// the plugins' DEL at the host's interfaces.
-func openNetns(podDir string) (*os.File, error) {
-	p := filepath.Join(podDir, netinfo.NetnsFile)
+// openNetns opens the pod's network namespace at its path under
+// /var/run/netns if it is there and is a network namespace other than
+// ours (gc runs in the host's).
+func openNetns(uuid string) (*os.File, error) {
+	p := netinfo.NetnsPath(uuid)
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("open %s: %w", netinfo.NetnsFile, err)
+		return nil, fmt.Errorf("open %s: %w", p, err)
 	}
 	f := os.NewFile(uintptr(fd), p)
 	var sfs unix.Statfs_t
 	if err := unix.Fstatfs(fd, &sfs); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("statfs %s: %w", netinfo.NetnsFile, err)
+		return nil, fmt.Errorf("statfs %s: %w", p, err)
 	}
 	if sfs.Type != unix.NSFS_MAGIC {
 		f.Close()
@@ -153,25 +166,33 @@ func openNetns(podDir string) (*os.File, error) {
 	}
 	if st.Dev == self.Dev && st.Ino == self.Ino {
 		f.Close()
-		return nil, fmt.Errorf("%s is the host's network namespace", netinfo.NetnsFile)
+		return nil, fmt.Errorf("%s is the host's network namespace", p)
 	}
 	if t, err := unix.IoctlRetInt(fd, unix.NS_GET_NSTYPE); err != nil || t != unix.CLONE_NEWNET {
 		f.Close()
-		return nil, fmt.Errorf("%s is not a network namespace", netinfo.NetnsFile)
+		return nil, fmt.Errorf("%s is not a network namespace", p)
 	}
 	return f, nil
 }
 
-// removeNetFiles removes the namespace's bind mount and the stage1's
-// network files, once every DEL is done.
+// removeNetns removes the bind mount of the pod's namespace and
+// <pod>/netns, the record of it (unmounted first, in case something was
+// mounted on it: it is in the pod directory).
+func removeNetns(podDir, uuid string) error {
+	for _, p := range []string{netinfo.NetnsPath(uuid), filepath.Join(podDir, netinfo.NetnsFile)} {
+		if err := unix.Unmount(p, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("unmount %s: %w", p, err)
+		}
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// removeNetFiles removes the stage1's network files, once every DEL is
+// done.
 func removeNetFiles(podDir string) error {
-	p := filepath.Join(podDir, netinfo.NetnsFile)
-	if err := unix.Unmount(p, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("unmount %s: %w", netinfo.NetnsFile, err)
-	}
-	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove %s: %w", netinfo.NetnsFile, err)
-	}
 	if err := os.RemoveAll(filepath.Join(podDir, netinfo.Dir)); err != nil {
 		return fmt.Errorf("remove %s: %w", netinfo.Dir, err)
 	}

@@ -129,11 +129,24 @@ func (f *Forwarder) Dropped(app string) uint64 {
 	return a.dropped.Load()
 }
 
+// Tee receives a copy of a stream's bytes as they arrive (rkt attach's
+// clients). Write is called from the stream's reader and must not block
+// nor keep b; Close is called once, when the stream has ended.
+type Tee interface {
+	Write(b []byte)
+	Close()
+}
+
 // Pipe makes a pipe for one stream of one run of app and starts carrying
 // what arrives on it. The caller hands the returned write end to the app
 // and closes its own copy; the stream ends when every copy is closed.
 // criPath names the app's CRI log file ("" for none).
 func (f *Forwarder) Pipe(app string, stream int, criPath string) (*os.File, error) {
+	return f.PipeTee(app, stream, criPath, nil)
+}
+
+// PipeTee is Pipe whose bytes also go to tee (nil: none).
+func (f *Forwarder) PipeTee(app string, stream int, criPath string, tee Tee) (*os.File, error) {
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
 		return nil, err
@@ -146,11 +159,18 @@ func (f *Forwarder) Pipe(app string, stream int, criPath string) (*os.File, erro
 		unix.Close(p[1])
 		return nil, err
 	}
-	r := os.NewFile(uintptr(p[0]), app+"-"+StreamName(stream))
+	f.Carry(app, stream, criPath, p[0], tee)
+	return os.NewFile(uintptr(p[1]), app+"-"+StreamName(stream)), nil
+}
+
+// Carry carries what is read from fd, a non-blocking descriptor it takes
+// over (a pipe's read end, a pseudo-terminal's master), as one stream of
+// app, until it ends (EOF, or EIO once a terminal's last user is gone).
+func (f *Forwarder) Carry(app string, stream int, criPath string, fd int, tee Tee) {
+	r := os.NewFile(uintptr(fd), app+"-"+StreamName(stream))
 	a := f.acquire(app, criPath)
 	f.streams.Add(1)
-	go f.carry(a, stream, r)
-	return os.NewFile(uintptr(p[1]), app+"-"+StreamName(stream)), nil
+	go f.carry(a, stream, r, tee)
 }
 
 // acquire returns app's state with its files open.
@@ -201,10 +221,13 @@ func (f *Forwarder) release(a *appLog) {
 // carry reads one stream to its end: the bytes as they come to the
 // console, the lines to the sinks. A last line without a newline is
 // carried when the stream ends.
-func (f *Forwarder) carry(a *appLog, stream int, r *os.File) {
+func (f *Forwarder) carry(a *appLog, stream int, r *os.File, tee Tee) {
 	defer f.streams.Done()
 	defer f.release(a)
 	defer r.Close()
+	if tee != nil {
+		defer tee.Close()
+	}
 	// Small at first (PID 1's memory is the pod's overhead), grown up
 	// to lineMax when a line does not fit.
 	buf := make([]byte, 2<<10)
@@ -215,6 +238,9 @@ func (f *Forwarder) carry(a *appLog, stream int, r *os.File) {
 		if m > 0 {
 			if fd := f.console[stream]; fd >= 0 {
 				writeAll(fd, buf[n:n+m])
+			}
+			if tee != nil {
+				tee.Write(buf[n : n+m])
 			}
 			n += m
 			now := time.Now()
@@ -262,17 +288,32 @@ func (f *Forwarder) line(a *appLog, stream int, b []byte, partial bool, now time
 	if a.file == nil && a.cri == nil {
 		return rec
 	}
-	rec = AppendRecord(rec[:0], now, stream, partial, b)
 	failed := false
-	for _, w := range []*rotatingFile{a.file, a.cri} {
-		if w != nil && w.write(rec) != nil {
-			failed = true
-		}
+	if a.file != nil {
+		rec = AppendRecord(rec[:0], now, stream, partial, b)
+		failed = a.file.write(rec) != nil
+	}
+	if a.cri != nil {
+		rec = AppendCRIRecord(rec[:0], now, stream, b)
+		failed = a.cri.write(rec) != nil || failed
 	}
 	if failed {
 		a.dropped.Add(1)
 	}
 	return rec
+}
+
+// AppendCRIRecord appends one line as rkt's stage1 writes it to a CRI log
+// file (rkt v1.30.0's iottymux, the format of the kubelets of its day):
+// "<RFC 3339 time, nanoseconds> <stdout|stderr> <line>\n", here in UTC.
+// A piece of a line longer than lineMax is a line of its own.
+func AppendCRIRecord(dst []byte, t time.Time, stream int, line []byte) []byte {
+	dst = t.UTC().AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, ' ')
+	dst = append(dst, StreamName(stream)...)
+	dst = append(dst, ' ')
+	dst = append(dst, line...)
+	return append(dst, '\n')
 }
 
 // AppendRecord appends one line in the CRI log format kubelet reads:

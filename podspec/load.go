@@ -54,6 +54,7 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 		PrivateUsers: opts.PrivateUsers != nil,
 		Mutable:      opts.Mutable,
 		Interactive:  opts.Interactive,
+		AllDevices:   opts.DisablePaths,
 		GracePeriod:  DefaultGracePeriod,
 		EmptyVolumes: shared,
 		CRIDir:       criDir,
@@ -75,7 +76,7 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 		}
 		p.Apps = append(p.Apps, *app)
 		p.EmptyVolumes = append(p.EmptyVolumes, app.EmptyVolumes...)
-		names[app.Spec.App] = true
+		names[app.Spec.Name] = true
 	}
 	if p.ExitPolicy, p.MainApp, err = exitPolicy(pm.Annotations, names); err != nil {
 		return nil, errorf("pod manifest: annotations", "%w", err)
@@ -256,7 +257,7 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 		return nil, errorf(field("workingDirectory"), "%w", err)
 	}
 	spec := &appexec.Spec{
-		App:        name,
+		Name:       name,
 		RootFS:     rootfs,
 		Exec:       append([]string(nil), app.Exec...),
 		Env:        env,
@@ -297,7 +298,7 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 		}
 	}
 	_, docker := im.Annotations.Get("appc.io/docker/repository")
-	mounts, appVols, err := appMounts(podDir, ra, app, docker, vols, opts)
+	mounts, appVols, devs, err := appMounts(podDir, ra, app, docker, vols, opts)
 	if err != nil {
 		return nil, errorf(field("mounts"), "%w", err)
 	}
@@ -317,11 +318,12 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 	if err != nil {
 		return nil, errorf(field("annotations"), "%w", err)
 	}
+	spec.CtrlTTY = sio.Stdin == StdioTTY
 	var handlers []string
 	for _, eh := range app.EventHandlers {
 		handlers = append(handlers, eh.Name)
 	}
-	return &App{Spec: *spec, Supervision: sup, Resources: res, Stdio: sio, EmptyVolumes: appVols, EventHandlers: handlers}, nil
+	return &App{Spec: *spec, Supervision: sup, Resources: res, Stdio: sio, EmptyVolumes: appVols, EventHandlers: handlers, Devices: devs}, nil
 }
 
 // checkRootFS refuses an app root whose /proc, /sys or /dev is anything but

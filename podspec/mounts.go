@@ -9,11 +9,14 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/appc/spec/schema"
 	"github.com/appc/spec/schema/types"
+	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/appexec"
+	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/idmap"
 	"github.com/pod1/pod1/layout"
 )
@@ -22,6 +25,9 @@ type volume struct {
 	types.Volume
 	source string // absolute path in the pod's mount namespace
 	file   bool
+	// dev is set when the source is a device node on the host: the apps
+	// that mount it may open it (rkt's DeviceAllow= of a device volume).
+	dev *cgroups.Device
 }
 
 // With users (--private-users) an empty volume's owner is an id of the
@@ -52,11 +58,20 @@ func loadVolume(podDir string, v types.Volume, users *idmap.Range) (volume, *Sha
 		if !filepath.IsAbs(v.Source) {
 			return vol, nil, fmt.Errorf("source %q is not an absolute path", v.Source)
 		}
-		st, err := os.Stat(v.Source)
+		// A source that is (or passes through) a symlink is resolved
+		// here, on the host, as rkt's stage1 does: the host's paths are
+		// the operator's, and PID 1 takes each source as a tree of its
+		// own, which a symlink is not.
+		src, err := filepath.EvalSymlinks(v.Source)
 		if err != nil {
 			return vol, nil, fmt.Errorf("source: %w", err)
 		}
-		vol.source, vol.file = v.Source, !st.IsDir()
+		st, err := os.Stat(src)
+		if err != nil {
+			return vol, nil, fmt.Errorf("source: %w", err)
+		}
+		vol.source, vol.file = src, !st.IsDir()
+		vol.dev = deviceOf(st)
 		return vol, nil, nil
 	case "empty":
 		vol.source = filepath.Join(podDir, layout.SharedVolumes, v.Name.String())
@@ -77,14 +92,29 @@ func loadVolume(podDir string, v types.Volume, users *idmap.Range) (volume, *Sha
 	return vol, nil, fmt.Errorf("unsupported kind %q (want host or empty)", v.Kind)
 }
 
+// deviceOf is the device a host volume's source is, or nil.
+func deviceOf(st os.FileInfo) *cgroups.Device {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok || st.Mode()&os.ModeDevice == 0 {
+		return nil
+	}
+	d := &cgroups.Device{Type: 'b', Major: int64(unix.Major(sys.Rdev)), Minor: int64(unix.Minor(sys.Rdev))}
+	if st.Mode()&os.ModeCharDevice != 0 {
+		d.Type = 'c'
+	}
+	return d
+}
+
 // appMounts builds the app's mount list: the pod's pseudo-filesystems,
 // then its volumes parents-first, then the DNS and hostname files. As in
 // rkt's stage1, the app's mounts come first (each may carry its own
 // volume, mounts[].appVolume), then every image mountPoint whose path no
 // mount took: on the pod volume of its name or, without one, on an
 // implicit volume of its own. It also returns the empty volumes the app
-// itself brings, which must exist before it starts.
-func appMounts(podDir string, ra *schema.RuntimeApp, app *types.App, docker bool, vols map[types.ACName]volume, opts *Options) ([]appexec.Mount, []SharedVolume, error) {
+// itself brings, which must exist before it starts, and the host devices
+// its volumes are, which its device allow-list gets (read, and write
+// unless the mount is read-only; never mknod).
+func appMounts(podDir string, ra *schema.RuntimeApp, app *types.App, docker bool, vols map[types.ACName]volume, opts *Options) ([]appexec.Mount, []SharedVolume, []cgroups.Device, error) {
 	ms := []appexec.Mount{
 		{Kind: appexec.KindProc, Target: "/proc"},
 		{Kind: appexec.KindSys, Target: "/sys", ReadOnly: true},
@@ -92,6 +122,7 @@ func appMounts(podDir string, ra *schema.RuntimeApp, app *types.App, docker bool
 	}
 	var vm []appexec.Mount
 	var shared []SharedVolume
+	var devs []cgroups.Device
 	add := func(v volume, target string, ro bool) error {
 		t, err := mountTarget(target)
 		if err != nil {
@@ -104,7 +135,15 @@ func appMounts(podDir string, ra *schema.RuntimeApp, app *types.App, docker bool
 			ro = *v.ReadOnly
 		}
 		vm = append(vm, appexec.Mount{Kind: appexec.KindBind, Source: v.source, Target: t, ReadOnly: ro, File: v.file,
-			NoRecursive: v.Recursive != nil && !*v.Recursive})
+			NoRecursive: v.Recursive != nil && !*v.Recursive, Device: v.dev != nil})
+		if v.dev != nil {
+			d := *v.dev
+			d.Access = "rw"
+			if ro {
+				d.Access = "r"
+			}
+			devs = append(devs, d)
+		}
 		return nil
 	}
 	mountPointRO := func(name types.ACName) bool {
@@ -123,16 +162,16 @@ func appMounts(podDir string, ra *schema.RuntimeApp, app *types.App, docker bool
 			var sv *SharedVolume
 			var err error
 			if v, sv, err = loadVolume(podDir, *m.AppVolume, opts.PrivateUsers); err != nil {
-				return nil, nil, fmt.Errorf("appVolume %q: %w", m.AppVolume.Name, err)
+				return nil, nil, nil, fmt.Errorf("appVolume %q: %w", m.AppVolume.Name, err)
 			}
 			if sv != nil {
 				shared = append(shared, *sv)
 			}
 		} else if !ok {
-			return nil, nil, fmt.Errorf("volume %q is not defined in the pod manifest", m.Volume)
+			return nil, nil, nil, fmt.Errorf("volume %q is not defined in the pod manifest", m.Volume)
 		}
 		if err := add(v, m.Path, mountPointRO(m.Volume)); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 	}
 	for _, mp := range app.MountPoints {
@@ -147,7 +186,7 @@ func appMounts(podDir string, ra *schema.RuntimeApp, app *types.App, docker bool
 			// there: the image's own directory, a mount of its own.
 			t, err := mountTarget(mp.Path)
 			if err != nil {
-				return nil, nil, fmt.Errorf("mountPoint %q: %w", mp.Name, err)
+				return nil, nil, nil, fmt.Errorf("mountPoint %q: %w", mp.Name, err)
 			}
 			vm = append(vm, appexec.Mount{Kind: appexec.KindBind, Target: t, ReadOnly: mp.ReadOnly, InPlace: true})
 			continue
@@ -157,17 +196,17 @@ func appMounts(podDir string, ra *schema.RuntimeApp, app *types.App, docker bool
 			mode, zero := "0755", 0
 			name, err := types.NewACName(ra.Name.String() + "-" + mp.Name.String())
 			if err != nil {
-				return nil, nil, fmt.Errorf("mountPoint %q: %w", mp.Name, err)
+				return nil, nil, nil, fmt.Errorf("mountPoint %q: %w", mp.Name, err)
 			}
 			var sv *SharedVolume
 			v, sv, err = loadVolume(podDir, types.Volume{Name: *name, Kind: "empty", Mode: &mode, UID: &zero, GID: &zero}, opts.PrivateUsers)
 			if err != nil {
-				return nil, nil, fmt.Errorf("mountPoint %q: %w", mp.Name, err)
+				return nil, nil, nil, fmt.Errorf("mountPoint %q: %w", mp.Name, err)
 			}
 			shared = append(shared, *sv)
 		}
 		if err := add(v, mp.Path, mp.ReadOnly); err != nil {
-			return nil, nil, fmt.Errorf("mountPoint %q: %w", mp.Name, err)
+			return nil, nil, nil, fmt.Errorf("mountPoint %q: %w", mp.Name, err)
 		}
 	}
 	sort.SliceStable(vm, func(i, j int) bool { return depth(vm[i].Target) < depth(vm[j].Target) })
@@ -183,7 +222,7 @@ func appMounts(podDir string, ra *schema.RuntimeApp, app *types.App, docker bool
 			ms = append(ms, m)
 		}
 	}
-	return ms, shared, nil
+	return ms, shared, devs, nil
 }
 
 func depth(p string) int { return strings.Count(p, "/") }

@@ -48,15 +48,21 @@ type Options struct {
 }
 
 // MetadataURL is the apps' AC_METADATA_URL for --mds-token, as rkt's
-// stage1 makes it: the metadata service's port on the host, reached at
-// 127.0.0.1 when the pod shares the host's network. A pod with a network
-// of its own reaches the host at its network's gateway, which only CNI
-// networking knows: empty until then (the run entry point says so).
+// stage1 makes it, when the pod shares the host's network: the metadata
+// service's port at 127.0.0.1. A pod with networks of its own reaches the
+// host at its forwarding network's gateway, which only the network setup
+// knows (the run entry point sets it then, with MetadataURLAt).
 func MetadataURL(o *Options) string {
 	if o.MDSToken == "" || !o.NetHost() {
 		return ""
 	}
-	return "http://127.0.0.1:18112/" + o.MDSToken
+	return MetadataURLAt("127.0.0.1", o.MDSToken)
+}
+
+// MetadataURLAt is the metadata service's URL for token at the host
+// address ip (rkt's port, 18112).
+func MetadataURLAt(ip, token string) string {
+	return "http://" + ip + ":18112/" + token
 }
 
 // NetHost reports whether the pod stays in the host's network namespace.
@@ -81,7 +87,10 @@ type Pod struct {
 	Mutable      bool `json:"mutable,omitempty"`
 	// Interactive: the app has the caller's terminal, and /dev/console
 	// is on its device allow-list.
-	Interactive bool          `json:"interactive,omitempty"`
+	Interactive bool `json:"interactive,omitempty"`
+	// AllDevices: no device allow-list (--disable-paths, rkt's insecure
+	// option "paths", which drops its DevicePolicy= too).
+	AllDevices  bool          `json:"allDevices,omitempty"`
 	GracePeriod time.Duration `json:"gracePeriod"`
 	Apps        []App         `json:"apps"`
 	// ExitPolicy and MainApp decide when the pod ends.
@@ -123,6 +132,9 @@ type App struct {
 	// EventHandlers names the app's eventHandlers, which this stage1
 	// does not run: the run entry point says so.
 	EventHandlers []string `json:"-"`
+	// Devices are the host devices the app's volumes are: its device
+	// allow-list has them besides cgroups.AppDevices.
+	Devices []cgroups.Device `json:"devices,omitempty"`
 	// Resources are the limits put on the app's cgroup.
 	Resources cgroups.Limits `json:"resources"`
 	// Stdio is where its standard descriptors go.

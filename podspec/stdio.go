@@ -3,6 +3,7 @@ package podspec
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/appc/spec/schema/types"
@@ -35,6 +36,13 @@ const (
 	// StdioInteractive is the caller's own descriptor: every stream of
 	// the one app of an --interactive pod.
 	StdioInteractive = "interactive"
+	// StdioStream is a pipe PID 1 serves to `rkt attach` clients: input
+	// from them, output to them (and logged).
+	StdioStream = "stream"
+	// StdioTTY is a pseudo-terminal PID 1 holds the master of and serves
+	// to `rkt attach` clients; a tty stdin is the app's controlling
+	// terminal.
+	StdioTTY = "tty"
 )
 
 // Stdio is where an app's three standard descriptors go.
@@ -47,9 +55,17 @@ type Stdio struct {
 	CRIPath string `json:"criPath,omitempty"`
 }
 
-// stdio resolves an app's stdio from its annotations. rkt's tty and
-// stream modes (for rkt attach) are accepted and served as their nearest
-// mode without attach: input from /dev/null, output logged.
+// Attached reports whether any stream is served to `rkt attach`.
+func (s *Stdio) Attached() bool {
+	for _, m := range []string{s.Stdin, s.Stdout, s.Stderr} {
+		if m == StdioStream || m == StdioTTY {
+			return true
+		}
+	}
+	return false
+}
+
+// stdio resolves an app's stdio from its annotations.
 func stdio(ra types.Annotations, interactive, k8s bool) (Stdio, error) {
 	if interactive {
 		// rkt's stage1 gives the one app of an interactive pod the
@@ -78,15 +94,14 @@ func stdio(ra types.Annotations, interactive, k8s bool) (Stdio, error) {
 		if !known {
 			return s, fmt.Errorf("annotation %s: %q is not one of %s", st.ann, v, strings.Join(st.modes, ", "))
 		}
-		switch v {
-		case "tty", "stream":
-			if st.dst == &s.Stdin {
-				v = StdioNull
-			} else {
-				v = StdioLog
-			}
-		}
 		*st.dst = v
+	}
+	// One app has one attach protocol: rkt's stage1 serves either a
+	// terminal or streams, and silently drops the terminal when both are
+	// asked for.
+	modes := []string{s.Stdin, s.Stdout, s.Stderr}
+	if slices.Contains(modes, StdioTTY) && slices.Contains(modes, StdioStream) {
+		return s, fmt.Errorf("annotations %s, %s, %s: tty and stream modes cannot be mixed in one app", AnnStdin, AnnStdout, AnnStderr)
 	}
 	if k8s {
 		if p, ok := ra.Get(AnnKubernetesPath); ok {

@@ -36,7 +36,7 @@ type Reaper struct {
 	procs   map[int]any
 	orphans uint64
 
-	// The exit watcher (Exited): exited is its hand-off to the caller,
+	// The exit watcher (Wakeup): exited is its hand-off to the caller,
 	// drained is set by a Reap that found nothing left, started by a
 	// Start (a first child after none).
 	watchOnce sync.Once
@@ -122,7 +122,7 @@ func (r *Reaper) Orphans() uint64 {
 
 // Reap collects every child that has exited, without blocking, and returns
 // the exits of registered children in the order they were collected. Call
-// it whenever Exited (or SIGCHLD) says a child has exited: one wake-up may
+// it whenever Wakeup (or SIGCHLD) says a child has exited: one wake-up may
 // stand for many exits, and the loop runs until wait4 reports none left
 // (threats P3).
 func (r *Reaper) Reap() []Exit {
@@ -154,7 +154,7 @@ func (r *Reaper) Reap() []Exit {
 	}
 }
 
-// Exited returns the channel on which the reaper says that a child has
+// Wakeup returns the channel on which the reaper says that a child has
 // exited and waits to be reaped. After each receive the caller must call
 // Reap; the next exit is reported once a Reap has found nothing left.
 //
@@ -171,7 +171,7 @@ func (r *Reaper) Reap() []Exit {
 // for Start. A process re-parented to the caller meanwhile (an orphan of a
 // process that joined the pid namespace from outside, as enter's do) is
 // then seen only by the caller's own periodic Reap.
-func (r *Reaper) Exited() <-chan struct{} {
+func (r *Reaper) Wakeup() <-chan struct{} {
 	r.watchOnce.Do(func() { go r.watch() })
 	return r.exited
 }

@@ -197,7 +197,7 @@ func TestExitedReportsExitsWithoutSIGCHLD(t *testing.T) {
 			break
 		}
 	}
-	exited := r.Exited()
+	exited := r.Wakeup()
 	time.Sleep(20 * time.Millisecond) // let the watcher find no child
 	for _, code := range []int{7, 9} {
 		pid := startHelper(t, r, code, "exit", code)
@@ -248,7 +248,7 @@ func TestExitedSeesAnExitFromBeforeItStarted(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	waitExited(t, r.Exited())
+	waitExited(t, r.Wakeup())
 	got := r.Reap()
 	if len(got) != 1 || got[0].Pid != pid || got[0].Status.ExitStatus() != 3 {
 		t.Fatalf("exits %+v", got)

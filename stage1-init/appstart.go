@@ -13,46 +13,53 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/cgroups"
+	"github.com/pod1/pod1/podattach"
+	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podspec"
-	"github.com/pod1/pod1/status"
+	"github.com/pod1/pod1/supervisor"
 )
 
-// start runs the app once: a fresh cgroup is made for the run, the first
-// process is cloned in a mount namespace of its own, moved into the cgroup
-// and only then handed its spec (it does nothing before reading it, so it
-// cannot fork outside); the child (appexec.Child) does the rest.
+// Start begins a run of the app: a fresh cgroup is made for the run, the
+// first process is cloned in a mount namespace of its own and moved into
+// the cgroup; Started then hands it its spec (it does nothing before
+// reading it, so it cannot fork outside); the child (appexec.Child) does
+// the rest.
 //
 // CLONE_INTO_CGROUP would save the move, but on 6.x kernels a process
 // cloned into a cgroup that was ever written "1" to cgroup.kill can be
 // killed at birth (the kill sequence is compared across cgroups), which
 // is every restart's case.
-func (s *supervisor) start(a *app) error {
-	spec, err := json.Marshal(&a.cfg.Spec)
+func (o *appOS) Start(a *supervisor.App) (pid, hostPid int, err error) {
+	defer func() {
+		if err != nil {
+			// The run that never was has nothing to attach to.
+			o.attach.End(a.Name)
+		}
+	}()
+	r := o.resOf(a)
+	spec, err := json.Marshal(&a.Cfg.Spec)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
-	if err := s.ensureCgroup(a); err != nil {
+	if err := o.ensureCgroup(a, r); err != nil {
 		// The app's cgroup holds its device allow-list, its pids.max
 		// and the limits the pod manifest asks for: none is optional,
 		// and an app does not run without them.
-		return fmt.Errorf("cgroup: %w", err)
+		return 0, 0, fmt.Errorf("cgroup: %w", err)
 	}
-	stdio, closeStdio, err := s.stdio(a)
+	stdio, closeStdio, err := o.stdio(a)
 	if err != nil {
-		return fmt.Errorf("stdio: %w", err)
+		return 0, 0, fmt.Errorf("stdio: %w", err)
 	}
-	// Our copies of the log pipes' write ends: the app holds its own.
-	defer closeStdio()
-	if sp := s.takeSpare(a); sp != nil {
-		defer sp.spec.Close()
-		s.started(a, sp.pid, sp.spec, spec, &stdio)
-		return nil
+	if sp := o.takeSpare(a, r); sp != nil {
+		r.pending = pendingStart{pw: sp.spec, spec: spec, stdio: &stdio, closeStdio: closeStdio}
+		return o.admit(a, r, sp.pid)
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return err
+		closeStdio()
+		return 0, 0, err
 	}
-	defer pw.Close()
 	attr := &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS}
 	// syscall.ForkExec, not os.StartProcess: the latter's first call
 	// forks and reaps a throwaway child to probe clone(CLONE_PIDFD)
@@ -66,57 +73,64 @@ func (s *supervisor) start(a *app) error {
 			Sys:   attr,
 		})
 	}
-	if a.cfg.Spec.UserNS != nil {
+	if a.Cfg.Spec.UserNS != nil {
 		// The setup process gets its spec inside fork; none is left
 		// to send after it.
 		b := spec
-		fork = func() (int, error) { return s.forkInUserNS(a, files, attr, pw, b) }
+		fork = func() (int, error) { return o.forkInUserNS(a, r, files, attr, pw, b) }
 		spec = nil
 	}
-	pid, err := s.reaper.Start(a, fork)
+	pid, err = o.reaper.Start(a, fork)
 	pr.Close()
 	if err != nil {
-		return err
+		pw.Close()
+		closeStdio()
+		return 0, 0, err
 	}
-	s.started(a, pid, pw, spec, nil)
-	return nil
+	r.pending = pendingStart{pw: pw, spec: spec, closeStdio: closeStdio}
+	return o.admit(a, r, pid)
 }
 
-// started records the app's first process, pid, moves it into the app's
-// cgroup and only then sends it its spec on pw (nothing when spec is nil:
-// it has it), with its stdio when stdio is not nil (the spare's socket).
-func (s *supervisor) started(a *app, pid int, pw *os.File, spec []byte, stdio *[3]int) {
-	now := time.Now()
-	a.state, a.pid = stateRunning, pid
-	a.starts = append(a.starts, now)
-	if len(a.starts) > a.cfg.Supervision.Burst {
-		a.starts = a.starts[len(a.starts)-a.cfg.Supervision.Burst:]
-	}
-	if a.cg != nil {
-		if err := a.cg.Add(pid); err != nil {
+// admit moves the run's first process into the app's cgroup, and returns
+// its pid in the pod and on the host.
+func (o *appOS) admit(a *supervisor.App, r *appRes, pid int) (int, int, error) {
+	if r.cg != nil {
+		if err := r.cg.Add(pid); err != nil {
 			// Outside its cgroup it would have no device allow-list
 			// and no limits: it dies before it reads its spec.
-			s.logf("app %q: %v", a.name, err)
+			o.logf("app %q: %v", a.Name, err)
 			_ = unix.Kill(pid, unix.SIGKILL)
-			spec = nil
+			r.pending.spec = nil
 		}
 	}
-	a.rec.State, a.rec.PodPid, a.rec.Pid = status.StateRunning, pid, hostPid(pid)
-	a.rec.StartedAt, a.rec.FinishedAt, a.rec.ExitCode, a.rec.Signal = &now, nil, nil, ""
-	s.writeRecord(a)
-	s.debugf("app %q: started as pid %d (host pid %d)", a.name, pid, a.rec.Pid)
+	return pid, hostPid(pid), nil
+}
+
+// Started sends the run's first process its spec (with its stdio on the
+// spare's socket), now that the run is recorded.
+func (o *appOS) Started(a *supervisor.App) {
+	r := o.resOf(a)
+	p := r.pending
+	r.pending = pendingStart{}
+	if p.pw == nil {
+		return
+	}
+	// Our copies of the log pipes' write ends: the app holds its own.
+	defer p.closeStdio()
+	defer p.pw.Close()
 	// A child that dies before reading gives EPIPE here; its exit is
 	// reaped and recorded like any other.
-	if spec != nil {
-		var err error
-		if stdio != nil {
-			err = sendWithStdio(pw, spec, *stdio)
-		} else {
-			_, err = pw.Write(spec)
-		}
-		if err != nil {
-			s.debugf("app %q: send spec: %v", a.name, err)
-		}
+	if p.spec == nil {
+		return
+	}
+	var err error
+	if p.stdio != nil {
+		err = sendWithStdio(p.pw, p.spec, *p.stdio)
+	} else {
+		_, err = p.pw.Write(p.spec)
+	}
+	if err != nil {
+		o.debugf("app %q: send spec: %v", a.Name, err)
 	}
 }
 
@@ -133,7 +147,7 @@ const setupTimeout = 30 * time.Second
 // and its pid, whose exit status says how, stands for the app. It runs
 // inside reaper.Start, so no exit is collected before the app's pid is
 // registered.
-func (s *supervisor) forkInUserNS(a *app, files []uintptr, attr *syscall.SysProcAttr, pw *os.File, spec []byte) (int, error) {
+func (o *appOS) forkInUserNS(a *supervisor.App, r *appRes, files []uintptr, attr *syscall.SysProcAttr, pw *os.File, spec []byte) (int, error) {
 	rr, rw, err := os.Pipe()
 	if err != nil {
 		return 0, err
@@ -150,21 +164,21 @@ func (s *supervisor) forkInUserNS(a *app, files []uintptr, attr *syscall.SysProc
 	}
 	// In its cgroup before it reads its spec: the app's process is
 	// born there.
-	if a.cg != nil {
-		if err := a.cg.Add(pid); err != nil {
-			s.logf("app %q: %v", a.name, err)
+	if r.cg != nil {
+		if err := r.cg.Add(pid); err != nil {
+			o.logf("app %q: %v", a.Name, err)
 			_ = unix.Kill(pid, unix.SIGKILL)
 			return pid, nil
 		}
 	}
 	if _, err := pw.Write(spec); err != nil {
-		s.debugf("app %q: send spec: %v", a.name, err)
+		o.debugf("app %q: send spec: %v", a.Name, err)
 	}
 	pw.Close()
 	_ = rr.SetReadDeadline(time.Now().Add(setupTimeout))
 	b, err := io.ReadAll(io.LimitReader(rr, 32))
 	if err != nil {
-		s.logf("app %q: setup did not report the app's process: %v", a.name, err)
+		o.logf("app %q: setup did not report the app's process: %v", a.Name, err)
 		_ = unix.Kill(pid, unix.SIGKILL)
 		return pid, nil
 	}
@@ -174,97 +188,31 @@ func (s *supervisor) forkInUserNS(a *app, files []uintptr, attr *syscall.SysProc
 	return pid, nil
 }
 
-func (s *supervisor) ensureCgroup(a *app) error {
-	if s.pod.Cgroup == nil || a.cg != nil {
+func (o *appOS) ensureCgroup(a *supervisor.App, r *appRes) error {
+	if o.pod.Cgroup == nil || r.cg != nil {
 		return nil
 	}
-	cg, err := s.pod.Cgroup.Child(cgroups.AppsName + "/app-" + a.name)
+	cg, err := o.pod.Cgroup.Child(cgroups.AppsName + "/app-" + a.Name)
 	if err != nil {
 		return err
 	}
-	a.cg = cg
-	if err := cg.SetDevices(cgroups.AppDevices(s.pod.Interactive)); err != nil {
-		return err
+	r.cg = cg
+	if !o.pod.AllDevices {
+		if err := cg.SetDevices(append(cgroups.AppDevices(o.pod.Interactive), a.Cfg.Devices...)); err != nil {
+			return err
+		}
 	}
-	if n := a.cfg.Supervision.PidsMax; n > 0 {
+	if n := a.Cfg.Supervision.PidsMax; n > 0 {
 		if err := cg.SetPidsMax(n); err != nil {
 			return fmt.Errorf("pids.max: %w", err)
 		}
 	}
 	// The resource isolators are in place before the app's first
 	// process is moved in; run checked the controllers exist.
-	if err := cg.SetLimits(a.cfg.Resources); err != nil {
+	if err := cg.SetLimits(a.Cfg.Resources); err != nil {
 		return fmt.Errorf("resource isolators: %w", err)
 	}
 	return nil
-}
-
-// cleanCgroup kills whatever the app's last run left in its cgroup (the
-// daemons it forked) and waits, reaping, until the cgroup is empty, so a
-// restart starts clean and a finished app leaves nothing (threats P8).
-// Exits of other apps collected meanwhile are kept for the main loop.
-func (s *supervisor) cleanCgroup(a *app) {
-	if a.cg == nil {
-		return
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !a.cg.Empty() {
-		if err := a.cg.Kill(); err != nil {
-			s.debugf("app %q: kill cgroup: %v", a.name, err)
-		}
-		if time.Now().After(deadline) {
-			s.logf("app %q: processes left in its cgroup after 5s", a.name)
-			return
-		}
-		time.Sleep(200 * time.Microsecond)
-		s.pending = append(s.pending, s.reaper.Reap()...)
-	}
-	// The OOM count dies with the cgroup: read it first.
-	if n := a.cg.OOMKills(); n > 0 {
-		a.rec.LastFailure = status.ReasonOOM
-	}
-	if err := a.cg.Remove(); err != nil {
-		s.debugf("app %q: %v", a.name, err)
-		return
-	}
-	a.cg = nil
-}
-
-func (s *supervisor) writeRecord(a *app) {
-	a.rec.App = a.name
-	a.rec.LogDropped = s.logs.Dropped(a.name)
-	if err := s.dir.WriteRecord(&a.rec); err != nil {
-		s.logf("app %q: write record: %v", a.name, err)
-	}
-	// The blocks of the writes that end the app are reserved while there
-	// is space: the record's again after each write (a write consumes
-	// its reservation), the status's when the app starts.
-	switch a.rec.State {
-	case status.StateExited, status.StateRemoving:
-		return
-	case status.StateRunning:
-		if err := s.dir.Reserve(a.name, false); err != nil {
-			s.logf("app %q: %v", a.name, err)
-		}
-	}
-	if err := s.dir.Reserve(a.name, true); err != nil {
-		s.logf("app %q: %v", a.name, err)
-	}
-}
-
-// failureReason classifies the end of a run that failed.
-func failureReason(ws unix.WaitStatus, code int) string {
-	switch {
-	case ws.Signaled():
-		return status.ReasonSignal
-	case code == status.CodeExecNotFound || code == status.CodeExecNotPermitted:
-		return status.ReasonExec
-	case code == status.CodeStage1Failure:
-		return status.ReasonSetup
-	case code != 0:
-		return status.ReasonExit
-	}
-	return ""
 }
 
 // hostPid maps a pid of the pod's namespace to the host's: the fdinfo of a
@@ -294,22 +242,40 @@ func hostPid(pid int) int {
 
 // stdio returns the descriptors the app gets as its stdin, stdout and
 // stderr, per its modes (podspec.Stdio): /dev/null, ours (the caller's,
-// for an interactive pod), or a new log pipe. close releases our copies of
-// the pipes once the app has its own.
-func (s *supervisor) stdio(a *app) (fds [3]int, close func(), err error) {
+// for an interactive pod), a new log pipe, or the ends rkt attach's
+// clients are served through (podattach; a stream's output is logged as
+// well). close releases our copies once the app has its own.
+func (o *appOS) stdio(a *supervisor.App) (fds [3]int, close func(), err error) {
 	var pipes []*os.File
+	var att *podattach.Run
 	close = func() {
 		for _, p := range pipes {
 			p.Close()
 		}
+		if att != nil {
+			att.Started()
+		}
 	}
-	modes := [3]string{a.cfg.Stdio.Stdin, a.cfg.Stdio.Stdout, a.cfg.Stdio.Stderr}
+	if att, err = o.attach.Begin(a.Name, a.Cfg.Stdio); err != nil {
+		return fds, nil, err
+	}
+	if att != nil && att.Master >= 0 {
+		// The terminal's output is the app's stdout.
+		o.logs.Carry(a.Name, podlog.Stdout, a.Cfg.Stdio.CRIPath, att.Master, att.TTYTee)
+	}
+	modes := [3]string{a.Cfg.Stdio.Stdin, a.Cfg.Stdio.Stdout, a.Cfg.Stdio.Stderr}
 	for i, m := range modes {
-		switch m {
-		case podspec.StdioInteractive:
+		switch {
+		case m == podspec.StdioInteractive:
 			fds[i] = i
-		case podspec.StdioLog:
-			w, err := s.logs.Pipe(a.name, i, a.cfg.Stdio.CRIPath)
+		case m == podspec.StdioTTY || m == podspec.StdioStream && i == 0:
+			fds[i] = att.Fds[i]
+		case m == podspec.StdioLog || m == podspec.StdioStream:
+			var tee podlog.Tee
+			if att != nil && att.Tees[i] != nil {
+				tee = att.Tees[i]
+			}
+			w, err := o.logs.PipeTee(a.Name, i, a.Cfg.Stdio.CRIPath, tee)
 			if err != nil {
 				close()
 				return fds, nil, err
@@ -319,7 +285,7 @@ func (s *supervisor) stdio(a *app) (fds [3]int, close func(), err error) {
 		default:
 			// null, and the zero value of a configuration from
 			// before stdio modes.
-			fds[i] = s.devNull
+			fds[i] = o.devNull
 		}
 	}
 	return fds, close, nil

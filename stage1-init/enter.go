@@ -160,7 +160,7 @@ func loadSpec(app string) (*appexec.Spec, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("decode spec: %w", err)
 	}
-	if s.App == "" {
+	if s.Name == "" {
 		// The spec may be saved inside the app's supervision record.
 		var wrapped struct {
 			Spec appexec.Spec `json:"spec"`
@@ -169,7 +169,7 @@ func loadSpec(app string) (*appexec.Spec, error) {
 			s = wrapped.Spec
 		}
 	}
-	if s.App != app || !filepath.IsAbs(s.WorkingDir) {
+	if s.Name != app || !filepath.IsAbs(s.WorkingDir) {
 		return nil, errors.New("saved spec does not describe the app")
 	}
 	return &s, nil
@@ -261,12 +261,12 @@ func enterExecMain() int {
 		// id maps are written.
 		code, err := appexec.RunInUserNS(o.Spec, o.Argv)
 		if err != nil {
-			logx.Errorf("app %q: %v", o.Spec.App, err)
+			logx.Errorf("app %q: %v", o.Spec.Name, err)
 		}
 		return code
 	}
 	code, err := appexec.Exec(o.Spec, o.Argv)
-	logx.Errorf("app %q: %v", o.Spec.App, err)
+	logx.Errorf("app %q: %v", o.Spec.Name, err)
 	return code
 }
 
@@ -278,7 +278,7 @@ func enterCommand(s *appexec.Spec, argv []string) []string {
 	}
 	if len(argv) == 1 && argv[0] == enterDefaultCmd {
 		if _, err := os.Stat(enterDefaultCmd); err != nil {
-			logx.Warnf("app %q has no %s, running %s", s.App, enterDefaultCmd, enterFallbackCmd)
+			logx.Warnf("app %q has no %s, running %s", s.Name, enterDefaultCmd, enterFallbackCmd)
 			argv = []string{enterFallbackCmd}
 		}
 	}

@@ -22,10 +22,10 @@ func checkIsolation(pod *podspec.Pod) error {
 		for _, ctrl := range a.Resources.Controllers() {
 			iso := map[string]string{"memory": types.ResourceMemoryName, "cpu": types.ResourceCPUName + " or " + types.LinuxCPUSharesName}[ctrl]
 			if cgErr != nil {
-				return fmt.Errorf("app %q: isolator %s: %w", a.Spec.App, iso, cgErr)
+				return fmt.Errorf("app %q: isolator %s: %w", a.Spec.Name, iso, cgErr)
 			}
 			if !self.Available(ctrl) {
-				return fmt.Errorf("app %q: isolator %s: the host has no usable %s cgroup controller", a.Spec.App, iso, ctrl)
+				return fmt.Errorf("app %q: isolator %s: the host has no usable %s cgroup controller", a.Spec.Name, iso, ctrl)
 			}
 		}
 	}
@@ -72,7 +72,7 @@ func warnIsolation(pod *podspec.Pod, f *runFlags) {
 		}
 		if len(risky) > 0 {
 			logx.Warnf("app %q has %s: with these a root process can reach the host (CAP_SYS_PTRACE: by ptracing PID 1)",
-				a.Spec.App, strings.Join(risky, ", "))
+				a.Spec.Name, strings.Join(risky, ", "))
 		}
 	}
 }

@@ -72,6 +72,8 @@ func dispatch() int {
 		return appOpMain(role, os.Args[1:])
 	case roleEnter:
 		return enterMain(os.Args[1:])
+	case roleAttach:
+		return attachMain(os.Args[1:])
 	default:
 		logx.Errorf("unknown role %q (run me as run, stop or gc)", role)
 		return status.CodeStage1Failure

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/network/netinfo"
+	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/status"
 )
 
@@ -117,4 +118,29 @@ func gcNetworks(podDir, localConfig, uuid string, debug bool) error {
 		return err
 	}
 	return nil
+}
+
+// setMetadataURL gives every app AC_METADATA_URL on the host's address on
+// the pod's forwarding network (its gateway), as rkt's stage1 does for a
+// pod with networks of its own: stage0 registered the pod with the
+// metadata service under the token. The saved specs (enter's) get it too.
+func setMetadataURL(podDir string, pod *podspec.Pod, token string) error {
+	d, err := os.Open(podDir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	nis, err := netinfo.LoadAt(int(d.Fd()))
+	if err != nil {
+		return fmt.Errorf("--mds-token: %w", err)
+	}
+	ip := netinfo.MetadataHost(nis)
+	if ip == nil {
+		return errors.New("--mds-token: failed to get default Host IP: the pod's forwarding network gave no gateway")
+	}
+	u := podspec.MetadataURLAt(ip.String(), token)
+	for i := range pod.Apps {
+		pod.Apps[i].Spec.Env = append(pod.Apps[i].Spec.Env, "AC_METADATA_URL="+u)
+	}
+	return writeSpecs(podDir, pod.Apps)
 }

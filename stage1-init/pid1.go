@@ -13,12 +13,14 @@ import (
 	"github.com/pod1/pod1/control"
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/logx"
+	"github.com/pod1/pod1/podattach"
 	"github.com/pod1/pod1/podenv"
 	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/reaper"
 	"github.com/pod1/pod1/sigpolicy"
 	"github.com/pod1/pod1/status"
+	"github.com/pod1/pod1/supervisor"
 )
 
 // initMain is the pod's PID 1. Before the first app starts, any error ends
@@ -27,7 +29,7 @@ import (
 func initMain() int {
 	// The signal table first: until it is in, the Go runtime's defaults
 	// would make a SIGTERM exit 2 and drop a SIGUSR1 (threats T20).
-	// Exits need no registration: the reaper's watcher (reaper.Exited,
+	// Exits need no registration: the reaper's watcher (reaper.Wakeup,
 	// started by the loop) sees a child that exited at any time before,
 	// as a zombie waiting for us, so none can be missed (dumb-init #104);
 	// SIGCHLD is not used.
@@ -74,34 +76,82 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	if err != nil {
 		return fail(fmt.Errorf("pod init: status directory: %w", err))
 	}
-	s := newSupervisor(pod, dir, rp)
-	s.spare = sp
-	s.req = req
-	if s.devNull, err = unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0); err != nil {
+	o := &appOS{pod: pod, dir: dir, reaper: rp, spare: sp}
+	p := &pid1{pod: pod, os: o, reaper: rp, req: req, sup: supervisor.New(o, pod)}
+	if o.devNull, err = unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
-	s.logs = newForwarder(pod)
-	s.logs.OnJournalError(func(err error) {
-		s.logf("journal: %v (lines it refuses are counted in the apps' records as logDropped)", err)
+	o.logs = newForwarder(pod)
+	o.attach = podattach.New(control.Authenticate, o.logf)
+	o.logs.OnJournalError(func(err error) {
+		o.logf("journal: %v (lines it refuses are counted in the apps' records as logDropped)", err)
 	})
-	defer s.recoverPanic()
+	defer p.recoverPanic()
 	if pod.Mutable {
 		// App operations come over the control socket; it is up
 		// before the pod says it is ready for them.
-		s.calls = make(chan *control.Call)
-		closeCtl, err := control.Serve(s.calls, s.logf)
+		p.calls = make(chan *control.Call)
+		closeCtl, err := control.Serve(p.calls, o.logf)
 		if err != nil {
 			return fail(fmt.Errorf("pod init: %w", err))
 		}
 		defer closeCtl()
 	}
-	s.startAll()
-	s.dropSpare()
+	// A stop asked while the apps start is acted on before the next one
+	// starts, not after all of them.
+	p.sup.StartAll(func() bool { p.actOnRequest(); return p.sup.Stopping() })
+	if o.dropSpare() {
+		// Ready once the spare is reaped (handle), or given up on.
+		p.readyBy = time.Now().Add(spareTimeout)
+	} else {
+		p.ready()
+	}
+	return p.loop()
+}
+
+// spareTimeout bounds the wait for the spare's end before the pod says it
+// is ready.
+const spareTimeout = 5 * time.Second
+
+// pid1 is the pod's PID 1 once its apps start: an event loop feeding the
+// supervisor (package supervisor, which decides) with the reaper's exits,
+// the stop requests, the app operations and the clock.
+type pid1 struct {
+	pod    *podspec.Pod
+	sup    *supervisor.Supervisor
+	os     *appOS
+	reaper *reaper.Reaper
+	// req is the stop asked of PID 1 (signals, the death of run).
+	req *sigpolicy.Requests
+	// calls are app operations (mutable pods only; nil otherwise).
+	calls chan *control.Call
+	// readyBy, when not zero, is when the pod says it is ready even if
+	// the spare it killed is not yet reaped.
+	readyBy time.Time
+}
+
+// ready marks the pod ready (contract §4).
+func (p *pid1) ready() {
+	p.readyBy = time.Time{}
 	if err := markReady(); err != nil {
-		s.logf("supervisor-status: %v", err)
+		p.os.logf("supervisor-status: %v", err)
 	}
 	time.AfterFunc(shedDelay, shedUnusedMemory)
-	return s.loop()
+}
+
+// actOnRequest carries out the stop asked so far, if any: repeating one is
+// harmless (a stop only escalates), so it is called whenever asked may have
+// changed.
+func (p *pid1) actOnRequest() {
+	if p.req == nil {
+		return
+	}
+	switch p.req.Level() {
+	case sigpolicy.Stop:
+		p.sup.StopPod(p.req.Why(), false)
+	case sigpolicy.ForceStop:
+		p.sup.StopPod(p.req.Why()+": forced stop", true)
+	}
 }
 
 func readPodConfig() (*podspec.Pod, error) {
@@ -133,7 +183,7 @@ func markReady() error {
 // recoverPanic turns a panic in the supervisor into the same orderly end as
 // any other failure after the apps started: every pod process killed and
 // reaped, the statuses that are known written, exit 254 (threats FI-14).
-func (s *supervisor) recoverPanic() {
+func (p *pid1) recoverPanic() {
 	r := recover()
 	if r == nil {
 		return
@@ -141,59 +191,57 @@ func (s *supervisor) recoverPanic() {
 	logx.Errorf("pod init panic: %v", r)
 	_, _ = logx.Writer().Write(debug.Stack())
 	_ = unix.Kill(-1, unix.SIGKILL)
-	for _, e := range s.reaper.WaitAll() {
-		a, ok := e.Tag.(*app)
-		if ok && a.state != stateDone {
-			_ = s.dir.Write(a.name, status.FromWaitStatus(e.Status))
+	for _, e := range p.reaper.WaitAll() {
+		a, ok := e.Tag.(*supervisor.App)
+		if ok && !a.Finished() {
+			_ = p.os.dir.Write(a.Name, status.FromWaitStatus(e.Status))
 		}
 	}
 	os.Exit(status.CodeStage1Failure)
 }
 
-func (s *supervisor) logf(format string, a ...any) { logx.Warnf(format, a...) }
-
-func (s *supervisor) debugf(format string, a ...any) { logx.Debugf(format, a...) }
-
 // loop runs until the pod is over: every app finished (and, for a mutable
-// pod, a stop requested). Then nothing may remain: leftovers are killed
-// and reaped, and the cgroups removed, before PID 1 exits and the lock can
-// be released.
-func (s *supervisor) loop() int {
+// pod, a stop requested). It never blocks but in its select: everything
+// that takes time (a grace period, a restart's backoff, a cgroup being
+// emptied, the spare's end) is a deadline of the supervisor's or of the
+// loop's. Then nothing may remain: leftovers are killed and reaped, and
+// the cgroups removed, before PID 1 exits and the lock can be released.
+func (p *pid1) loop() int {
 	// Woken by the reaper's watcher at each exit, and by a periodic sweep
 	// as well: cheap insurance against a lost wake-up (containerd
 	// #12678), and what reaps an orphan re-parented to us while we have
-	// no child of our own (see reaper.Exited).
-	exited := s.reaper.Exited()
+	// no child of our own (see reaper.Wakeup).
+	wakeup := p.reaper.Wakeup()
 	sweep := time.NewTicker(time.Second)
 	defer sweep.Stop()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	var exits []reaper.Exit
 	for {
-		// Handling an exit can reap others (cleanCgroup reaps while it
-		// empties the app's cgroup), which it appends to s.pending: take
-		// the batch first, so those are handled next time round and
-		// never dropped.
-		exits := s.pending
-		s.pending = nil
-		s.handle(exits)
-		next := s.tick(time.Now())
-		if s.finished() {
-			break
+		p.handle(exits)
+		exits = nil
+		next := p.sup.Tick()
+		if !p.readyBy.IsZero() {
+			if !time.Now().Before(p.readyBy) {
+				p.ready()
+			} else if next.IsZero() || p.readyBy.Before(next) {
+				next = p.readyBy
+			}
 		}
-		if len(s.pending) > 0 {
-			continue
+		if p.sup.Over() {
+			break
 		}
 		timer.Reset(time.Until(next))
 		if next.IsZero() {
 			timer.Stop()
 		}
 		select {
-		case <-exited:
-			s.pending = append(s.pending, s.reaper.Reap()...)
-		case <-s.req.C:
-			s.actOnRequest()
-		case c := <-s.calls:
-			s.handleCall(c)
+		case <-wakeup:
+			exits = p.reaper.Reap()
+		case <-p.req.C:
+			p.actOnRequest()
+		case c := <-p.calls:
+			p.handleCall(c)
 			// App operations are rare and leave garbage (manifests
 			// parsed, specs decoded) and map in code the loop does not
 			// use: give both back now so PID 1 stays small in a
@@ -201,26 +249,26 @@ func (s *supervisor) loop() int {
 			shedUnusedMemory()
 		case <-timer.C:
 		case <-sweep.C:
-			s.pending = append(s.pending, s.reaper.Reap()...)
+			exits = p.reaper.Reap()
 		}
 	}
 	_ = unix.Kill(-1, unix.SIGKILL)
-	s.handle(s.reaper.WaitAll())
-	for _, a := range s.apps {
-		if a.cg != nil {
-			_ = a.cg.Remove()
-		}
-	}
+	p.handle(p.reaper.WaitAll())
+	// Nothing of the pod is left to empty a cgroup: an app still being
+	// cleaned is finished now.
+	p.sup.Flush()
+	p.os.removeCgroups()
 	// Every writer is gone: the pipes hold the apps' last lines, which
 	// are carried before the lock is released. The records then get the
 	// final count of lines the sinks could not take.
-	s.logs.Close(logDrainTimeout)
-	for _, a := range s.apps {
-		if a.rec.LogDropped != s.logs.Dropped(a.name) {
-			s.writeRecord(a)
+	p.os.logs.Close(logDrainTimeout)
+	p.os.attach.Close()
+	for _, a := range p.sup.Apps() {
+		if a.Rec.LogDropped != p.os.logs.Dropped(a.Name) {
+			p.os.WriteRecord(a)
 		}
 	}
-	return s.podCode
+	return p.sup.Code()
 }
 
 // logDrainTimeout bounds the wait for the last lines at the pod's end: a
@@ -240,10 +288,17 @@ func newForwarder(pod *podspec.Pod) *podlog.Forwarder {
 	return podlog.New(pod.UUID, pod.Logs.Journal, dir, cri)
 }
 
-func (s *supervisor) handle(exits []reaper.Exit) {
+// handle hands the exits of the apps' processes to the supervisor; the
+// spare's end makes the pod ready.
+func (p *pid1) handle(exits []reaper.Exit) {
 	for _, e := range exits {
-		if _, ok := e.Tag.(*app); ok {
-			s.onExit(e)
+		switch t := e.Tag.(type) {
+		case *supervisor.App:
+			p.sup.Exit(t, e.Status, e.Time)
+		case spareTag:
+			if !p.readyBy.IsZero() {
+				p.ready()
+			}
 		}
 	}
 }

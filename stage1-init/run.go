@@ -72,7 +72,7 @@ func runMain(args []string) int {
 	warnIsolation(pod, f)
 	for _, a := range pod.Apps {
 		if len(a.EventHandlers) > 0 {
-			logx.Warnf("app %q: eventHandlers %s are not run by this stage1", a.Spec.App, strings.Join(a.EventHandlers, ", "))
+			logx.Warnf("app %q: eventHandlers %s are not run by this stage1", a.Spec.Name, strings.Join(a.EventHandlers, ", "))
 		}
 	}
 	statusDir, err := status.OpenDir(filepath.Join(podDir, layout.StatusDir))
@@ -80,10 +80,10 @@ func runMain(args []string) int {
 		return fail(fmt.Errorf("status directory: %w", err))
 	}
 	defer statusDir.Close()
-	if f.opts.MDSToken != "" && podspec.MetadataURL(&f.opts) == "" {
-		logx.Warnf("--mds-token: AC_METADATA_URL is set only with --net=host (the host's address on the pod's network is not passed on yet)")
+	if f.opts.MDSToken != "" && !f.opts.NetHost() && !wantsNetworks(f.opts.Net) {
+		logx.Warnf("--mds-token: with --net=none the apps cannot reach the metadata service; AC_METADATA_URL is not set")
 	}
-	return superviseInit(pod, f, podDir, lock, req)
+	return cloneInitAndWait(pod, f, podDir, lock, req)
 }
 
 // prepareHost creates what the apps' mounts need in the pod directory.
@@ -128,8 +128,8 @@ func writeSpecs(podDir string, apps []podspec.App) error {
 		if err != nil {
 			return err
 		}
-		if err := d.WriteFile(apps[i].Spec.App+".json", b, 0o644, safefile.Volatile); err != nil {
-			return fmt.Errorf("app %q: save spec: %w", apps[i].Spec.App, err)
+		if err := d.WriteFile(apps[i].Spec.Name+".json", b, 0o644, safefile.Volatile); err != nil {
+			return fmt.Errorf("app %q: save spec: %w", apps[i].Spec.Name, err)
 		}
 	}
 	return nil
@@ -213,7 +213,12 @@ func cloneFlags(f *runFlags) uintptr {
 	return fl
 }
 
-func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, req *sigpolicy.Requests) int {
+// cloneInitAndWait is run's last part: it clones the pod's PID 1 into the
+// pod's namespaces, prepares what is left (cgroups, the pid file) while
+// PID 1's runtime starts, sends it its configuration, and waits for it:
+// PID 1's exit code is the pod's. The supervision itself is PID 1's
+// (pid1.go, package supervisor).
+func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, req *sigpolicy.Requests) int {
 	if pod.Mutable {
 		// Before PID 1 is cloned: its mount namespace copies this.
 		undo, err := shareStage2(podDir)
@@ -331,10 +336,6 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, 
 			}
 		}()
 	}
-	cfg, err := json.Marshal(pod)
-	if err != nil {
-		return abort(fmt.Errorf("encode pod: %w", err))
-	}
 	if initCg != nil {
 		// PID 1 waits for its configuration, so it is in its cgroup
 		// before it starts anything.
@@ -346,6 +347,15 @@ func superviseInit(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, 
 		if err := setupNetworks(podDir, f, pid); err != nil {
 			return abort(err)
 		}
+		if f.opts.MDSToken != "" {
+			if err := setMetadataURL(podDir, pod, f.opts.MDSToken); err != nil {
+				return abort(err)
+			}
+		}
+	}
+	cfg, err := json.Marshal(pod)
+	if err != nil {
+		return abort(fmt.Errorf("encode pod: %w", err))
 	}
 	_, werr := pw.Write(cfg)
 	pw.Close()

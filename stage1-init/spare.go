@@ -4,11 +4,11 @@ import (
 	"errors"
 	"os"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/reaper"
+	"github.com/pod1/pod1/supervisor"
 )
 
 // spare is an app process started before PID 1 knows its pod: the stage1
@@ -60,13 +60,13 @@ func startSpare(r *reaper.Reaper) *spare {
 // when a must start its own: an app in a user namespace (its setup process
 // reports on a pipe the spare lacks), an app of a pod with cgroups that
 // could not get one (the spare is not in the pod's), or no spare left.
-func (s *supervisor) takeSpare(a *app) *spare {
-	sp := s.spare
-	if sp == nil || a.cfg.Spec.UserNS != nil || a.cg == nil && s.pod.Cgroup != nil {
+func (o *appOS) takeSpare(a *supervisor.App, r *appRes) *spare {
+	sp := o.spare
+	if sp == nil || a.Cfg.Spec.UserNS != nil || r.cg == nil && o.pod.Cgroup != nil {
 		return nil
 	}
-	s.spare = nil
-	if !s.reaper.Retag(sp.pid, a) {
+	o.spare = nil
+	if !o.reaper.Retag(sp.pid, a) {
 		// It died (and was reaped as the spare).
 		sp.spec.Close()
 		return nil
@@ -74,25 +74,18 @@ func (s *supervisor) takeSpare(a *app) *spare {
 	return sp
 }
 
-// dropSpare kills the spare if no app took it, and reaps it (its exit,
-// under its own tag, is ignored; others collected meanwhile are kept), so
-// that once the pod says it is ready the pod holds only its apps.
-func (s *supervisor) dropSpare() {
-	sp := s.spare
+// dropSpare kills the spare if no app took it. It reports whether PID 1
+// is to wait for its end (the loop reaps it under its own tag), so that
+// once the pod says it is ready the pod holds only its apps.
+func (o *appOS) dropSpare() bool {
+	sp := o.spare
 	if sp == nil {
-		return
+		return false
 	}
-	s.spare = nil
+	o.spare = nil
 	_ = unix.Kill(sp.pid, unix.SIGKILL)
 	sp.spec.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		s.pending = append(s.pending, s.reaper.Reap()...)
-		if !s.reaper.Registered(sp.pid) || time.Now().After(deadline) {
-			return
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
+	return o.reaper.Registered(sp.pid)
 }
 
 // sendWithStdio sends the spec on the spare's socket with the app's

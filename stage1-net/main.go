@@ -6,7 +6,9 @@
 //	net-setup add --pid=N --net=LIST [--local-config=DIR] [--dns] [--debug] UUID
 //	net-setup del [--local-config=DIR] [--debug] UUID
 //
-// Both run with the pod directory as their working directory. add exits
+// Both run with the pod directory as their working directory, and name
+// the stage1's files relative to it, as rkt's stage1 does (the plugins'
+// CNI_PATH ends in stage1/rootfs/usr/lib/rkt/plugins/net). add exits
 // 254 with one line naming the network and the cause, having undone what
 // it did.
 package main
@@ -18,7 +20,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -128,7 +129,7 @@ func add(args []string) error {
 		Step:        step,
 		PodDir:      podDir,
 		UUID:        uuid,
-		Stage1Root:  filepath.Join(podDir, layout.Stage1RootFS),
+		Stage1Root:  layout.Stage1RootFS,
 		LocalConfig: *localConfig,
 		Nets:        reqs,
 		NetnsPid:    *pid,
@@ -156,7 +157,7 @@ func del(args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return network.Teardown(ctx, podDir, filepath.Join(podDir, layout.Stage1RootFS), *localConfig, uuid, *debug)
+	return network.Teardown(ctx, podDir, layout.Stage1RootFS, *localConfig, uuid, *debug)
 }
 
 func uuidArg(fs *flag.FlagSet) (string, error) {

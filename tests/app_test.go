@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"debug/elf"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,22 +99,46 @@ func TestWorkingDirectoryAndPathLookup(t *testing.T) {
 }
 
 // A missing executable is 127, one that cannot be executed 126, each with
-// one line naming the app and the path (threats B7, B8).
+// one line naming the app and the path (threats B7, B8); a missing file is
+// named in rkt's stage1's words, be it the executable or the interpreter
+// it needs (a script's, a dynamic binary's loader).
 func TestExecFailures(t *testing.T) {
+	dyn, err := os.ReadFile("/bin/true")
+	must(t, err)
+	ef, err := elf.Open("/bin/true")
+	must(t, err)
+	var loader string
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_INTERP {
+			b, err := io.ReadAll(p.Open())
+			must(t, err)
+			loader = strings.TrimRight(string(b), "\x00")
+		}
+	}
+	_ = ef.Close()
+	if loader == "" {
+		t.Fatal("the host's /bin/true is not a dynamic binary")
+	}
 	cases := []struct {
 		name string
 		exec []string
 		code int
 		msg  string
 	}{
-		{"missing", []string{"/bin/nope"}, 127, `stage1: app "a": exec /bin/nope: no such file or directory`},
+		{"missing", []string{"/bin/nope"}, 127, `stage1: app "a": Error: Unable to open "/bin/nope": No such file or directory`},
+		{"missing-spaced", []string{"/bin/no pe", "x"}, 127, `stage1: app "a": Error: Unable to open "/bin/no pe": No such file or directory`},
+		{"missing-loader", []string{"/bin/dyn"}, 127, `stage1: app "a": Error: Unable to open "` + loader + `": No such file or directory`},
+		{"missing-script-interpreter", []string{"/bin/script"}, 127, `stage1: app "a": Error: Unable to open "/bin/no-shell": No such file or directory`},
 		{"missing-in-path", []string{"nope"}, 127, `stage1: app "a": exec nope: not found in PATH`},
 		{"not-executable", []string{"/etc/passwd"}, 126, `stage1: app "a": exec /etc/passwd: permission denied`},
 		{"directory", []string{"/etc"}, 126, `stage1: app "a": exec /etc: permission denied`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			p := newPod(t, []App{{Name: "a", Exec: c.exec}}, nil)
+			p := newPod(t, []App{{Name: "a", Exec: c.exec, Rootfs: func(t *testing.T, root string) {
+				must(t, os.WriteFile(filepath.Join(root, "bin/dyn"), dyn, 0o755))
+				must(t, os.WriteFile(filepath.Join(root, "bin/script"), []byte("#!/bin/no-shell -e\n"), 0o755))
+			}}}, nil)
 			r := runPod(t, p, RunOpts{})
 			if r.Code != c.code || p.Status(t, "a") != c.code {
 				t.Fatalf("exit %d, status %d, want %d; stderr %q", r.Code, p.Status(t, "a"), c.code, r.Stderr)

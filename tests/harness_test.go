@@ -205,7 +205,7 @@ func newPodRaw(t *testing.T, podManifest []byte, apps []App) *Pod {
 	for _, d := range []string{layout.StatusDirIn, layout.EnvDirIn, layout.Stage2DirIn} {
 		must(t, os.MkdirAll(filepath.Join(s1, d), 0o755))
 	}
-	for _, ep := range []string{"run", "stop", "gc", "enter", "app-add", "app-start", "app-stop", "app-rm"} {
+	for _, ep := range []string{"run", "stop", "gc", "enter", "app-add", "app-start", "app-stop", "app-rm", "attach"} {
 		must(t, os.Symlink(bin("stage1-init"), filepath.Join(s1, ep)))
 	}
 	must(t, os.WriteFile(filepath.Join(p.Dir, layout.PodManifest), podManifest, 0o640))

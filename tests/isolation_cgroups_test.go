@@ -18,18 +18,22 @@ import (
 )
 
 // deviceChecks makes nodes off the allow-list (host block device 7:0, the
-// misc device 10:232, /dev/mem's 1:1) and one on it, and opens for reading
+// misc device 10:232, /dev/mem's 1:1, and the terminals, which may be
+// opened but not made: the old ptmx 5:2 and a pts 136:0) and one on it,
+// and opens for reading
 // and writing nodes planted in the image (7:0, null) and the app's own
 // /dev, and /dev/kmsg's 1:11 for writing (reading it needs CAP_SYSLOG).
 var deviceChecks = []string{
 	"mknod", "b", "7", "0", "/tmp/blk", "+", "mknod", "c", "10", "232", "/tmp/misc", "+",
 	"mknod", "c", "1", "1", "/tmp/mem", "+", "mknod", "c", "1", "3", "/tmp/null", "+",
+	"mknod", "c", "5", "2", "/tmp/ptmx", "+", "mknod", "c", "136", "0", "/tmp/pts0", "+",
 	"open-rw", "/nodes/loop0", "+", "open-write", "/nodes/kmsg", "+", "open-rw", "/nodes/null", "+",
 	"open-rw", "/dev/null", "+", "open-rw", "/dev/urandom", "+", "open-rw", "/dev/ptmx",
 }
 
 var deviceWant = []string{
 	"mknod /tmp/blk EPERM", "mknod /tmp/misc EPERM", "mknod /tmp/mem EPERM", "mknod /tmp/null ok",
+	"mknod /tmp/ptmx EPERM", "mknod /tmp/pts0 EPERM",
 	"open-rw /nodes/loop0 EPERM", "open-write /nodes/kmsg EPERM", "open-rw /nodes/null ok",
 	"open-rw /dev/null ok", "open-rw /dev/urandom ok", "open-rw /dev/ptmx ok",
 }

@@ -327,7 +327,7 @@ func realStage1Image(t *testing.T, p *Pod) {
 	b, err := os.ReadFile(bin("stage1-init"))
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(s1, "stage1-init"), b, 0o755))
-	for _, ep := range []string{"run", "stop", "gc", "enter", "app-add", "app-start", "app-stop", "app-rm"} {
+	for _, ep := range []string{"run", "stop", "gc", "enter", "app-add", "app-start", "app-stop", "app-rm", "attach"} {
 		_ = os.Remove(filepath.Join(s1, ep))
 		must(t, os.Symlink("stage1-init", filepath.Join(s1, ep)))
 	}

@@ -54,8 +54,8 @@ func TestInteractiveOneApp(t *testing.T) {
 }
 
 // rkt's per-app stdio annotations: null silences a stream, interactive
-// hands over the caller's, tty and stream (attach) fall back to null
-// input and logged output, anything else refuses the pod.
+// hands over the caller's, stream is a pipe (served to rkt attach), tty a
+// terminal, mixing tty and stream or anything else refuses the pod.
 func TestStdioAnnotations(t *testing.T) {
 	p := newPod(t, []App{{Name: "a", Exec: probe("stdio", "+", "read-stdin", "+", "out", "2", "1", "err-line"),
 		Annotations: map[string]string{
@@ -64,6 +64,9 @@ func TestStdioAnnotations(t *testing.T) {
 		}}, {Name: "b", Exec: probe("stdio", "+", "out", "2", "1", "b-err"),
 		Annotations: map[string]string{
 			"coreos.com/rkt/stage2/stdin":  "stream",
+			"coreos.com/rkt/stage2/stdout": "stream",
+		}}, {Name: "c", Exec: probe("stdio"),
+		Annotations: map[string]string{
 			"coreos.com/rkt/stage2/stdout": "tty",
 		}}}, nil)
 	r := runPod(t, p, RunOpts{Stdin: strings.NewReader("in\n")})
@@ -73,14 +76,16 @@ func TestStdioAnnotations(t *testing.T) {
 	if got := r.Line(t, "stdin "); got != `stdin "in\n"` {
 		t.Errorf("stdin=interactive app read %s", got)
 	}
-	// a: stdin the caller's pipe, stderr /dev/null; b: stdin /dev/null,
-	// stdout and stderr log pipes.
-	var sawA, sawB bool
+	// a: stdin the caller's pipe, stderr /dev/null; b: stdin a pipe of
+	// PID 1's, stdout and stderr log pipes; c: stdout a terminal (devpts,
+	// major 136), stdin /dev/null.
+	var sawA, sawB, sawC bool
 	for _, l := range r.Lines("stdio ") {
 		sawA = sawA || strings.HasPrefix(l, "stdio 0=fifo:") && strings.HasSuffix(l, " 2=chr:1:3")
-		sawB = sawB || strings.HasPrefix(l, "stdio 0=chr:1:3 1=fifo:") && strings.Contains(l, " 2=fifo:")
+		sawB = sawB || strings.HasPrefix(l, "stdio 0=fifo:") && strings.Contains(l, " 1=fifo:") && strings.Contains(l, " 2=fifo:")
+		sawC = sawC || strings.HasPrefix(l, "stdio 0=chr:1:3 1=chr:136:") && strings.Contains(l, " 2=fifo:")
 	}
-	if !sawA || !sawB {
+	if !sawA || !sawB || !sawC {
 		t.Errorf("unexpected stdio: %q", r.Lines("stdio "))
 	}
 	if strings.Contains(r.Stderr.String(), "err-line") {
@@ -90,10 +95,17 @@ func TestStdioAnnotations(t *testing.T) {
 		t.Errorf("b's stderr is missing from the console: %s", r.Stderr)
 	}
 
-	bad := newPod(t, []App{{Name: "a", Exec: probe("exit", "0"),
-		Annotations: map[string]string{"coreos.com/rkt/stage2/stdout": "file"}}}, nil)
-	r = runPod(t, bad, RunOpts{})
-	if r.Code != 254 || !strings.Contains(r.Stderr.String(), `annotation coreos.com/rkt/stage2/stdout: "file" is not one of`) {
-		t.Fatalf("exit %d, stderr %q", r.Code, r.Stderr)
+	for _, bad := range []struct {
+		ann  map[string]string
+		want string
+	}{
+		{map[string]string{"coreos.com/rkt/stage2/stdout": "file"}, `annotation coreos.com/rkt/stage2/stdout: "file" is not one of`},
+		{map[string]string{"coreos.com/rkt/stage2/stdin": "tty", "coreos.com/rkt/stage2/stdout": "stream"}, "tty and stream modes cannot be mixed"},
+	} {
+		p := newPod(t, []App{{Name: "a", Exec: probe("exit", "0"), Annotations: bad.ann}}, nil)
+		r = runPod(t, p, RunOpts{})
+		if r.Code != 254 || !strings.Contains(r.Stderr.String(), bad.want) {
+			t.Fatalf("%v: exit %d, stderr %q", bad.ann, r.Code, r.Stderr)
+		}
 	}
 }

@@ -471,3 +471,35 @@ func TestLimitsThatCannotBeSetFailTheStart(t *testing.T) {
 		t.Fatalf("state %s", got)
 	}
 }
+
+// app/stop --force of an app whose policy is to restart always stops it
+// for good, as a graceful stop does: killed, status 137, never started
+// again.
+func TestForceStopOfARestartingAppIsFinal(t *testing.T) {
+	vol := t.TempDir()
+	mp, vols := volume(vol)
+	p, _ := sandbox(t, vols)
+	a := App{Name: "always", Exec: probe("append", "/vol/always", "+", "sleep", "1h"), MPoints: mp, Annotations: map[string]string{
+		"pod1/restart-policy": "always", "pod1/restart-backoff": "10ms"}}
+	if code, out := addApp(t, p, a); code != 0 {
+		t.Fatalf("add: %d %s", code, out)
+	}
+	if code, out := startApp(t, p, a.Name); code != 0 {
+		t.Fatalf("start: %d %s", code, out)
+	}
+	waitFor(t, 10*time.Second, "the app's first run", func() bool {
+		_, err := os.Stat(filepath.Join(vol, "always"))
+		return err == nil
+	})
+	if code, out := entry(t, p, "app-stop", "--debug=false", "--force", "--app="+a.Name); code != 0 {
+		t.Fatalf("stop --force: %d %s", code, out)
+	}
+	if got := p.Status(t, a.Name); got != 137 || recState(t, p, a.Name) != status.StateExited {
+		t.Fatalf("after stop --force: status %d, state %s", got, recState(t, p, a.Name))
+	}
+	// Ten times its backoff: a restart would have happened by now.
+	time.Sleep(100 * time.Millisecond)
+	if n := len(runTimes(t, filepath.Join(vol, "always"))); n != 1 || recState(t, p, a.Name) != status.StateExited {
+		t.Fatalf("ran %d times, state %s", n, recState(t, p, a.Name))
+	}
+}

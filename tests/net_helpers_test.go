@@ -149,6 +149,14 @@ func netLeftovers(t *testing.T, p *Pod, links ...string) []string {
 	if strings.Contains(string(mi), filepath.Join(p.Dir, netinfo.NetnsFile)) {
 		left = append(left, "netns mount")
 	}
+	// /var/run is /run: mountinfo names the mount by the latter.
+	nsPath := netinfo.NetnsPath(p.UUID)
+	if strings.Contains(string(mi), strings.TrimPrefix(nsPath, "/var")) {
+		left = append(left, "netns mount "+nsPath)
+	}
+	if _, err := os.Lstat(nsPath); err == nil {
+		left = append(left, "file "+nsPath)
+	}
 	for _, cmd := range []string{"iptables-save", "ip6tables-save"} {
 		out, err := exec.Command(cmd).CombinedOutput()
 		if err != nil {

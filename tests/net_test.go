@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/network/netinfo"
 )
 
 // A pod on the default network has an address, is reached from the host
@@ -146,7 +149,8 @@ func TestNetIPTaken(t *testing.T) {
 	p := newPod(t, []App{{Name: "a", Exec: probe("exit", "0")}}, nil)
 	withNetworking(t, p)
 	r := runPod(t, p, RunOpts{Args: []string{"--net=default,taken:IP=10.213.77.9", "--local-config=" + lc}})
-	if r.Code != 254 || !strings.Contains(r.Stderr.String(), `stage1: failed to setup network: network "taken"`) ||
+	// rkt's words, which rkt's TestNetIPConflict looks for.
+	if r.Code != 254 || !strings.Contains(r.Stderr.String(), `stage1: failed to setup network: requested IP address "10.213.77.9" is not available in network: taken`) ||
 		strings.Count(strings.TrimSpace(r.Stderr.String()), "\n") != 0 {
 		t.Errorf("exit %d, stderr %q", r.Code, r.Stderr)
 	}
@@ -301,4 +305,94 @@ func TestNetGCPlanted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A DEL that fails (the network's plugin gone by gc time) fails gc and
+// keeps the network's entry for a retry, but the namespace's bind mount
+// under /var/run/netns goes, and the pod's interfaces with it: rkt
+// deletes the pod whatever its stage1's gc says, and the mount would
+// outlive it. The retry, with the plugin back, frees the lease and the
+// records; ptp finds the masquerade rule it made only through the
+// namespace's interface, so that rule is what a failed DEL leaves
+// (docs/networking.md).
+func TestNetGCDelFails(t *testing.T) {
+	lc := localConfig(t, map[string]string{"30-flaky.conf": `{"cniVersion":"0.3.1","name":"flaky","type":"flaky-ptp","ipMasq":true,"ipam":` +
+		ipamConf(testSubnet(), "/run/pod1-test-cni") + `}`})
+	plugin := filepath.Join(lc, "net.d", "flaky-ptp")
+	b, err := os.ReadFile(filepath.Join(repoRoot, "build/stage1/rootfs/usr/lib/rkt/plugins/net/ptp"))
+	must(t, err)
+	must(t, os.WriteFile(plugin, b, 0o755))
+	p := newPod(t, []App{{Name: "a", Exec: probe("exit", "0")}}, nil)
+	withNetworking(t, p)
+	if r := runPod(t, p, RunOpts{Args: []string{"--net=flaky", "--local-config=" + lc}}); r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	ip := waitNetInfo(t, p.Dir, 1)[0].IP
+	veth := hostLink(t, ip)
+	must(t, os.Rename(plugin, plugin+".away"))
+	gc := exec.Command(filepath.Join(p.Dir, "stage1/rootfs/gc"), "--local-config", lc, p.UUID)
+	gc.Dir = p.Dir
+	if out, err := gc.CombinedOutput(); err == nil || !strings.Contains(string(out), `network "flaky"`) {
+		t.Fatalf("gc with the plugin gone: %v %s; want a failure naming the network", err, out)
+	}
+	left := strings.Join(netLeftovers(t, p, veth), "\n")
+	if strings.Contains(left, "netns") {
+		t.Errorf("the namespace's mount or record is left after a failed DEL:\n%s", left)
+	}
+	for _, want := range []string{"file " + netinfo.File, "MASQUERADE"} {
+		if !strings.Contains(left, want) {
+			t.Errorf("no %q kept for the retry:\n%s", want, left)
+		}
+	}
+	if strings.Contains(left, "link "+veth) {
+		t.Errorf("the pod's veth outlived its namespace")
+	}
+	must(t, os.Rename(plugin+".away", plugin))
+	gcPod(t, p, "--local-config", lc)
+	for _, l := range netLeftovers(t, p, veth) {
+		if !strings.HasPrefix(l, "iptables-save: ") && !strings.HasPrefix(l, "nft rule") {
+			t.Errorf("left after the retry: %s", l)
+		}
+	}
+	cleanRulesOf(t, p.UUID)
+}
+
+// cleanRulesOf deletes the iptables rules and chains whose comment names
+// the pod, which a failed DEL leaves.
+func cleanRulesOf(t *testing.T, uuid string) {
+	t.Helper()
+	out, err := exec.Command("iptables-save", "-t", "nat").Output()
+	if err != nil {
+		return
+	}
+	var chains []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if !strings.HasPrefix(l, "-A ") || !strings.Contains(l, uuid) {
+			continue
+		}
+		f := strings.Fields(l)
+		if c := f[len(f)-1]; strings.HasPrefix(c, "CNI-") {
+			chains = append(chains, c)
+		}
+		// iptables-save quotes as the shell does; iptables takes its args unquoted.
+		if err := exec.Command("sh", "-c", "iptables -t nat -D "+strings.TrimPrefix(l, "-A ")).Run(); err != nil {
+			t.Logf("delete %s: %v", l, err)
+		}
+	}
+	for _, c := range chains {
+		_ = exec.Command("iptables", "-t", "nat", "-F", c).Run()
+		_ = exec.Command("iptables", "-t", "nat", "-X", c).Run()
+	}
+}
+
+// --mds-token on a CNI network: the apps reach rkt's metadata service at
+// their network's gateway (the host's address on it), as with rkt's stage1.
+func TestNetMetadataURL(t *testing.T) {
+	p := newPod(t, []App{{Name: "web", Exec: probe("env")}}, nil)
+	withNetworking(t, p)
+	r := runPod(t, p, RunOpts{Args: []string{"--net=default", "--mds-token=0123abcd"}})
+	if r.Code != 0 || !strings.Contains(r.Stdout.String(), `env "AC_METADATA_URL=http://172.16.28.1:18112/0123abcd"`) {
+		t.Fatalf("exit %d, AC_METADATA_URL missing:\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	gcPod(t, p)
 }

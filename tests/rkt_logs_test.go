@@ -25,8 +25,8 @@ func TestRktStdinInteractive(t *testing.T) {
 
 // rkt's app API in its CRI log mode (rktlet's): the sandbox names the log
 // directory, app add the app's file and stream modes; the app's lines
-// land there in the CRI format (rkt's TestAppSandboxCRILogs, with the
-// F/P tag kubelet reads).
+// land there in the CRI format rkt's own stage1 writes (rkt's
+// TestAppSandboxCRILogs).
 func TestRktAppSandboxCRILogs(t *testing.T) {
 	r := newRkt(t)
 	// rkt app add takes --stdin/--stdout/--stderr with attach enabled.
@@ -47,7 +47,7 @@ func TestRktAppSandboxCRILogs(t *testing.T) {
 		content = string(b)
 		return strings.Count(content, "\n") == 2
 	})
-	if !hasLine(content, `^\S+Z stdout F HelloFromAppInSandbox 0$`) || !hasLine(content, `^\S+Z stderr F oops 0$`) {
+	if !hasLine(content, `^\S+Z stdout HelloFromAppInSandbox 0$`) || !hasLine(content, `^\S+Z stderr oops 0$`) {
 		t.Errorf("CRI log file: %q", content)
 	}
 	r.rkt("stop", p.UUID)

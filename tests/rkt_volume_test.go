@@ -156,3 +156,27 @@ func TestRktVolumeReadOnlyOverridesMountPoint(t *testing.T) {
 		t.Fatalf("read-only mountPoint, volume without readOnly: exit %d, want 99 (EROFS)\n%s%s", code, out, errOut)
 	}
 }
+
+// A host volume whose source is a symlink (to a directory or a file,
+// relative or absolute, or a path through one) is the file the link names,
+// as in rkt's stage1, which resolves the source on the host.
+func TestRktVolumeSymlinkSource(t *testing.T) {
+	r := newRkt(t)
+	vol := filepath.Join(r.dir, "vol")
+	must(t, os.Mkdir(vol, 0o755))
+	must(t, os.WriteFile(filepath.Join(vol, "in"), []byte("through-link"), 0o644))
+	must(t, os.Symlink("vol", filepath.Join(r.dir, "dirlink")))
+	must(t, os.Symlink(filepath.Join(vol, "in"), filepath.Join(r.dir, "filelink")))
+	img := r.aci("symsrc", nil, nil)
+	out, errOut, code := r.run("--volume=d,kind=host,source="+filepath.Join(r.dir, "dirlink"),
+		"--volume=f,kind=host,source="+filepath.Join(r.dir, "filelink"),
+		"--volume=p,kind=host,source="+filepath.Join(r.dir, "dirlink/in"), img,
+		"--mount=volume=d,target=/d", "--mount=volume=f,target=/f", "--mount=volume=p,target=/p",
+		"--exec=/bin/probe", "--", "cat", "/d/in", "+", "cat", "/f", "+", "cat", "/p", "+", "write", "/d/new", "x")
+	if code != 0 || strings.Count(out, "cat through-link\n") != 3 {
+		t.Fatalf("symlink sources: exit %d, want the linked files\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(vol, "new")); err != nil {
+		t.Fatalf("a write through the directory link's volume did not reach the directory: %v", err)
+	}
+}

@@ -21,10 +21,16 @@ import (
 const (
 	// File lists the pod's networks (rkt's name and format).
 	File = layout.NetInfo
-	// NetnsFile is the bind mount of the pod's network namespace, which
-	// keeps it alive from setup to gc so that every plugin's DEL can
-	// find the interfaces and rules it made.
+	// NetnsFile holds, as text, the path of the bind mount of the pod's
+	// network namespace (NetnsPath), as rkt's stage1 writes it: rkt's
+	// tools and tests read it. The stage1 itself never trusts its
+	// content: the path is the pod's UUID's.
 	NetnsFile = layout.Netns
+	// NetnsDir is where the pods' network namespaces are bind-mounted,
+	// as rkt and `ip netns` do: the mount keeps the namespace, and the
+	// interfaces in it, alive from setup to gc, so that every plugin's
+	// DEL finds what its ADD made.
+	NetnsDir = "/var/run/netns"
 	// Dir holds the pod's copy of each network's configuration, taken
 	// when it was set up.
 	Dir = layout.NetDir
@@ -59,6 +65,21 @@ type NetInfo struct {
 	// Ports are the host ports forwarded to the pod through this
 	// network (the portmap plugin), recorded before they are set up.
 	Ports []PortMapping `json:"portMappings,omitempty"`
+	// Forward marks the network host ports go through, and at whose
+	// gateway the apps reach the host's metadata service (rkt's
+	// "forwardable" network: the first with ipMasq, else the last).
+	Forward bool `json:"forward,omitempty"`
+}
+
+// MetadataHost is the host's address on the pod's forwarding network
+// (its gateway), where the apps reach rkt's metadata service, or nil.
+func MetadataHost(nis []NetInfo) net.IP {
+	for _, ni := range nis {
+		if ni.Forward {
+			return ni.HostIP
+		}
+	}
+	return nil
 }
 
 // ValidName reports whether name can name a network: libcni's rule
@@ -93,6 +114,11 @@ func validIfName(s string) bool {
 	}
 	return true
 }
+
+// NetnsPath is the bind mount of the network namespace of the pod uuid
+// (a UUID already checked), rkt's cni-<id> name under NetnsDir. Derived
+// from the UUID, never read from the pod directory.
+func NetnsPath(uuid string) string { return NetnsDir + "/cni-" + uuid }
 
 // ConfCopy is the path, relative to the pod directory, of the copy of the
 // named network's configuration.

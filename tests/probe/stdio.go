@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -48,6 +50,43 @@ func stdio(cmd string, a []string) (ok bool, err error) {
 				return true, err
 			}
 		}
+	case "echo-lines":
+		// echo-lines: a prompt, then each line of stdin back on stdout
+		// (and on stderr) with whether stdin is a terminal and the
+		// controlling one, until EOF.
+		_, ttyErr := unix.IoctlGetTermios(0, unix.TCGETS)
+		ctty := false
+		if fd, err := unix.Open("/dev/tty", unix.O_RDWR|unix.O_NOCTTY, 0); err == nil {
+			ctty = true
+			unix.Close(fd)
+		}
+		fmt.Printf("Enter text:\n")
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			fmt.Printf("got %s tty=%v ctty=%v\n", sc.Text(), ttyErr == nil, ctty)
+			fmt.Fprintf(os.Stderr, "err %s\n", sc.Text())
+		}
+	case "lines":
+		// lines N SIZE FILE: N lines of SIZE bytes (newline included) to
+		// stdout, one write each, as fast as they are taken; then
+		// "<N> <nanoseconds>" to FILE (the bench's app-side rate).
+		n, err := strconv.Atoi(arg(a, 0))
+		if err != nil {
+			return true, err
+		}
+		size, err := strconv.Atoi(arg(a, 1))
+		if err != nil || size < 2 {
+			return true, fmt.Errorf("lines: size %q", arg(a, 1))
+		}
+		line := []byte(strings.Repeat("x", size-1) + "\n")
+		t0 := time.Now()
+		for i := 0; i < n; i++ {
+			if _, err := unix.Write(1, line); err != nil {
+				return true, err
+			}
+		}
+		d := time.Since(t0)
+		return true, os.WriteFile(arg(a, 2), []byte(fmt.Sprintf("%d %d\n", n, d.Nanoseconds())), 0o644)
 	case "raw":
 		// raw FD TEXT: TEXT as it is, no newline added.
 		fd, err := strconv.Atoi(arg(a, 0))

@@ -25,8 +25,8 @@
 # with a time limit, in a cgroup of its own so that what it leaves behind can
 # be killed, gc'd and unmounted before the next.
 #
-# Knobs (environment): WORK, PER_TEST_TIMEOUT, WATCH_PODS, GO, GOPROXY,
-# GOSUMDB, GOMODCACHE, GOCACHE, CGO_ENABLED. See README.md.
+# Knobs (environment): WORK, PER_TEST_TIMEOUT, WATCH_PODS, EXCLUDE, GO,
+# GOPROXY, GOSUMDB, GOMODCACHE, GOCACHE, CGO_ENABLED. See README.md.
 set -euo pipefail
 
 usage() {
@@ -54,6 +54,7 @@ case $STAGE1_ACI in /*) ;; *) STAGE1_ACI=$PWD/$STAGE1_ACI ;; esac
 WORK=${WORK:-/var/tmp/rkt-conformance}
 PER_TEST_TIMEOUT=${PER_TEST_TIMEOUT:-420}
 WATCH_PODS=${WATCH_PODS:-1}
+EXCLUDE=${EXCLUDE:-}
 case $WORK in
 /*) ;;
 *) die "WORK must be an absolute path" ;;
@@ -353,7 +354,8 @@ runtests() {
 	install_stage1
 	local entry R tests
 	entry=$(cat "$BIN/stage1-run-entrypoint")
-	mapfile -t tests < <(cd "$WORK/cwd" && "$bin" -test.list '^Test' | grep -E -- "$FILTER" || true)
+	mapfile -t tests < <(cd "$WORK/cwd" && "$bin" -test.list '^Test' | grep -E -- "$FILTER" |
+		{ if [ -n "$EXCLUDE" ]; then grep -v -E -- "$EXCLUDE"; else cat; fi; } || true)
 	[ ${#tests[@]} -gt 0 ] || die "no test matches '$FILTER'"
 	R=$WORK/results/$(date +%Y%m%d-%H%M%S)
 	[ -e "$R" ] && R=$R-$$

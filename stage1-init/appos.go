@@ -1,0 +1,210 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/cgroups"
+	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/logx"
+	"github.com/pod1/pod1/podattach"
+	"github.com/pod1/pod1/podlog"
+	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/reaper"
+	"github.com/pod1/pod1/status"
+	"github.com/pod1/pod1/supervisor"
+)
+
+// appOS is the system as PID 1's supervisor (package supervisor) sees it:
+// the apps' processes, their cgroups, their status files, the clock. The
+// supervisor decides; appOS carries out, and never waits.
+type appOS struct {
+	pod    *podspec.Pod
+	dir    *status.Dir
+	reaper *reaper.Reaper
+	// logs carries the apps' output; devNull is the stdio of streams
+	// that get none.
+	logs    *podlog.Forwarder
+	devNull int
+	// spare is the app process started ahead of the configuration for
+	// the first app to take (spare.go).
+	spare *spare
+	res   map[*supervisor.App]*appRes
+	// attach serves the apps' stdio to rkt attach (podattach).
+	attach *podattach.Hub
+}
+
+// appRes is what appOS holds for one app.
+type appRes struct {
+	cg *cgroups.Group
+	// pending is the run Start began and Started lets go on.
+	pending pendingStart
+}
+
+// pendingStart is a run's first process waiting for its spec.
+type pendingStart struct {
+	pw   *os.File // the spec's pipe (or the spare's socket)
+	spec []byte   // nil: nothing to send
+	// stdio is sent with the spec on the spare's socket (nil: the
+	// process has its own).
+	stdio *[3]int
+	// closeStdio releases our copies of the app's log pipes.
+	closeStdio func()
+}
+
+var _ supervisor.OS = (*appOS)(nil)
+
+func (o *appOS) resOf(a *supervisor.App) *appRes {
+	r := o.res[a]
+	if r == nil {
+		r = &appRes{}
+		if o.res == nil {
+			o.res = map[*supervisor.App]*appRes{}
+		}
+		o.res[a] = r
+	}
+	return r
+}
+
+func (o *appOS) cg(a *supervisor.App) *cgroups.Group {
+	if r := o.res[a]; r != nil {
+		return r.cg
+	}
+	return nil
+}
+
+func (o *appOS) Now() time.Time { return time.Now() }
+
+func (o *appOS) Signal(a *supervisor.App, sig unix.Signal) {
+	if a.Pid <= 0 {
+		return
+	}
+	// The pid covers an app still setting up, before it is anything
+	// but a member of its cgroup.
+	_ = unix.Kill(a.Pid, sig)
+	if cg := o.cg(a); cg != nil {
+		cg.Signal(sig)
+	} else {
+		_ = unix.Kill(-a.Pid, sig)
+	}
+}
+
+func (o *appOS) Kill(a *supervisor.App) {
+	if a.Pid <= 0 {
+		return
+	}
+	// The pid as well as the cgroup: an app whose move into its cgroup
+	// failed is not in it, and one still setting up is killed either way.
+	_ = unix.Kill(a.Pid, unix.SIGKILL)
+	if cg := o.cg(a); cg != nil {
+		if err := cg.Kill(); err == nil {
+			return
+		}
+	}
+	_ = unix.Kill(-a.Pid, unix.SIGKILL)
+}
+
+// Sweep kills whatever the app's last run left in its cgroup (the daemons
+// it forked), so a restart starts clean and a finished app leaves nothing
+// (threats P8). Their ends are PID 1's to reap (they are re-parented to
+// it), and wake its loop, which then looks again.
+func (o *appOS) Sweep(a *supervisor.App) bool {
+	// The run is over: its attach clients are let go.
+	o.attach.End(a.Name)
+	cg := o.cg(a)
+	if cg == nil || cg.Empty() {
+		return true
+	}
+	if err := cg.Kill(); err != nil {
+		o.debugf("app %q: kill cgroup: %v", a.Name, err)
+	}
+	return false
+}
+
+// Release removes an emptied cgroup; the next run gets a fresh one.
+func (o *appOS) Release(a *supervisor.App) bool {
+	cg := o.cg(a)
+	if cg == nil {
+		return false
+	}
+	// The OOM count dies with the cgroup: read it first.
+	oom := cg.OOMKills() > 0
+	if err := cg.Remove(); err != nil {
+		o.debugf("app %q: %v", a.Name, err)
+		return oom
+	}
+	o.res[a].cg = nil
+	return oom
+}
+
+func (o *appOS) WriteRecord(a *supervisor.App) {
+	a.Rec.LogDropped = o.logs.Dropped(a.Name)
+	if err := o.dir.WriteRecord(&a.Rec); err != nil {
+		o.logf("app %q: write record: %v", a.Name, err)
+	}
+	// The blocks of the writes that end the app are reserved while there
+	// is space: the record's again after each write (a write consumes
+	// its reservation), the status's when the app starts.
+	switch a.Rec.State {
+	case status.StateExited, status.StateRemoving:
+		return
+	case status.StateRunning:
+		if err := o.dir.Reserve(a.Name, false); err != nil {
+			o.logf("app %q: %v", a.Name, err)
+		}
+	}
+	if err := o.dir.Reserve(a.Name, true); err != nil {
+		o.logf("app %q: %v", a.Name, err)
+	}
+}
+
+func (o *appOS) WriteStatus(name string, code int) {
+	if err := o.dir.Write(name, code); err != nil {
+		o.logf("app %q: write status %d: %v", name, code, err)
+	}
+}
+
+func (o *appOS) ClearStatus(name string) { _ = o.dir.Remove(name) }
+
+func (o *appOS) Forget(a *supervisor.App) {
+	o.attach.Remove(a.Name)
+	if cg := o.cg(a); cg != nil {
+		_ = cg.Remove()
+	}
+	delete(o.res, a)
+	o.forget(a.Name)
+}
+
+// forget deletes what PID 1 keeps of an app name.
+func (o *appOS) forget(name string) {
+	o.dir.Unreserve(name)
+	for _, f := range []string{name + status.RecordSuffix} {
+		if err := unix.Unlinkat(o.dir.Fd(), f, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+			o.logf("app %q: remove %s: %v", name, f, err)
+		}
+	}
+	if err := os.Remove(layout.AppSpec(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		o.logf("app %q: remove spec: %v", name, err)
+	}
+}
+
+// removeCgroups removes what is left of the apps' cgroups at the pod's
+// end.
+func (o *appOS) removeCgroups() {
+	for _, r := range o.res {
+		if r.cg != nil {
+			_ = r.cg.Remove()
+		}
+	}
+}
+
+func (o *appOS) Logf(format string, a ...any) { o.logf(format, a...) }
+
+func (o *appOS) Debugf(format string, a ...any) { o.debugf(format, a...) }
+
+func (o *appOS) logf(format string, a ...any) { logx.Warnf(format, a...) }
+
+func (o *appOS) debugf(format string, a ...any) { logx.Debugf(format, a...) }

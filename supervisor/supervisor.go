@@ -1,0 +1,614 @@
+// Package supervisor owns the life of a pod's apps in PID 1: which state
+// each app is in, and what every event does to it. The whole of it is one
+// table of state x event (table.go); this file holds the types, the pod's
+// side (its stop, its end, its exit code) and the helpers the table's
+// actions share.
+//
+// The supervisor never touches the system itself: processes, signals,
+// cgroups, status files and the clock are reached through OS, which
+// stage1-init implements for real and the tests with fakes. It is not safe
+// for concurrent use: PID 1's event loop is its only caller.
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/status"
+)
+
+// OS is what the supervisor needs of the system. Every method returns at
+// once: none may wait for a process or a cgroup.
+type OS interface {
+	// Now is the clock every deadline is measured with.
+	Now() time.Time
+	// Start starts a run of the app: its first process exists, in the
+	// app's cgroup, but does nothing yet. It returns the process's pid
+	// in the pod and on the host.
+	Start(a *App) (pid, hostPid int, err error)
+	// Started lets the process of a run Start began go on (sends it its
+	// spec), once the run is recorded.
+	Started(a *App)
+	// Signal sends sig to the app's first process and everything in its
+	// cgroup; Kill sends SIGKILL to them.
+	Signal(a *App, sig unix.Signal)
+	Kill(a *App)
+	// Sweep kills what the app's last run left in its cgroup and reports
+	// whether nothing is left; Release then removes the emptied cgroup
+	// and reports whether the kernel's OOM killer killed in it.
+	Sweep(a *App) (empty bool)
+	Release(a *App) (oomKilled bool)
+	// WriteRecord writes the app's JSON record (a.Rec); WriteStatus the
+	// plain status file rkt reads; ClearStatus removes the latter.
+	WriteRecord(a *App)
+	WriteStatus(name string, code int)
+	ClearStatus(name string)
+	// Forget deletes what PID 1 keeps of a removed app: its record, its
+	// spec, its cgroup.
+	Forget(a *App)
+	Logf(format string, args ...any)
+	Debugf(format string, args ...any)
+}
+
+// State is where an app is in its life.
+type State int
+
+// The states; the zero value is Removed, an app not in the pod.
+const (
+	Removed  State = iota // not in the pod (not yet added, or removed)
+	Idle                  // in the pod, never started (a mutable pod's added app)
+	Running               // its process exists
+	Stopping              // its process exists and had SIGTERM; SIGKILL at its kill deadline
+	Killing               // its process exists and had SIGKILL
+	Cleaning              // its process ended; what it left in its cgroup is being killed
+	Backoff               // waiting out its restart delay
+	Exited                // finished for good: its status is written
+	numStates
+)
+
+var stateNames = [numStates]string{"removed", "idle", "running", "stopping", "killing", "cleaning", "backoff", "exited"}
+
+func (s State) String() string {
+	if s >= 0 && s < numStates {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("state(%d)", int(s))
+}
+
+// Event is something that happens to an app.
+type Event int
+
+// The events.
+const (
+	Add           Event = iota // app/add: the app enters the pod
+	Start                      // the pod's start, or app/start
+	Exit                       // its first process ended (the reaper saw it)
+	CgroupEmpty                // nothing of its last run is left in its cgroup
+	CleanDeadline              // its cgroup did not empty in time
+	RestartTimer               // its restart delay is over
+	Stop                       // app/stop
+	ForceStop                  // app/stop --force
+	KillDeadline               // the grace period of its stop is over
+	Rm                         // app/rm
+	PodStop                    // the pod stops (a signal, the exit policy)
+	PodForceStop               // the pod stops at once (a second signal, SIGKILL's turn)
+	numEvents
+)
+
+var eventNames = [numEvents]string{"add", "start", "exit", "cgroup-empty", "clean-deadline", "restart-timer",
+	"stop", "force-stop", "kill-deadline", "rm", "pod-stop", "pod-force-stop"}
+
+func (e Event) String() string {
+	if e >= 0 && e < numEvents {
+		return eventNames[e]
+	}
+	return fmt.Sprintf("event(%d)", int(e))
+}
+
+// Timings of the Cleaning state.
+const (
+	// CleanTimeout bounds how long an app's cgroup may take to empty
+	// after its process ended (threats P8): a process the kernel cannot
+	// kill (stuck in a hung file system) must not hold its app forever.
+	CleanTimeout = 5 * time.Second
+	// firstRecheck is how soon a cgroup that did not empty at once is
+	// looked at again; each look doubles it, up to maxRecheck. Exits of
+	// the killed processes (they are PID 1's, by re-parenting) wake the
+	// loop sooner.
+	firstRecheck = 200 * time.Microsecond
+	maxRecheck   = 50 * time.Millisecond
+)
+
+// ErrNotRunning answers a stop of an app that is not running: done, as
+// systemctl stop of an inactive unit is.
+var ErrNotRunning = errors.New("not running")
+
+// fate is what the end of the app's current run leads to.
+type fate int
+
+const (
+	fateRestart fate = iota // its restart policy decides
+	fateStop                // finished: it was asked to stop
+	fateRemove              // finished, then removed from the pod
+)
+
+// App is the supervisor's record of one app.
+type App struct {
+	Name string
+	Cfg  *podspec.App
+	// Pid is its first process in the pod (0 when it has none).
+	Pid int
+	// Rec is its JSON record; Rec.State is derived from the state when
+	// it is written.
+	Rec status.Record
+
+	state State
+	fate  fate
+	// deadline is the timer of the state: the restart of Backoff, the
+	// SIGKILL of Stopping, the give-up of Cleaning.
+	deadline time.Time
+	// recheck and recheckAt pace the looks at a Cleaning app's cgroup.
+	recheck   time.Duration
+	recheckAt time.Time
+	// starts are the recent start times, for the start limit.
+	starts  []time.Time
+	backoff time.Duration
+	// code and ended are the last run's exit code and end time.
+	code  int
+	ended time.Time
+	// waiters are answered when the app is finished (app/stop, app/rm).
+	waiters []func(error)
+}
+
+// State is the app's state.
+func (a *App) State() State { return a.state }
+
+// Finished reports whether the app is finished for good.
+func (a *App) Finished() bool { return a.state == Exited || a.state == Removed }
+
+// Active reports whether the app is in a run: started and not finished.
+func (a *App) Active() bool { return a.state != Idle && !a.Finished() }
+
+// recordState is the state its JSON record shows.
+func (a *App) recordState() string {
+	if a.fate == fateRemove {
+		return status.StateRemoving
+	}
+	switch a.state {
+	case Idle:
+		return status.StateAdded
+	case Running, Stopping, Killing, Cleaning:
+		return status.StateRunning
+	case Backoff:
+		return status.StateRestarting
+	case Exited:
+		return status.StateExited
+	}
+	return status.StateRemoving
+}
+
+// Input is what an event carries.
+type Input struct {
+	// Exit: the wait status and time of the end.
+	Status unix.WaitStatus
+	Time   time.Time
+	// Stop, ForceStop, Rm: called with the answer once the app is
+	// finished (or at once); may be nil.
+	Reply func(error)
+	// Add: saves what the app needs before it enters the pod; may be
+	// nil.
+	Save func() error
+	// Start: asked by app/start (a new life), not by the pod's start.
+	Op bool
+	// Err is set by an event that is refused (app operations) or cannot
+	// happen.
+	Err error
+}
+
+// Supervisor runs the apps of one pod. By default it has rkt's semantics:
+// the pod ends when every app has finished; the first app to finish with a
+// failure stops the others and its code becomes the pod's. Restart
+// policies and the pod's exit policy refine that (docs/supervision.md).
+type Supervisor struct {
+	os         OS
+	mutable    bool
+	exitPolicy string
+	mainApp    string
+	apps       []*App
+	stopping   bool
+	podCode    int
+}
+
+// New returns the supervisor of pod's apps, each Idle.
+func New(sys OS, pod *podspec.Pod) *Supervisor {
+	s := &Supervisor{os: sys, mutable: pod.Mutable, exitPolicy: pod.ExitPolicy, mainApp: pod.MainApp}
+	for i := range pod.Apps {
+		s.apps = append(s.apps, newApp(&pod.Apps[i]))
+	}
+	for _, a := range s.apps {
+		a.state = Idle
+	}
+	return s
+}
+
+func newApp(cfg *podspec.App) *App {
+	return &App{Name: cfg.Spec.Name, Cfg: cfg, backoff: cfg.Supervision.Backoff}
+}
+
+// Apps returns the apps in the pod, in start order.
+func (s *Supervisor) Apps() []*App { return slices.Clone(s.apps) }
+
+// Find returns the app named name, or nil.
+func (s *Supervisor) Find(name string) *App {
+	for _, a := range s.apps {
+		if a.Name == name {
+			return a
+		}
+	}
+	return nil
+}
+
+// Stopping reports whether the pod is stopping.
+func (s *Supervisor) Stopping() bool { return s.stopping }
+
+// Code is the pod's exit code.
+func (s *Supervisor) Code() int { return s.podCode }
+
+// Over reports whether the pod is over: every app finished (or never
+// started) and, for a mutable pod, a stop asked.
+func (s *Supervisor) Over() bool {
+	for _, a := range s.apps {
+		if a.Active() {
+			return false
+		}
+	}
+	return !s.mutable || s.stopping
+}
+
+// Fire applies event e to app a, per the table.
+func (s *Supervisor) Fire(a *App, e Event, in *Input) {
+	if in == nil {
+		in = &Input{}
+	}
+	c := table[a.state][e]
+	if c.impossible {
+		in.Err = fmt.Errorf("app %q: %v while %v: %w", a.Name, e, a.state, errImpossible)
+		s.os.Logf("%v", in.Err)
+	}
+	c.do(s, a, in)
+}
+
+var errImpossible = errors.New("impossible")
+
+// StartAll starts the pod's apps in order; stopped reports, before each,
+// whether the pod was asked to stop meanwhile (acted on first).
+func (s *Supervisor) StartAll(stopped func() bool) {
+	for _, a := range slices.Clone(s.apps) {
+		stopped()
+		s.Fire(a, Start, nil)
+	}
+}
+
+// Exit hands the end of an app's first process to the supervisor.
+func (s *Supervisor) Exit(a *App, ws unix.WaitStatus, t time.Time) {
+	s.Fire(a, Exit, &Input{Status: ws, Time: t})
+}
+
+// StopPod asks every app to end, in reverse start order: SIGTERM to
+// everything in its cgroup, and SIGKILL when its grace period is over (at
+// once when forced). Apps waiting to restart are finished with their last
+// code. Repeating it is harmless: a stop only escalates.
+func (s *Supervisor) StopPod(why string, force bool) {
+	if !s.stopping {
+		s.os.Debugf("stopping the pod: %s", why)
+	}
+	s.stopping = true
+	e := PodStop
+	if force {
+		e = PodForceStop
+	}
+	apps := slices.Clone(s.apps)
+	for i := len(apps) - 1; i >= 0; i-- {
+		s.Fire(apps[i], e, nil)
+	}
+}
+
+// AddApp adds an app to a mutable pod; save, if not nil, saves what the
+// app needs (its spec) once its name is known to be free.
+func (s *Supervisor) AddApp(cfg *podspec.App, save func() error) error {
+	a := s.Find(cfg.Spec.Name)
+	if a == nil {
+		a = newApp(cfg)
+	}
+	in := &Input{Save: save}
+	s.Fire(a, Add, in)
+	return in.Err
+}
+
+// StartApp starts an app of a mutable pod anew (app/start).
+func (s *Supervisor) StartApp(name string) error {
+	a := s.Find(name)
+	if a == nil {
+		return fmt.Errorf("no app named %q in the pod", name)
+	}
+	in := &Input{Op: true}
+	s.Fire(a, Start, in)
+	return in.Err
+}
+
+// StopApp stops one app (app/stop); reply is called when it is finished,
+// with ErrNotRunning at once if it was not running.
+func (s *Supervisor) StopApp(name string, force bool, reply func(error)) {
+	a := s.Find(name)
+	if a == nil {
+		reply(ErrNotRunning)
+		return
+	}
+	e := Stop
+	if force {
+		e = ForceStop
+	}
+	s.Fire(a, e, &Input{Reply: reply})
+}
+
+// RmApp removes an app (app/rm), killing it first if it runs; reply is
+// called once it is gone. It reports whether the app was in the pod.
+func (s *Supervisor) RmApp(name string, reply func(error)) bool {
+	a := s.Find(name)
+	if a == nil {
+		return false
+	}
+	s.Fire(a, Rm, &Input{Reply: reply})
+	return true
+}
+
+// Tick fires the deadlines that are due: restarts whose delay is over,
+// SIGKILLs whose grace period is, and the looks at cgroups being emptied.
+// It returns when it next has something to do (zero: nothing planned).
+func (s *Supervisor) Tick() time.Time {
+	now := s.os.Now()
+	for _, a := range slices.Clone(s.apps) {
+		switch a.state {
+		case Cleaning:
+			switch {
+			case s.os.Sweep(a):
+				s.Fire(a, CgroupEmpty, nil)
+			case !now.Before(a.deadline):
+				s.Fire(a, CleanDeadline, nil)
+			case !now.Before(a.recheckAt):
+				a.recheck = min(a.recheck*2, maxRecheck)
+				a.recheckAt = now.Add(a.recheck)
+			}
+		case Backoff:
+			if !now.Before(a.deadline) {
+				s.Fire(a, RestartTimer, nil)
+			}
+		case Stopping:
+			if !now.Before(a.deadline) {
+				s.Fire(a, KillDeadline, nil)
+			}
+		}
+	}
+	var next time.Time
+	for _, a := range s.apps {
+		var t time.Time
+		switch a.state {
+		case Cleaning:
+			t = a.recheckAt
+			if a.deadline.Before(t) {
+				t = a.deadline
+			}
+		case Backoff, Stopping:
+			t = a.deadline
+		default:
+			continue
+		}
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	return next
+}
+
+// Flush ends the cleaning of every app being cleaned, at the pod's very
+// end when nothing of it is left alive: each is finished.
+func (s *Supervisor) Flush() {
+	for _, a := range slices.Clone(s.apps) {
+		if a.state != Cleaning {
+			continue
+		}
+		if s.os.Sweep(a) {
+			s.Fire(a, CgroupEmpty, nil)
+		} else {
+			s.Fire(a, CleanDeadline, nil)
+		}
+	}
+}
+
+// write writes the app's JSON record, its state derived from the app's.
+func (s *Supervisor) write(a *App) {
+	a.Rec.App = a.Name
+	a.Rec.State = a.recordState()
+	s.os.WriteRecord(a)
+}
+
+// run starts a run of the app: Running, or the error that kept it from
+// starting.
+func (s *Supervisor) run(a *App) error {
+	pid, hostPid, err := s.os.Start(a)
+	if err != nil {
+		return err
+	}
+	now := s.os.Now()
+	a.state, a.Pid, a.deadline = Running, pid, time.Time{}
+	a.starts = append(a.starts, now)
+	if n := a.Cfg.Supervision.Burst; len(a.starts) > n {
+		a.starts = a.starts[len(a.starts)-n:]
+	}
+	a.Rec.PodPid, a.Rec.Pid = pid, hostPid
+	a.Rec.StartedAt, a.Rec.FinishedAt, a.Rec.ExitCode, a.Rec.Signal = &now, nil, nil, ""
+	s.write(a)
+	s.os.Debugf("app %q: started as pid %d (host pid %d)", a.Name, pid, hostPid)
+	s.os.Started(a)
+	return nil
+}
+
+// runOrFail starts a run; one that cannot start finishes the app with the
+// stage1 failure code, and the pod policy applies as for any other end.
+func (s *Supervisor) runOrFail(a *App) {
+	if err := s.run(a); err != nil {
+		s.os.Logf("app %q: start: %v", a.Name, err)
+		a.Rec.LastFailure = status.ReasonSetup
+		s.finish(a, status.CodeStage1Failure)
+	}
+}
+
+// ended records the end of the app's process and starts emptying its
+// cgroup (Cleaning), which may be over at once.
+func (s *Supervisor) ended(a *App, ws unix.WaitStatus, t time.Time) {
+	code := status.FromWaitStatus(ws)
+	s.os.Debugf("app %q: pid %d ended: status %#x, code %d", a.Name, a.Pid, uint32(ws), code)
+	a.Pid, a.code, a.ended = 0, code, t
+	a.Rec.ExitCode, a.Rec.FinishedAt, a.Rec.Signal, a.Rec.Pid, a.Rec.PodPid = &code, &t, "", 0, 0
+	if ws.Signaled() {
+		a.Rec.Signal = unix.SignalName(ws.Signal())
+	}
+	if r := failureReason(ws, code); r != "" {
+		a.Rec.LastFailure = r
+	}
+	now := s.os.Now()
+	a.state, a.deadline = Cleaning, now.Add(CleanTimeout)
+	a.recheck = firstRecheck
+	a.recheckAt = now.Add(a.recheck)
+	if s.os.Sweep(a) {
+		s.Fire(a, CgroupEmpty, nil)
+	}
+}
+
+// settle ends a Cleaning app's run: a restart if its policy asks for one,
+// else the app is finished.
+func (s *Supervisor) settle(a *App) {
+	if !s.restart(a) {
+		s.finish(a, a.code)
+	}
+}
+
+// restart decides whether the app runs again and, if so, schedules it
+// (Backoff).
+func (s *Supervisor) restart(a *App) bool {
+	sup := &a.Cfg.Supervision
+	if s.stopping || a.fate != fateRestart || sup.Restart == podspec.RestartNever || sup.Restart == podspec.RestartOnFailure && a.code == 0 {
+		return false
+	}
+	// A run that lasted as long as the longest backoff resets it: the
+	// app is not crash-looping.
+	if len(a.starts) > 0 && a.ended.Sub(a.starts[len(a.starts)-1]) >= sup.BackoffMax {
+		a.backoff = sup.Backoff
+	}
+	next := a.ended.Add(a.backoff)
+	recent := 0
+	for _, t := range a.starts {
+		if next.Sub(t) < sup.Interval {
+			recent++
+		}
+	}
+	if recent >= sup.Burst {
+		s.os.Logf("app %q: start limit hit (%d starts within %v), failed for good", a.Name, sup.Burst, sup.Interval)
+		return false
+	}
+	a.state, a.deadline = Backoff, next
+	a.backoff = min(a.backoff*2, sup.BackoffMax)
+	s.write(a)
+	s.os.Debugf("app %q: restarting in %v", a.Name, next.Sub(a.ended))
+	return true
+}
+
+// finish marks the app finished for good (Exited, or Removed when it is
+// being removed): the plain status file (the one rkt reads) is written now
+// and only now, whoever waited is answered, then the pod's exit policy
+// applies.
+func (s *Supervisor) finish(a *App, code int) {
+	a.state, a.deadline = Exited, time.Time{}
+	if a.Rec.ExitCode == nil {
+		a.Rec.ExitCode = &code
+	}
+	// The record first: the status's durable write (fsync of the file
+	// and of the directory) then makes both durable at once.
+	s.write(a)
+	s.os.WriteStatus(a.Name, code)
+	ws := a.waiters
+	a.waiters = nil
+	if a.fate == fateRemove {
+		s.remove(a)
+	}
+	for _, r := range ws {
+		r(nil)
+	}
+	// In a mutable pod apps come and go; only a stop ends the pod.
+	if s.stopping || s.mutable {
+		return
+	}
+	switch s.exitPolicy {
+	case podspec.ExitAnyApp:
+		s.podCode = code
+		s.StopPod(fmt.Sprintf("app %q finished with %d", a.Name, code), false)
+	case podspec.ExitMainApp:
+		if a.Name == s.mainApp {
+			s.podCode = code
+			s.StopPod(fmt.Sprintf("main app %q finished with %d", a.Name, code), false)
+		}
+	default:
+		if code != 0 {
+			s.podCode = code
+			s.StopPod(fmt.Sprintf("app %q failed with %d", a.Name, code), false)
+		}
+	}
+}
+
+// remove drops an app that is not running from the pod (Removed).
+func (s *Supervisor) remove(a *App) {
+	a.state = Removed
+	s.apps = slices.DeleteFunc(s.apps, func(x *App) bool { return x == a })
+	s.os.Forget(a)
+	s.os.Debugf("app %q: removed", a.Name)
+}
+
+// term sends SIGTERM and arms the kill deadline (Stopping).
+func (s *Supervisor) term(a *App) {
+	a.state, a.deadline = Stopping, s.os.Now().Add(a.Cfg.Supervision.Grace)
+	s.os.Signal(a, unix.SIGTERM)
+}
+
+// kill sends SIGKILL (Killing).
+func (s *Supervisor) kill(a *App) {
+	a.state, a.deadline = Killing, time.Time{}
+	s.os.Kill(a)
+}
+
+// wait queues the reply of an operation answered when the app is
+// finished.
+func (a *App) wait(in *Input) {
+	if in.Reply != nil {
+		a.waiters = append(a.waiters, in.Reply)
+	}
+}
+
+// failureReason classifies the end of a run that failed.
+func failureReason(ws unix.WaitStatus, code int) string {
+	switch {
+	case ws.Signaled():
+		return status.ReasonSignal
+	case code == status.CodeExecNotFound || code == status.CodeExecNotPermitted:
+		return status.ReasonExec
+	case code == status.CodeStage1Failure:
+		return status.ReasonSetup
+	case code != 0:
+		return status.ReasonExit
+	}
+	return ""
+}

@@ -1,0 +1,476 @@
+package supervisor
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/appexec"
+	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/status"
+)
+
+// fakeOS is the system as the supervisor sees it, with a clock the test
+// moves and processes that exist only as pids.
+type fakeOS struct {
+	t        *testing.T
+	now      time.Time
+	nextPid  int
+	startErr error
+	// full marks the apps whose cgroup still holds processes.
+	full map[*App]bool
+	oom  bool
+	// calls lists every call that acts (not Now, not the logs).
+	calls    []string
+	records  map[string][]string // record states written, per app
+	statuses map[string]int
+	logs     []string
+}
+
+func newFakeOS(t *testing.T) *fakeOS {
+	return &fakeOS{t: t, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), nextPid: 100,
+		full: map[*App]bool{}, records: map[string][]string{}, statuses: map[string]int{}}
+}
+
+func (f *fakeOS) Now() time.Time { return f.now }
+func (f *fakeOS) call(format string, a ...any) {
+	f.calls = append(f.calls, fmt.Sprintf(format, a...))
+}
+
+func (f *fakeOS) Start(a *App) (int, int, error) {
+	f.call("start %s", a.Name)
+	if f.startErr != nil {
+		return 0, 0, f.startErr
+	}
+	f.nextPid++
+	return f.nextPid, f.nextPid + 1000, nil
+}
+func (f *fakeOS) Started(a *App) { f.call("started %s", a.Name) }
+func (f *fakeOS) Signal(a *App, sig unix.Signal) {
+	f.call("signal %s %s", a.Name, unix.SignalName(sig))
+}
+func (f *fakeOS) Kill(a *App) { f.call("kill %s", a.Name) }
+func (f *fakeOS) Sweep(a *App) bool {
+	f.call("sweep %s", a.Name)
+	return !f.full[a]
+}
+func (f *fakeOS) Release(a *App) bool {
+	f.call("release %s", a.Name)
+	return f.oom
+}
+func (f *fakeOS) WriteRecord(a *App) {
+	f.call("record %s %s", a.Name, a.Rec.State)
+	f.records[a.Name] = append(f.records[a.Name], a.Rec.State)
+}
+func (f *fakeOS) WriteStatus(name string, code int) {
+	f.call("status %s %d", name, code)
+	f.statuses[name] = code
+}
+func (f *fakeOS) ClearStatus(name string) {
+	f.call("clear %s", name)
+	delete(f.statuses, name)
+}
+func (f *fakeOS) Forget(a *App) { f.call("forget %s", a.Name) }
+func (f *fakeOS) Logf(format string, args ...any) {
+	f.logs = append(f.logs, fmt.Sprintf(format, args...))
+}
+func (f *fakeOS) Debugf(format string, args ...any) {}
+
+func (f *fakeOS) advance(d time.Duration) { f.now = f.now.Add(d) }
+
+func appCfg(name, restart string) podspec.App {
+	return podspec.App{Spec: appexec.Spec{Name: name}, Supervision: podspec.Supervision{
+		Restart: restart, Backoff: 100 * time.Millisecond, BackoffMax: time.Second,
+		Burst: 5, Interval: 10 * time.Second, Grace: 2 * time.Second,
+	}}
+}
+
+func newPod(f *fakeOS, mutable bool, apps ...podspec.App) *Supervisor {
+	return New(f, &podspec.Pod{Apps: apps, Mutable: mutable})
+}
+
+var (
+	exit0    = unix.WaitStatus(0)
+	exit1    = unix.WaitStatus(1 << 8)
+	sigterm  = unix.WaitStatus(unix.SIGTERM)
+	sigkill  = unix.WaitStatus(unix.SIGKILL)
+	allState = func() (out []State) {
+		for s := State(0); s < numStates; s++ {
+			out = append(out, s)
+		}
+		return out
+	}()
+)
+
+// Every cell of the table is written out (none left to the zero value).
+func TestTableIsComplete(t *testing.T) {
+	for s := State(0); s < numStates; s++ {
+		for e := Event(0); e < numEvents; e++ {
+			c := table[s][e]
+			if c.do == nil || c.doc == "" {
+				t.Errorf("%v x %v: no entry", s, e)
+			}
+			if c.impossible && len(c.to) > 0 {
+				t.Errorf("%v x %v: impossible, yet leads to %v", s, e, c.to)
+			}
+		}
+	}
+}
+
+// A path brings a fresh app to a state.
+type path struct {
+	name string
+	to   State
+	// restart is the app's policy on this path.
+	restart string
+	steps   func(s *Supervisor, f *fakeOS, a *App)
+}
+
+func paths() []path {
+	start := func(s *Supervisor, f *fakeOS, a *App) { s.Fire(a, Start, nil) }
+	then := func(fs ...func(s *Supervisor, f *fakeOS, a *App)) func(s *Supervisor, f *fakeOS, a *App) {
+		return func(s *Supervisor, f *fakeOS, a *App) {
+			for _, fn := range fs {
+				fn(s, f, a)
+			}
+		}
+	}
+	ev := func(e Event) func(s *Supervisor, f *fakeOS, a *App) {
+		return func(s *Supervisor, f *fakeOS, a *App) { s.Fire(a, e, &Input{Status: exit1, Time: f.now}) }
+	}
+	fill := func(s *Supervisor, f *fakeOS, a *App) { f.full[a] = true }
+	var ps []path
+	for _, r := range []string{podspec.RestartNever, podspec.RestartAlways} {
+		ps = append(ps,
+			path{"idle", Idle, r, then()},
+			path{"removed by rm", Removed, r, ev(Rm)},
+			path{"running", Running, r, start},
+			path{"stopping by stop", Stopping, r, then(start, ev(Stop))},
+			path{"stopping by pod stop", Stopping, r, then(start, ev(PodStop))},
+			path{"killing by force stop", Killing, r, then(start, ev(ForceStop))},
+			path{"killing by rm", Killing, r, then(start, ev(Rm))},
+			path{"killing by kill deadline", Killing, r, then(start, ev(Stop), ev(KillDeadline))},
+			path{"cleaning", Cleaning, r, then(start, fill, ev(Exit))},
+			path{"cleaning after stop", Cleaning, r, then(start, ev(Stop), fill, ev(Exit))},
+			path{"cleaning after rm", Cleaning, r, then(start, ev(Rm), fill, ev(Exit))},
+			path{"exited", Exited, r, then(start, ev(Stop), ev(Exit))},
+		)
+	}
+	ps = append(ps,
+		path{"backoff", Backoff, podspec.RestartAlways, then(start, ev(Exit))},
+		path{"exited by policy", Exited, podspec.RestartNever, then(start, ev(Exit))},
+		path{"exited by failed start", Exited, podspec.RestartAlways, then(
+			func(s *Supervisor, f *fakeOS, a *App) { f.startErr = errors.New("no") }, start,
+			func(s *Supervisor, f *fakeOS, a *App) { f.startErr = nil })},
+	)
+	return ps
+}
+
+// Every cell of the table, fired from every way of reaching its state and
+// under every variant of the world (a start that fails, a cgroup that
+// holds leftovers, an app/start rather than the pod's start, a mutable pod
+// or not): the app ends only in the states the cell lists (its own when it
+// lists none), each listed state is reached, and an impossible pair
+// changes nothing and says so.
+func TestEveryTransition(t *testing.T) {
+	type variant struct{ startErr, full, op, mutable bool }
+	var variants []variant
+	for i := 0; i < 16; i++ {
+		variants = append(variants, variant{i&1 != 0, i&2 != 0, i&4 != 0, i&8 != 0})
+	}
+	reached := map[[2]int]map[State]bool{}
+	fired := map[[2]int]bool{}
+	for _, p := range paths() {
+		for e := Event(0); e < numEvents; e++ {
+			for _, v := range variants {
+				name := fmt.Sprintf("%s/%v/%+v", p.name, e, v)
+				f := newFakeOS(t)
+				s := newPod(f, v.mutable, appCfg("a", p.restart))
+				a := s.apps[0]
+				p.steps(s, f, a)
+				if a.state != p.to {
+					t.Fatalf("%s: path reached %v, want %v", name, a.state, p.to)
+				}
+				c := table[a.state][e]
+				key := [2]int{int(p.to), int(e)}
+				fired[key] = true
+				f.startErr = nil
+				if v.startErr {
+					f.startErr = errors.New("no")
+				}
+				f.full[a] = v.full
+				f.calls = nil
+				nlogs := len(f.logs)
+				in := &Input{Status: exit1, Time: f.now, Op: v.op, Reply: func(error) {}, Save: func() error { return f.startErr }}
+				s.Fire(a, e, in)
+				if c.impossible {
+					if !errors.Is(in.Err, errImpossible) || a.state != p.to || len(f.calls) != 0 || len(f.logs) != nlogs+1 {
+						t.Errorf("%s: impossible pair: err %v, state %v, calls %q, logs %q", name, in.Err, a.state, f.calls, f.logs[nlogs:])
+					}
+					continue
+				}
+				want := c.to
+				if len(want) == 0 {
+					want = []State{p.to}
+				}
+				if !slices.Contains(want, a.state) {
+					t.Errorf("%s: ended in %v, the table says %v", name, a.state, want)
+				}
+				if reached[key] == nil {
+					reached[key] = map[State]bool{}
+				}
+				reached[key][a.state] = true
+				if a.state == Removed && s.Find("a") != nil || a.state != Removed && p.to != Removed && s.Find("a") != a {
+					t.Errorf("%s: state %v but in the pod: %v", name, a.state, s.Find("a") != nil)
+				}
+			}
+		}
+	}
+	for st := State(0); st < numStates; st++ {
+		for e := Event(0); e < numEvents; e++ {
+			key := [2]int{int(st), int(e)}
+			if !fired[key] {
+				t.Errorf("%v x %v never fired", st, e)
+				continue
+			}
+			c := table[st][e]
+			if c.impossible {
+				continue
+			}
+			for _, want := range c.to {
+				if !reached[key][want] {
+					t.Errorf("%v x %v: never led to %v (reached %v)", st, e, want, reached[key])
+				}
+			}
+		}
+	}
+}
+
+// What happens when an app exits while it is being stopped: the exit is
+// the stop's end. It is finished with the code it ended with (143 for the
+// SIGTERM), never restarted, and the stop is answered then, once.
+func TestExitWhileStopping(t *testing.T) {
+	f := newFakeOS(t)
+	s := newPod(f, true, appCfg("a", podspec.RestartAlways))
+	a := s.apps[0]
+	s.Fire(a, Start, nil)
+	var answers []error
+	s.StopApp("a", false, func(err error) { answers = append(answers, err) })
+	if a.state != Stopping || !slices.Contains(f.calls, "signal a SIGTERM") {
+		t.Fatalf("state %v, calls %q", a.state, f.calls)
+	}
+	f.full[a] = true
+	s.Exit(a, sigterm, f.now)
+	if a.state != Cleaning || len(answers) != 0 {
+		t.Fatalf("after the exit: %v, answers %v", a.state, answers)
+	}
+	// Cleaning answers "already running" to a start.
+	if err := s.StartApp("a"); err == nil || !strings.Contains(err.Error(), "already running") {
+		t.Fatalf("start while cleaning: %v", err)
+	}
+	f.full[a] = false
+	f.advance(time.Millisecond)
+	s.Tick()
+	if a.state != Exited || len(answers) != 1 || answers[0] != nil || f.statuses["a"] != 143 {
+		t.Fatalf("state %v, answers %v, status %d", a.state, answers, f.statuses["a"])
+	}
+	// The kill deadline went with the state: nothing fires later.
+	f.advance(time.Hour)
+	f.calls = nil
+	if next := s.Tick(); !next.IsZero() || len(f.calls) != 0 {
+		t.Fatalf("after the end: next %v, calls %q", next, f.calls)
+	}
+	if got := f.records["a"]; got[len(got)-1] != status.StateExited {
+		t.Fatalf("records %v", got)
+	}
+}
+
+// A crash-looping app restarts after 100, 200, 400, 800 ms, then hits its
+// start limit (5 starts within 10 s) and is finished with its last code.
+func TestRestartWithBackoff(t *testing.T) {
+	f := newFakeOS(t)
+	s := newPod(f, false, appCfg("a", podspec.RestartAlways))
+	a := s.apps[0]
+	s.StartAll(func() bool { return false })
+	for i, backoff := range []time.Duration{100, 200, 400, 800} {
+		backoff *= time.Millisecond
+		f.advance(10 * time.Millisecond)
+		s.Exit(a, exit1, f.now)
+		if a.state != Backoff {
+			t.Fatalf("exit %d: %v", i, a.state)
+		}
+		if got := f.records["a"][len(f.records["a"])-1]; got != status.StateRestarting {
+			t.Fatalf("record %s", got)
+		}
+		next := s.Tick()
+		if want := f.now.Add(backoff); !next.Equal(want) {
+			t.Fatalf("exit %d: next %v, want in %v", i, next.Sub(f.now), backoff)
+		}
+		f.advance(backoff - time.Microsecond)
+		s.Tick()
+		if a.state != Backoff {
+			t.Fatalf("restarted early")
+		}
+		f.advance(time.Microsecond)
+		s.Tick()
+		if a.state != Running || a.Rec.RestartCount != i+1 {
+			t.Fatalf("exit %d: %v, restarts %d", i, a.state, a.Rec.RestartCount)
+		}
+	}
+	s.Exit(a, exit1, f.now)
+	if a.state != Exited || f.statuses["a"] != 1 || !s.Over() || s.Code() != 1 {
+		t.Fatalf("after the limit: %v, status %v, over %v, code %d", a.state, f.statuses, s.Over(), s.Code())
+	}
+}
+
+// app/rm of a running app kills it at once; it leaves the pod once its
+// cgroup is empty, and only then is rm answered.
+func TestRmWhileRunning(t *testing.T) {
+	f := newFakeOS(t)
+	s := newPod(f, true)
+	if err := s.AddApp(ptr(appCfg("a", podspec.RestartAlways)), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddApp(ptr(appCfg("a", podspec.RestartAlways)), nil); err == nil {
+		t.Fatal("added twice")
+	}
+	if err := s.StartApp("a"); err != nil {
+		t.Fatal(err)
+	}
+	a := s.Find("a")
+	done := 0
+	if !s.RmApp("a", func(err error) { done++ }) {
+		t.Fatal("rm: not found")
+	}
+	if a.state != Killing || !slices.Contains(f.calls, "kill a") || done != 0 {
+		t.Fatalf("state %v, calls %q", a.state, f.calls)
+	}
+	if got := f.records["a"][len(f.records["a"])-1]; got != status.StateRemoving {
+		t.Fatalf("record %s", got)
+	}
+	f.full[a] = true
+	s.Exit(a, sigkill, f.now)
+	f.advance(CleanTimeout / 2)
+	s.Tick()
+	if a.state != Cleaning || done != 0 {
+		t.Fatalf("state %v, answered %d", a.state, done)
+	}
+	f.full[a] = false
+	s.Tick()
+	if a.state != Removed || done != 1 || s.Find("a") != nil || !slices.Contains(f.calls, "forget a") {
+		t.Fatalf("state %v, answered %d, calls %q", a.state, done, f.calls)
+	}
+	if s.Over() {
+		t.Fatal("a mutable pod is over only when stopped")
+	}
+	s.StopPod("test", false)
+	if !s.Over() {
+		t.Fatal("not over")
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// A pod stop finishes an app waiting to restart with its last code at
+// once, and gives a running one its grace period, then SIGKILL.
+func TestPodStopWithARestartingApp(t *testing.T) {
+	f := newFakeOS(t)
+	s := newPod(f, false, appCfg("r", podspec.RestartAlways), appCfg("b", podspec.RestartNever))
+	s.StartAll(func() bool { return false })
+	r, b := s.Find("r"), s.Find("b")
+	s.Exit(r, exit1, f.now)
+	if r.state != Backoff {
+		t.Fatalf("r: %v", r.state)
+	}
+	s.StopPod("test", false)
+	if r.state != Exited || f.statuses["r"] != 1 || b.state != Stopping {
+		t.Fatalf("r %v (status %v), b %v", r.state, f.statuses, b.state)
+	}
+	if next := s.Tick(); !next.Equal(f.now.Add(2 * time.Second)) {
+		t.Fatalf("next %v", next)
+	}
+	f.advance(2 * time.Second)
+	s.Tick()
+	if b.state != Killing || !slices.Contains(f.calls, "kill b") {
+		t.Fatalf("b %v", b.state)
+	}
+	if s.Over() {
+		t.Fatal("over with b alive")
+	}
+	s.Exit(b, sigkill, f.now)
+	if !s.Over() || f.statuses["b"] != 137 || s.Code() != 0 {
+		t.Fatalf("over %v, statuses %v, code %d", s.Over(), f.statuses, s.Code())
+	}
+}
+
+// app/stop --force of a restart-always app stops it for good.
+func TestForceStopDoesNotRestart(t *testing.T) {
+	f := newFakeOS(t)
+	s := newPod(f, true, appCfg("a", podspec.RestartAlways))
+	a := s.apps[0]
+	s.Fire(a, Start, nil)
+	s.StopApp("a", true, func(error) {})
+	s.Exit(a, sigkill, f.now)
+	if a.state != Exited {
+		t.Fatalf("state %v", a.state)
+	}
+}
+
+// A cgroup that never empties holds the app at most CleanTimeout; the
+// loop is woken to look at it meanwhile, never blocked.
+func TestCleanDeadline(t *testing.T) {
+	f := newFakeOS(t)
+	s := newPod(f, false, appCfg("a", podspec.RestartNever))
+	a := s.apps[0]
+	s.Fire(a, Start, nil)
+	f.full[a] = true
+	s.Exit(a, exit0, f.now)
+	end := f.now.Add(CleanTimeout)
+	for i := 0; a.state == Cleaning; i++ {
+		next := s.Tick()
+		if a.state != Cleaning {
+			break
+		}
+		if next.IsZero() || next.After(end) || i > 1000 {
+			t.Fatalf("next %v", next)
+		}
+		f.now = next
+	}
+	if a.state != Exited || f.now.Before(end) || slices.Contains(f.calls, "release a") {
+		t.Fatalf("state %v at %v", a.state, f.now.Sub(end))
+	}
+}
+
+// A stop asked while the pod starts is acted on before the next app
+// starts: the apps not started are finished with 254.
+func TestStopDuringStartAll(t *testing.T) {
+	f := newFakeOS(t)
+	s := newPod(f, false, appCfg("a", podspec.RestartNever), appCfg("b", podspec.RestartNever))
+	n := 0
+	s.StartAll(func() bool {
+		n++
+		if n == 2 {
+			s.StopPod("signal", false)
+		}
+		return s.Stopping()
+	})
+	if s.Find("a").state != Stopping || s.Find("b").state != Exited || f.statuses["b"] != status.CodeStage1Failure {
+		t.Fatalf("a %v, b %v", s.Find("a").state, s.Find("b").state)
+	}
+}
+
+func TestStateNames(t *testing.T) {
+	for _, s := range allState {
+		if strings.HasPrefix(s.String(), "state(") {
+			t.Errorf("%d has no name", s)
+		}
+	}
+	if Event(numEvents).String() != "event(12)" {
+		t.Error(Event(numEvents).String())
+	}
+}

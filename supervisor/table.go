@@ -1,0 +1,319 @@
+package supervisor
+
+import (
+	"fmt"
+
+	"github.com/pod1/pod1/status"
+)
+
+// The life of an app, whole: for every state, what every event does. Each
+// cell says in words what happens and which states it may lead to; every
+// pair is written out, the impossible ones too (logged as a bug if they
+// ever happen, and otherwise changing nothing), so that nothing is left
+// to a default. TestEveryTransition fires every cell.
+//
+// States (supervisor.go): Removed (not in the pod), Idle, Running,
+// Stopping (SIGTERM sent, kill deadline armed), Killing (SIGKILL sent),
+// Cleaning (the process ended, its cgroup is being emptied, clean
+// deadline armed), Backoff (restart timer armed), Exited (finished for
+// good, status written).
+//
+// Timers belong to states: a state with a deadline has exactly one
+// (Stopping: KillDeadline; Cleaning: CleanDeadline; Backoff:
+// RestartTimer), and leaving the state disarms it.
+//
+// Who is "finished": an app enters Exited through finish, which writes the
+// record, then the status file rkt reads, answers whoever waited for the
+// app (app/stop, app/rm), removes the app if app/rm asked (Removed), and
+// applies the pod's exit policy (which may stop the pod, firing PodStop at
+// every app).
+var table [numStates][numEvents]cell
+
+// The table is filled in by init: its actions refer back to it (Fire).
+func init() { table = theTable() }
+
+func theTable() [numStates][numEvents]cell {
+	return [numStates][numEvents]cell{
+		Removed: {
+			Add: {to: of(Idle, Removed), doc: "its spec is saved (if that fails, the add fails: Removed), then the app enters the pod (its old status, if the name was used before, is removed)",
+				do: func(s *Supervisor, a *App, in *Input) {
+					if in.Save != nil {
+						if in.Err = in.Save(); in.Err != nil {
+							return
+						}
+					}
+					s.os.ClearStatus(a.Name)
+					a.state = Idle
+					s.write(a)
+					s.apps = append(s.apps, a)
+					s.os.Debugf("app %q: added", a.Name)
+				}},
+			Start:         refused("no app of that name in the pod", errNoApp),
+			Exit:          never("a removed app has no process"),
+			CgroupEmpty:   never("a removed app is not being cleaned"),
+			CleanDeadline: never("a removed app is not being cleaned"),
+			RestartTimer:  never("a removed app has no timer"),
+			Stop:          notRunning,
+			ForceStop:     notRunning,
+			KillDeadline:  never("a removed app has no timer"),
+			Rm:            answered("already gone: a retried rm"),
+			PodStop:       ignored("nothing to stop"),
+			PodForceStop:  ignored("nothing to stop"),
+		},
+		Idle: {
+			Add: refused("the name is taken", errTaken),
+			Start: {to: of(Running, Exited), doc: "a run starts; if it cannot (or the pod is already stopping), the app is finished with 254 (app/start: it fails and the app is left exited)",
+				do: startAnew},
+			Exit:          never("an idle app has no process"),
+			CgroupEmpty:   never("an idle app is not being cleaned"),
+			CleanDeadline: never("an idle app is not being cleaned"),
+			RestartTimer:  never("an idle app has no timer"),
+			Stop:          notRunning,
+			ForceStop:     notRunning,
+			KillDeadline:  never("an idle app has no timer"),
+			Rm:            removeNow,
+			PodStop:       ignored("it never ran; the pod's end does not wait for it"),
+			PodForceStop:  ignored("it never ran; the pod's end does not wait for it"),
+		},
+		Running: {
+			Add:           refused("the name is taken", errTaken),
+			Start:         refused("it is running", errRunning),
+			Exit:          exitedRunning,
+			CgroupEmpty:   never("a running app is not being cleaned"),
+			CleanDeadline: never("a running app is not being cleaned"),
+			RestartTimer:  never("a running app has no restart timer"),
+			Stop: {to: of(Stopping), doc: "SIGTERM to its process and cgroup, the kill deadline armed; it will not restart; answered when finished",
+				do: func(s *Supervisor, a *App, in *Input) { a.fate = fateStop; a.wait(in); s.term(a) }},
+			ForceStop: {to: of(Killing), doc: "SIGKILL; it will not restart; answered when finished",
+				do: func(s *Supervisor, a *App, in *Input) { a.fate = fateStop; a.wait(in); s.kill(a) }},
+			KillDeadline: never("a running app has no kill deadline"),
+			Rm:           killToRemove,
+			PodStop: {to: of(Stopping), doc: "SIGTERM, the kill deadline armed; it will not restart",
+				do: func(s *Supervisor, a *App, in *Input) { a.stopOnly(); s.term(a) }},
+			PodForceStop: {to: of(Killing), doc: "SIGKILL; it will not restart",
+				do: func(s *Supervisor, a *App, in *Input) { a.stopOnly(); s.kill(a) }},
+		},
+		Stopping: {
+			Add:           refused("the name is taken", errTaken),
+			Start:         refused("it is running", errRunning),
+			Exit:          exitedStopping,
+			CgroupEmpty:   never("a stopping app is not being cleaned"),
+			CleanDeadline: never("a stopping app is not being cleaned"),
+			RestartTimer:  never("a stopping app has no restart timer"),
+			Stop:          waitFinish("already stopping: answered when finished, no restart"),
+			ForceStop: {to: of(Killing), doc: "SIGKILL now; it will not restart; answered when finished",
+				do: func(s *Supervisor, a *App, in *Input) { a.stopOnly(); a.wait(in); s.kill(a) }},
+			KillDeadline: {to: of(Killing), doc: "the grace period is over: SIGKILL",
+				do: func(s *Supervisor, a *App, in *Input) {
+					s.os.Logf("app %q: grace period of %v over, killing it", a.Name, a.Cfg.Supervision.Grace)
+					a.stopOnly()
+					s.kill(a)
+				}},
+			Rm:      killToRemove,
+			PodStop: ignored("already stopping"),
+			PodForceStop: {to: of(Killing), doc: "SIGKILL now",
+				do: func(s *Supervisor, a *App, in *Input) { a.stopOnly(); s.kill(a) }},
+		},
+		Killing: {
+			Add:           refused("the name is taken", errTaken),
+			Start:         refused("it is running", errRunning),
+			Exit:          exitedKilling,
+			CgroupEmpty:   never("a killed app is not being cleaned before it exits"),
+			CleanDeadline: never("a killed app is not being cleaned before it exits"),
+			RestartTimer:  never("a killed app has no restart timer"),
+			Stop:          waitFinish("already killed: answered when finished, no restart"),
+			ForceStop:     waitFinish("already killed: answered when finished, no restart"),
+			KillDeadline:  never("the kill deadline is disarmed once SIGKILL is sent"),
+			Rm: {to: of(Killing), doc: "already killed: removed when finished, answered then",
+				do: func(s *Supervisor, a *App, in *Input) { a.fate = fateRemove; s.write(a); a.wait(in) }},
+			PodStop:      ignored("already killed"),
+			PodForceStop: ignored("already killed"),
+		},
+		Cleaning: {
+			Add:   refused("the name is taken", errTaken),
+			Start: refused("its last run is still being cleaned up", errRunning),
+			Exit:  never("its process already ended"),
+			CgroupEmpty: {to: of(Backoff, Exited, Removed), doc: "its cgroup is removed (an OOM kill in it recorded); then it restarts after its backoff if its policy says so and nobody asked it or the pod to stop, else it is finished with its code",
+				do: func(s *Supervisor, a *App, in *Input) {
+					if s.os.Release(a) {
+						a.Rec.LastFailure = status.ReasonOOM
+					}
+					s.settle(a)
+				}},
+			CleanDeadline: {to: of(Backoff, Exited, Removed), doc: "processes it left could not be killed in time: logged, its cgroup kept, then as cgroup-empty",
+				do: func(s *Supervisor, a *App, in *Input) {
+					s.os.Logf("app %q: processes left in its cgroup after %v", a.Name, CleanTimeout)
+					s.settle(a)
+				}},
+			RestartTimer: never("a cleaning app has no restart timer"),
+			Stop:         waitFinish("its process already ended: it will not restart; answered when finished"),
+			ForceStop:    waitFinish("its process already ended: it will not restart; answered when finished"),
+			KillDeadline: never("a cleaning app has no kill deadline"),
+			Rm: {to: of(Cleaning), doc: "its process already ended: removed when finished, answered then",
+				do: func(s *Supervisor, a *App, in *Input) { a.fate = fateRemove; s.write(a); a.wait(in) }},
+			PodStop:      waitFinish("it will not restart: finished once clean"),
+			PodForceStop: waitFinish("it will not restart: finished once clean"),
+		},
+		Backoff: {
+			Add:           refused("the name is taken", errTaken),
+			Start:         refused("it is waiting to restart", errRunning),
+			Exit:          never("a restarting app has no process"),
+			CgroupEmpty:   never("a restarting app is not being cleaned"),
+			CleanDeadline: never("a restarting app is not being cleaned"),
+			RestartTimer: {to: of(Running, Exited), doc: "it starts again (restartCount + 1); if it cannot, it is finished with 254",
+				do: func(s *Supervisor, a *App, in *Input) { a.Rec.RestartCount++; s.runOrFail(a) }},
+			Stop:         finishLast("finished with its last code, answered at once"),
+			ForceStop:    finishLast("finished with its last code, answered at once"),
+			KillDeadline: never("a restarting app has no kill deadline"),
+			Rm: {to: of(Removed), doc: "finished with its last code, removed, answered",
+				do: func(s *Supervisor, a *App, in *Input) {
+					a.fate = fateRemove
+					a.wait(in)
+					s.finish(a, a.code)
+				}},
+			PodStop:      finishLast("finished with its last code"),
+			PodForceStop: finishLast("finished with its last code"),
+		},
+		Exited: {
+			Add:           refused("the name is taken", errTaken),
+			Start:         {to: of(Running, Exited), doc: "app/start: a new life (status, record, counters and start limit start over); if it cannot start, it fails and the app is left exited", do: startAnew},
+			Exit:          never("a finished app has no process"),
+			CgroupEmpty:   never("a finished app is not being cleaned"),
+			CleanDeadline: never("a finished app is not being cleaned"),
+			RestartTimer:  never("a finished app has no timer"),
+			Stop:          notRunning,
+			ForceStop:     notRunning,
+			KillDeadline:  never("a finished app has no timer"),
+			Rm:            removeNow,
+			PodStop:       ignored("already finished"),
+			PodForceStop:  ignored("already finished"),
+		},
+	}
+}
+
+// A cell is what one event does to an app in one state.
+type cell struct {
+	// to are the states it may leave the app in; none: it stays.
+	to []State
+	// doc says what happens, in words.
+	doc string
+	// impossible marks a pair that cannot happen; Fire logs it.
+	impossible bool
+	do         func(s *Supervisor, a *App, in *Input)
+}
+
+func of(s ...State) []State { return s }
+
+// The end of the app's process. In every case its end is recorded (code,
+// signal, failure reason), what it left in its cgroup is killed, and the
+// app waits in Cleaning for the cgroup to empty (over at once when it is
+// empty); then cgroup-empty decides.
+var (
+	exitedRunning = cell{to: of(Cleaning, Backoff, Exited),
+		doc: "Cleaning; then it restarts after its backoff (Backoff) if its policy says so and its start limit allows, else it is finished with its code (Exited)",
+		do:  func(s *Supervisor, a *App, in *Input) { s.ended(a, in.Status, in.Time) }}
+	exitedStopping = cell{to: of(Cleaning, Exited),
+		doc: "the stop's end: Cleaning; then it is finished with the code it ended with (143 if the SIGTERM killed it), never restarted, and whoever asked for the stop (app/stop) is answered",
+		do:  func(s *Supervisor, a *App, in *Input) { s.ended(a, in.Status, in.Time) }}
+	exitedKilling = cell{to: of(Cleaning, Exited, Removed),
+		doc: "the kill's end: Cleaning; then it is finished with its code (137), never restarted, removed if app/rm asked (Removed), and whoever waited is answered",
+		do:  func(s *Supervisor, a *App, in *Input) { s.ended(a, in.Status, in.Time) }}
+)
+
+// startAnew: Start of an app with no run (Idle, Exited).
+func startAnew(s *Supervisor, a *App, in *Input) {
+	if !in.Op {
+		// The pod's start: a stop asked meanwhile wins.
+		if s.stopping {
+			s.finish(a, status.CodeStage1Failure)
+			return
+		}
+		s.runOrFail(a)
+		return
+	}
+	// app/start: stage0 removed the old status before asking; a start
+	// is a new life.
+	s.os.ClearStatus(a.Name)
+	a.starts, a.backoff, a.Rec, a.fate = nil, a.Cfg.Supervision.Backoff, status.Record{}, fateRestart
+	if err := s.run(a); err != nil {
+		a.state = Exited
+		a.Rec.LastFailure = status.ReasonSetup
+		s.write(a)
+		in.Err = err
+	}
+}
+
+// killToRemove: app/rm of a running app: SIGKILL (stage0 has already
+// asked for a graceful stop), removed once finished.
+var killToRemove = cell{to: of(Killing), doc: "SIGKILL at once (stage0 already asked for a graceful stop); removed when finished, answered then",
+	do: func(s *Supervisor, a *App, in *Input) {
+		a.fate = fateRemove
+		s.write(a)
+		a.wait(in)
+		s.kill(a)
+	}}
+
+// removeNow: app/rm of an app with no run.
+var removeNow = cell{to: of(Removed), doc: "removed at once (record, spec, cgroup), answered",
+	do: func(s *Supervisor, a *App, in *Input) {
+		a.fate = fateRemove
+		s.write(a)
+		s.remove(a)
+		if in.Reply != nil {
+			in.Reply(nil)
+		}
+	}}
+
+var notRunning = cell{doc: "answered at once: not running (done, as systemctl stop of an inactive unit is)",
+	do: func(s *Supervisor, a *App, in *Input) {
+		if in.Reply != nil {
+			in.Reply(ErrNotRunning)
+		}
+	}}
+
+// waitFinish: a stop of an app already on its way out.
+func waitFinish(doc string) cell {
+	return cell{doc: doc, do: func(s *Supervisor, a *App, in *Input) { a.stopOnly(); a.wait(in) }}
+}
+
+// finishLast: a restarting app asked to stop is finished with the code of
+// its last run.
+func finishLast(doc string) cell {
+	return cell{to: of(Exited), doc: doc, do: func(s *Supervisor, a *App, in *Input) {
+		a.stopOnly()
+		a.wait(in)
+		s.finish(a, a.code)
+	}}
+}
+
+func answered(doc string) cell {
+	return cell{doc: doc, do: func(s *Supervisor, a *App, in *Input) {
+		if in.Reply != nil {
+			in.Reply(nil)
+		}
+	}}
+}
+
+func ignored(doc string) cell {
+	return cell{doc: doc, do: func(*Supervisor, *App, *Input) {}}
+}
+
+func never(doc string) cell {
+	return cell{doc: doc, impossible: true, do: func(*Supervisor, *App, *Input) {}}
+}
+
+func refused(doc string, err func(a *App) error) cell {
+	return cell{doc: doc, do: func(s *Supervisor, a *App, in *Input) { in.Err = err(a) }}
+}
+
+func errNoApp(a *App) error   { return fmt.Errorf("no app named %q in the pod", a.Name) }
+func errTaken(a *App) error   { return fmt.Errorf("an app named %q is already in the pod", a.Name) }
+func errRunning(a *App) error { return fmt.Errorf("app %q is already running", a.Name) }
+
+// stopOnly makes the end of the current run final, unless it is already
+// to be removed.
+func (a *App) stopOnly() {
+	if a.fate == fateRestart {
+		a.fate = fateStop
+	}
+}
