@@ -118,6 +118,7 @@ func TestStage1Env(t *testing.T) {
 // Mount points come back as the kernel names them, unescaped (mountinfo
 // writes a space as \040), and only those at or below the directory.
 func TestMountsUnderUnescapes(t *testing.T) {
+	requireRoot(t)
 	base := t.TempDir()
 	dir := filepath.Join(base, "a b")
 	sibling := filepath.Join(base, "a bc")
