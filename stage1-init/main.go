@@ -1,9 +1,12 @@
 // Command stage1-init is pod1's stage1 for rkt: one static binary whose
 // role is chosen by the name it is run under. rkt's stage0 runs it as the
-// entry points named in the stage1 image manifest ("run", "stop", "gc");
-// "run" re-executes it as the pod's PID 1 ("pod1-init"), and PID 1
-// re-executes it as each app's first process ("pod1-app"), which becomes
-// the app.
+// entry points named in the stage1 image manifest: "run", "stop", "gc",
+// "enter", "attach", "app-add", "app-start", "app-stop" and "app-rm".
+// "run" re-executes it as the pod's PID 1 ("pod1-init") and as the lock
+// keeper that holds the pod's lock outside its pid namespace
+// ("pod1-lock"); PID 1 re-executes it as each app's first process
+// ("pod1-app"), which becomes the app. Networking is the image's other
+// binary, net-setup (stage1-net).
 
 // The runtime's cgroup-aware GOMAXPROCS (Go 1.25) keeps descriptors open on
 // the cgroup files of wherever the process started, the host's cgroup
