@@ -231,8 +231,8 @@ func lookPath(name string, env []string) (string, error) {
 // the app, and execve kills every other thread of the process, so only its
 // credentials ever reach the app. syscall.Setresuid and Setresgid (which
 // x/sys/unix calls) change every thread of the Go runtime instead, by
-// signalling each one and waiting for it: about 0.1 ms a call here, on
-// every app start.
+// signalling each one and waiting for it, on every app start
+// (bench/profile.md).
 func setCredentials(s *Spec) error {
 	if err := unix.Setgroups(s.Groups); err != nil {
 		return fmt.Errorf("setgroups %v: %w", s.Groups, err)

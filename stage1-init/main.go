@@ -40,10 +40,9 @@ func main() {
 	// One P: every role does serial work (set up, wait, supervise one
 	// loop), and three of them start at once on the pod's start path.
 	// More Ps only meant more threads started, woken and, at the app's
-	// execve and at exit, killed. make bench, A/B in one sitting, start
-	// to exit: 26.7/25.8 ms with one, 30.5/32.2 ms with two (this VM has
-	// two CPUs). Setting it also stops the runtime from adjusting it to
-	// the cgroup's CPU limit.
+	// execve and at exit, killed (measured: bench/profile.md, "Figures
+	// moved out of the code"). Setting it also stops the runtime from
+	// adjusting it to the cgroup's CPU limit.
 	runtime.GOMAXPROCS(1)
 	os.Exit(dispatch())
 }

@@ -239,8 +239,8 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	// the pid file are prepared while its runtime starts: it does
 	// nothing before it has read its configuration, which is sent only
 	// once all that is done and PID 1 is in its cgroup. Started last,
-	// its start-up (3-5 ms) came after ours on the pod's start path
-	// (docs/benchmarks.md).
+	// its Go start-up came after ours on the pod's start path
+	// (bench/profile.md).
 	//
 	// PID 1 sets PR_SET_PDEATHSIG on itself, and that fires when the
 	// thread that cloned it exits, not the process: this goroutine
@@ -255,7 +255,7 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	// syscall.ForkExec, not os.StartProcess: the latter's first call in a
 	// process forks and reaps a throwaway child to probe clone(CLONE_PIDFD)
 	// (os.checkPidfd), a whole fork+exit+wait on the pod's start path
-	// (0.5-4 ms measured; docs/benchmarks.md) for a pidfd we never use.
+	// (bench/profile.md) for a pidfd we never use.
 	exe, exePath, err := readOnlySelf()
 	if err != nil {
 		pr.Close()
