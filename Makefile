@@ -21,8 +21,11 @@ bin/stage1-init: $(SRCS)
 	$(GO) build $(GOFLAGS_B) -o $@ ./stage1-init
 bin/net-setup: $(SRCS)
 	$(GO) build $(GOFLAGS_B) -o $@ ./stage1-net
-bin/pod1: $(SRCS)
-	$(GO) build $(GOFLAGS_B) -o $@ ./hostside/pod1
+# pod1 knows the Go build ID of the stage1-init built with it: `pod1 gc`
+# does that stage1's gc work in its own process (hostside/gc/own.go).
+bin/pod1: $(SRCS) bin/stage1-init
+	$(GO) build -trimpath -tags "netgo osusergo" -ldflags "-s -w -X main.version=$(VERSION) \
+		-X github.com/pod1/pod1/hostside/gc.ownStage1BuildID=$$($(GO) tool buildid bin/stage1-init)" -o $@ ./hostside/pod1
 bin/probe: $(SRCS)
 	$(GO) build $(GOFLAGS_B) -o $@ ./tests/probe
 bin/demo-hello: $(SRCS)

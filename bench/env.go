@@ -76,7 +76,7 @@ func (b *bench) setup() error {
 		return os.RemoveAll(b.work)
 	})
 	b.tools = map[string]string{}
-	for _, t := range []string{"crun", "runc", "systemd-nspawn", "tini", "catatonit", "conmon", "unshare", "chroot", "nsenter"} {
+	for _, t := range []string{"crun", "runc", "systemd-nspawn", "tini", "catatonit", "conmon", "unshare", "chroot", "nsenter", "ip"} {
 		b.tools[t] = lookPath(t)
 	}
 	if err := b.makeFixture(); err != nil {

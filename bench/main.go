@@ -39,7 +39,7 @@ func benchMain() int {
 	flag.IntVar(&b.warmup, "warmup", 2, "warm-up rounds, not recorded")
 	orphans := flag.Int("orphans", 20000, "orphans of the reaping measurement")
 	npods := flag.Int("pods", 1000, "pods of the host tools measurement")
-	only := flag.String("only", "", "comma-separated measurements to run (start,memory,reap,stop,host,scale,logs); all by default")
+	only := flag.String("only", "", "comma-separated measurements to run (start,memory,reap,stop,host,scale,logs,net); all by default")
 	flag.Parse()
 	if os.Getuid() != 0 {
 		fmt.Fprintln(os.Stderr, "bench: needs root (it starts pods and containers): sudo make bench")
@@ -108,6 +108,7 @@ func benchMain() int {
 		{"host", func() []*section { return b.measureHostTools(*npods) }},
 		{"scale", func() []*section { return b.measureScale() }},
 		{"logs", func() []*section { return b.measureLogs() }},
+		{"net", func() []*section { return []*section{b.measureNet()} }},
 	}
 	for _, st := range steps {
 		if !want(st.id) {

@@ -150,7 +150,10 @@ func linkTree(src, dst string) error {
 // dir, the pod directory flock'd exclusively on an inherited fd named by
 // RKT_LOCK_FD, argv --net=none UUID. Our copy of the lock fd is closed at
 // once, as stage0 keeps none (it execs the stage1).
-func (b *bench) startPod(p *pod) (*child, error) {
+func (b *bench) startPod(p *pod) (*child, error) { return b.startPodNet(p, "--net=none") }
+
+// startPodNet is startPod with the given --net argument.
+func (b *bench) startPodNet(p *pod, net string) (*child, error) {
 	lock, err := os.Open(p.dir)
 	if err != nil {
 		return nil, err
@@ -161,7 +164,7 @@ func (b *bench) startPod(p *pod) (*child, error) {
 	}
 	run := filepath.Join(p.dir, layout.Stage1RootFS, "run")
 	return start(spec{
-		argv:  []string{run, "--net=none", p.uuid},
+		argv:  []string{run, net, p.uuid},
 		dir:   p.dir,
 		env:   append(os.Environ(), "RKT_LOCK_FD=3"),
 		files: []*os.File{lock},

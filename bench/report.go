@@ -77,6 +77,14 @@ func (b *bench) evaluateTargets() {
 	if !missing(w, pn, sn) {
 		add(w, fmt.Sprintf("nspawn + systemd %s ms = %s pod1 stage1", num(sd), ratio(sd, pod1)), yesNo(sd >= 40*pod1))
 	}
+	none, nn := med("net", "pod1 stage1 --net=none", 1)
+	def, dn := med("net", "pod1 stage1 --net=default", 1)
+	plugins, fln := med("net", "floor", 1)
+	w = "Networking: `--net=default` adds to `--net=none` (run + gc) no more than 1.5× what the CNI plugins alone cost (ADD + DEL)"
+	if !missing(w, nn, dn, fln) {
+		add(w, fmt.Sprintf("default %s ms, none %s ms: networking adds %s ms; the plugins alone %s ms (%s)",
+			num(def), num(none), num(def-none), num(plugins), ratio(def-none, plugins)), yesNo(def-none <= 1.5*plugins))
+	}
 	rss, mn := med("memory", "pod1", 0)
 	pss, _ := med("memory", "pod1", 1)
 	sdRss, sdn := med("memory", "systemd-nspawn + systemd", 0)

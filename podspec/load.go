@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -319,11 +320,27 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 		return nil, errorf(field("annotations"), "%w", err)
 	}
 	spec.CtrlTTY = sio.Stdin == StdioTTY
-	var handlers []string
-	for _, eh := range app.EventHandlers {
-		handlers = append(handlers, eh.Name)
+	out := &App{Spec: *spec, Supervision: sup, Resources: res, Stdio: sio, EmptyVolumes: appVols, Devices: devs}
+	for i, eh := range app.EventHandlers {
+		f := field(fmt.Sprintf("eventHandlers[%d]", i))
+		var dst *[]string
+		switch eh.Name {
+		case "pre-start":
+			dst = &out.PreStart
+		case "post-stop":
+			dst = &out.PostStop
+		default:
+			return nil, errorf(f, "unknown eventHandler %q (want pre-start or post-stop)", eh.Name)
+		}
+		if *dst != nil {
+			return nil, errorf(f, "%s given twice", eh.Name)
+		}
+		if len(eh.Exec) == 0 || eh.Exec[0] == "" {
+			return nil, errorf(f, "%s: exec is empty", eh.Name)
+		}
+		*dst = slices.Clone(eh.Exec)
 	}
-	return &App{Spec: *spec, Supervision: sup, Resources: res, Stdio: sio, EmptyVolumes: appVols, EventHandlers: handlers, Devices: devs}, nil
+	return out, nil
 }
 
 // checkRootFS refuses an app root whose /proc, /sys or /dev is anything but

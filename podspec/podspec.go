@@ -129,9 +129,11 @@ type App struct {
 	// EmptyVolumes are the empty volumes the app brings (its mounts'
 	// appVolumes, implicit volumes), created with the pod's.
 	EmptyVolumes []SharedVolume `json:"-"`
-	// EventHandlers names the app's eventHandlers, which this stage1
-	// does not run: the run entry point says so.
-	EventHandlers []string `json:"-"`
+	// PreStart and PostStop are the commands of the app's appc
+	// eventHandlers, run in the app's root as rkt's stage1 runs them
+	// (supervisor/handlers.go).
+	PreStart []string `json:"preStart,omitempty"`
+	PostStop []string `json:"postStop,omitempty"`
 	// Devices are the host devices the app's volumes are: its device
 	// allow-list has them besides cgroups.AppDevices.
 	Devices []cgroups.Device `json:"devices,omitempty"`

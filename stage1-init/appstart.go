@@ -37,7 +37,7 @@ func (o *appOS) Start(a *supervisor.App) (pid, hostPid int, err error) {
 		}
 	}()
 	r := o.resOf(a)
-	spec, err := json.Marshal(&a.Cfg.Spec)
+	spec, err := json.Marshal(phaseSpec(a))
 	if err != nil {
 		return 0, 0, err
 	}

@@ -1,36 +1,7 @@
 package main
 
-import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"os"
+import "github.com/pod1/pod1/cgroups"
 
-	"github.com/pod1/pod1/cgroups"
-	"github.com/pod1/pod1/layout"
-	"github.com/pod1/pod1/safefile"
-)
-
-// gcCgroups removes the pod's cgroups when the run entry point could not
-// (it was killed): whatever is still in them is killed first, and it
-// returns only once they are empty. A pod that never got as far as making
-// them has nothing to remove. The file is the pod's, so every directory it
-// names must be this pod's cgroup (uuid) in a real hierarchy: nothing
-// else is touched.
-func gcCgroups(uuid string) error {
-	b, err := safefile.ReadRegularIn(".", layout.CgroupsFile, 1<<20)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read %s: %w", layout.CgroupsFile, err)
-	}
-	var g cgroups.Group
-	if err := json.Unmarshal(b, &g); err != nil {
-		return fmt.Errorf("decode %s: %w", layout.CgroupsFile, err)
-	}
-	if err := cgroups.CheckPod(&g, uuid); err != nil {
-		return fmt.Errorf("%s: refused: %w", layout.CgroupsFile, err)
-	}
-	return g.RemoveTree()
-}
+// gcCgroups removes the pod's cgroups (cwd is the pod directory) when the
+// run entry point could not: see cgroups.RemovePod.
+func gcCgroups(uuid string) error { return cgroups.RemovePod(".", uuid) }

@@ -70,11 +70,6 @@ func runMain(args []string) int {
 		return fail(err)
 	}
 	warnIsolation(pod, f)
-	for _, a := range pod.Apps {
-		if len(a.EventHandlers) > 0 {
-			logx.Warnf("app %q: eventHandlers %s are not run by this stage1", a.Spec.Name, strings.Join(a.EventHandlers, ", "))
-		}
-	}
 	statusDir, err := status.OpenDir(filepath.Join(podDir, layout.StatusDir))
 	if err != nil {
 		return fail(fmt.Errorf("status directory: %w", err))

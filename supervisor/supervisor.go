@@ -149,6 +149,8 @@ type App struct {
 
 	state State
 	fate  fate
+	// phase is which process of the run runs (handlers.go).
+	phase Phase
 	// deadline is the timer of the state: the restart of Backoff, the
 	// SIGKILL of Stopping, the give-up of Cleaning.
 	deadline time.Time
@@ -222,6 +224,8 @@ type Supervisor struct {
 	apps       []*App
 	stopping   bool
 	podCode    int
+	// final: the pod is over (Flush); no handler starts any more.
+	final bool
 }
 
 // New returns the supervisor of pod's apps, each Idle.
@@ -418,6 +422,7 @@ func (s *Supervisor) Tick() time.Time {
 // Flush ends the cleaning of every app being cleaned, at the pod's very
 // end when nothing of it is left alive: each is finished.
 func (s *Supervisor) Flush() {
+	s.final = true
 	for _, a := range slices.Clone(s.apps) {
 		if a.state != Cleaning {
 			continue
@@ -440,6 +445,7 @@ func (s *Supervisor) write(a *App) {
 // run starts a run of the app: Running, or the error that kept it from
 // starting.
 func (s *Supervisor) run(a *App) error {
+	a.phase = firstPhase(a)
 	pid, hostPid, err := s.os.Start(a)
 	if err != nil {
 		return err
@@ -471,8 +477,16 @@ func (s *Supervisor) runOrFail(a *App) {
 // ended records the end of the app's process and starts emptying its
 // cgroup (Cleaning), which may be over at once.
 func (s *Supervisor) ended(a *App, ws unix.WaitStatus, t time.Time) {
-	code := status.FromWaitStatus(ws)
-	s.os.Debugf("app %q: pid %d ended: status %#x, code %d", a.Name, a.Pid, uint32(ws), code)
+	s.os.Debugf("app %q: pid %d (%v) ended: status %#x", a.Name, a.Pid, a.phase, uint32(ws))
+	if s.handlerEnded(a, ws, t) {
+		return
+	}
+	s.record(a, status.FromWaitStatus(ws), ws, t)
+	s.clean(a)
+}
+
+// record records the end of the run: its code, time and how it ended.
+func (s *Supervisor) record(a *App, code int, ws unix.WaitStatus, t time.Time) {
 	a.Pid, a.code, a.ended = 0, code, t
 	a.Rec.ExitCode, a.Rec.FinishedAt, a.Rec.Signal, a.Rec.Pid, a.Rec.PodPid = &code, &t, "", 0, 0
 	if ws.Signaled() {
@@ -481,6 +495,11 @@ func (s *Supervisor) ended(a *App, ws unix.WaitStatus, t time.Time) {
 	if r := failureReason(ws, code); r != "" {
 		a.Rec.LastFailure = r
 	}
+}
+
+// clean starts emptying the app's cgroup (Cleaning), which may be over at
+// once.
+func (s *Supervisor) clean(a *App) {
 	now := s.os.Now()
 	a.state, a.deadline = Cleaning, now.Add(CleanTimeout)
 	a.recheck = firstRecheck
@@ -493,6 +512,9 @@ func (s *Supervisor) ended(a *App, ws unix.WaitStatus, t time.Time) {
 // settle ends a Cleaning app's run: a restart if its policy asks for one,
 // else the app is finished.
 func (s *Supervisor) settle(a *App) {
+	if s.postStop(a) {
+		return
+	}
 	if !s.restart(a) {
 		s.finish(a, a.code)
 	}

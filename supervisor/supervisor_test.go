@@ -129,6 +129,8 @@ type path struct {
 	// restart is the app's policy on this path.
 	restart string
 	steps   func(s *Supervisor, f *fakeOS, a *App)
+	// handlers: the app has a pre-start and a post-stop handler.
+	handlers bool
 }
 
 func paths() []path {
@@ -147,26 +149,38 @@ func paths() []path {
 	var ps []path
 	for _, r := range []string{podspec.RestartNever, podspec.RestartAlways} {
 		ps = append(ps,
-			path{"idle", Idle, r, then()},
-			path{"removed by rm", Removed, r, ev(Rm)},
-			path{"running", Running, r, start},
-			path{"stopping by stop", Stopping, r, then(start, ev(Stop))},
-			path{"stopping by pod stop", Stopping, r, then(start, ev(PodStop))},
-			path{"killing by force stop", Killing, r, then(start, ev(ForceStop))},
-			path{"killing by rm", Killing, r, then(start, ev(Rm))},
-			path{"killing by kill deadline", Killing, r, then(start, ev(Stop), ev(KillDeadline))},
-			path{"cleaning", Cleaning, r, then(start, fill, ev(Exit))},
-			path{"cleaning after stop", Cleaning, r, then(start, ev(Stop), fill, ev(Exit))},
-			path{"cleaning after rm", Cleaning, r, then(start, ev(Rm), fill, ev(Exit))},
-			path{"exited", Exited, r, then(start, ev(Stop), ev(Exit))},
+			path{"idle", Idle, r, then(), false},
+			path{"removed by rm", Removed, r, ev(Rm), false},
+			path{"running", Running, r, start, false},
+			path{"stopping by stop", Stopping, r, then(start, ev(Stop)), false},
+			path{"stopping by pod stop", Stopping, r, then(start, ev(PodStop)), false},
+			path{"killing by force stop", Killing, r, then(start, ev(ForceStop)), false},
+			path{"killing by rm", Killing, r, then(start, ev(Rm)), false},
+			path{"killing by kill deadline", Killing, r, then(start, ev(Stop), ev(KillDeadline)), false},
+			path{"cleaning", Cleaning, r, then(start, fill, ev(Exit)), false},
+			path{"cleaning after stop", Cleaning, r, then(start, ev(Stop), fill, ev(Exit)), false},
+			path{"cleaning after rm", Cleaning, r, then(start, ev(Rm), fill, ev(Exit)), false},
+			path{"exited", Exited, r, then(start, ev(Stop), ev(Exit)), false},
 		)
 	}
+	// An app with eventHandlers: its run begins with the pre-start
+	// handler (Running), and its post-stop handler runs once the run is
+	// over (Running, or Stopping when a stop was asked).
+	ps = append(ps, []path{
+		{"pre-start running", Running, podspec.RestartNever, start, true},
+		{"pre-start stopping", Stopping, podspec.RestartNever, then(start, ev(Stop)), true},
+		{"pre-start killing", Killing, podspec.RestartNever, then(start, ev(ForceStop)), true},
+		{"pre-start failed, cleaning", Cleaning, podspec.RestartNever, then(start, fill, ev(Exit)), true},
+		{"stopped, cleaning", Cleaning, podspec.RestartAlways, then(start, ev(Stop), fill, ev(Exit)), true},
+		{"post-stop running", Running, podspec.RestartAlways, then(start, ev(Exit)), true},
+		{"post-stop stopping", Stopping, podspec.RestartAlways, then(start, ev(Stop), ev(Exit)), true},
+	}...)
 	ps = append(ps,
-		path{"backoff", Backoff, podspec.RestartAlways, then(start, ev(Exit))},
-		path{"exited by policy", Exited, podspec.RestartNever, then(start, ev(Exit))},
+		path{"backoff", Backoff, podspec.RestartAlways, then(start, ev(Exit)), false},
+		path{"exited by policy", Exited, podspec.RestartNever, then(start, ev(Exit)), false},
 		path{"exited by failed start", Exited, podspec.RestartAlways, then(
 			func(s *Supervisor, f *fakeOS, a *App) { f.startErr = errors.New("no") }, start,
-			func(s *Supervisor, f *fakeOS, a *App) { f.startErr = nil })},
+			func(s *Supervisor, f *fakeOS, a *App) { f.startErr = nil }), false},
 	)
 	return ps
 }
@@ -178,10 +192,10 @@ func paths() []path {
 // lists none), each listed state is reached, and an impossible pair
 // changes nothing and says so.
 func TestEveryTransition(t *testing.T) {
-	type variant struct{ startErr, full, op, mutable bool }
+	type variant struct{ startErr, full, op, mutable, exit0 bool }
 	var variants []variant
-	for i := 0; i < 16; i++ {
-		variants = append(variants, variant{i&1 != 0, i&2 != 0, i&4 != 0, i&8 != 0})
+	for i := 0; i < 32; i++ {
+		variants = append(variants, variant{i&1 != 0, i&2 != 0, i&4 != 0, i&8 != 0, i&16 != 0})
 	}
 	reached := map[[2]int]map[State]bool{}
 	fired := map[[2]int]bool{}
@@ -190,7 +204,11 @@ func TestEveryTransition(t *testing.T) {
 			for _, v := range variants {
 				name := fmt.Sprintf("%s/%v/%+v", p.name, e, v)
 				f := newFakeOS(t)
-				s := newPod(f, v.mutable, appCfg("a", p.restart))
+				cfg := appCfg("a", p.restart)
+				if p.handlers {
+					cfg.PreStart, cfg.PostStop = []string{"/pre"}, []string{"/post"}
+				}
+				s := newPod(f, v.mutable, cfg)
 				a := s.apps[0]
 				p.steps(s, f, a)
 				if a.state != p.to {
@@ -206,7 +224,11 @@ func TestEveryTransition(t *testing.T) {
 				f.full[a] = v.full
 				f.calls = nil
 				nlogs := len(f.logs)
-				in := &Input{Status: exit1, Time: f.now, Op: v.op, Reply: func(error) {}, Save: func() error { return f.startErr }}
+				ws := exit1
+				if v.exit0 {
+					ws = exit0
+				}
+				in := &Input{Status: ws, Time: f.now, Op: v.op, Reply: func(error) {}, Save: func() error { return f.startErr }}
 				s.Fire(a, e, in)
 				if c.impossible {
 					if !errors.Is(in.Err, errImpossible) || a.state != p.to || len(f.calls) != 0 || len(f.logs) != nlogs+1 {

@@ -133,14 +133,14 @@ func theTable() [numStates][numEvents]cell {
 			Add:   refused("the name is taken", errTaken),
 			Start: refused("its last run is still being cleaned up", errRunning),
 			Exit:  never("its process already ended"),
-			CgroupEmpty: {to: of(Backoff, Exited, Removed), doc: "its cgroup is removed (an OOM kill in it recorded); then it restarts after its backoff if its policy says so and nobody asked it or the pod to stop, else it is finished with its code",
+			CgroupEmpty: {to: of(Running, Stopping, Backoff, Exited, Removed), doc: "its cgroup is removed (an OOM kill in it recorded); then its post-stop handler runs if it has one and it has not run yet (Running; Stopping, its deadline the grace period, if it or the pod is being stopped); else it restarts after its backoff if its policy says so and nobody asked it or the pod to stop, else it is finished with its code",
 				do: func(s *Supervisor, a *App, in *Input) {
 					if s.os.Release(a) {
 						a.Rec.LastFailure = status.ReasonOOM
 					}
 					s.settle(a)
 				}},
-			CleanDeadline: {to: of(Backoff, Exited, Removed), doc: "processes it left could not be killed in time: logged, its cgroup kept, then as cgroup-empty",
+			CleanDeadline: {to: of(Running, Stopping, Backoff, Exited, Removed), doc: "processes it left could not be killed in time: logged, its cgroup kept, then as cgroup-empty",
 				do: func(s *Supervisor, a *App, in *Input) {
 					s.os.Logf("app %q: processes left in its cgroup after %v", a.Name, CleanTimeout)
 					s.settle(a)
@@ -209,14 +209,14 @@ func of(s ...State) []State { return s }
 // app waits in Cleaning for the cgroup to empty (over at once when it is
 // empty); then cgroup-empty decides.
 var (
-	exitedRunning = cell{to: of(Cleaning, Backoff, Exited),
-		doc: "Cleaning; then it restarts after its backoff (Backoff) if its policy says so and its start limit allows, else it is finished with its code (Exited)",
+	exitedRunning = cell{to: of(Running, Cleaning, Backoff, Exited),
+		doc: "the end of a pre-start handler that succeeded starts the app's own process (Running); any other end: Cleaning (a post-stop handler's end keeps the run's code); then it restarts after its backoff (Backoff) if its policy says so and its start limit allows, else it is finished with its code (Exited); a post-stop handler may run first (Running)",
 		do:  func(s *Supervisor, a *App, in *Input) { s.ended(a, in.Status, in.Time) }}
-	exitedStopping = cell{to: of(Cleaning, Exited),
-		doc: "the stop's end: Cleaning; then it is finished with the code it ended with (143 if the SIGTERM killed it), never restarted, and whoever asked for the stop (app/stop) is answered",
+	exitedStopping = cell{to: of(Cleaning, Stopping, Exited),
+		doc: "the stop's end: Cleaning (then its post-stop handler, if any, runs: Stopping); then it is finished with the code it ended with (143 if the SIGTERM killed it), never restarted, and whoever asked for the stop (app/stop) is answered",
 		do:  func(s *Supervisor, a *App, in *Input) { s.ended(a, in.Status, in.Time) }}
-	exitedKilling = cell{to: of(Cleaning, Exited, Removed),
-		doc: "the kill's end: Cleaning; then it is finished with its code (137), never restarted, removed if app/rm asked (Removed), and whoever waited is answered",
+	exitedKilling = cell{to: of(Cleaning, Stopping, Exited, Removed),
+		doc: "the kill's end: Cleaning (then its post-stop handler, if any, runs: Stopping); then it is finished with its code (137), never restarted, removed if app/rm asked (Removed), and whoever waited is answered",
 		do:  func(s *Supervisor, a *App, in *Input) { s.ended(a, in.Status, in.Time) }}
 )
 

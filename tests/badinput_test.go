@@ -66,6 +66,8 @@ func TestBadManifestsAreRefused(t *testing.T) {
 		{"missing-wd", manifest([]App{{Name: "a", Exec: probe("exit", "0"), WD: "/nope"}}, nil), []App{okApp("a")}, `app "a": workingDirectory: /nope`},
 		{"unknown-user", manifest([]App{{Name: "a", Exec: probe("exit", "0"), User: "nobody"}}, nil), []App{okApp("a")}, `app "a": user: "nobody" user not found in the image's /etc/passwd`},
 		{"volume-on-proc", manifest([]App{{Name: "a", Exec: probe("exit", "0"), MPoints: []map[string]any{{"name": "v", "path": "/proc/sys"}}}}, []map[string]any{{"name": "v", "kind": "empty"}}), []App{okApp("a")}, `target "/proc/sys" is on /proc`},
+		{"unknown-handler", manifest([]App{{Name: "a", Exec: probe("exit", "0"), Handlers: []map[string]any{{"name": "pre-stop", "exec": []string{"/bin/probe"}}}}}, nil), []App{okApp("a")}, `bad eventHandler "name": "pre-stop"`},
+		{"handler-twice", manifest([]App{{Name: "a", Exec: probe("exit", "0"), Handlers: []map[string]any{{"name": "pre-start", "exec": []string{"/bin/probe"}}, {"name": "pre-start", "exec": []string{"/bin/probe"}}}}}, nil), []App{okApp("a")}, `Only one eventHandler of name "pre-start" allowed`},
 		{"undefined-volume", manifest([]App{{Name: "a", Exec: probe("exit", "0"), Mounts: []map[string]any{{"volume": "nope", "path": "/x"}}}}, nil), []App{okApp("a")}, `volume "nope" is not defined`},
 	}
 	for _, bad := range []string{"../x", "a/b", ".", "..", "A", "a_b", ""} {

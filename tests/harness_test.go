@@ -71,6 +71,8 @@ type App struct {
 	Groups  []int
 	Mounts  []map[string]any
 	MPoints []map[string]any
+	// Handlers are the app's eventHandlers.
+	Handlers []map[string]any
 	// Annotations are the app's annotations in the pod manifest.
 	Annotations map[string]string
 	// Rootfs, if set, customises the app's rootfs after the probe is in.
@@ -148,6 +150,9 @@ func manifestAnn(apps []App, volumes []map[string]any, podAnns map[string]string
 		}
 		if a.MPoints != nil {
 			app["mountPoints"] = a.MPoints
+		}
+		if a.Handlers != nil {
+			app["eventHandlers"] = a.Handlers
 		}
 		ra := map[string]any{
 			"name":  a.Name,

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -280,19 +281,23 @@ func TestControlChannelRefusesApps(t *testing.T) {
 func TestInterruptedAppOperationsReconcile(t *testing.T) {
 	p, r := sandbox(t, nil)
 	// stage0 did its part of the add; its app/add caller died.
-	a := App{Name: "orphan", Exec: probe("ignore-term", "+", "sleep", "1h"), Annotations: map[string]string{"pod1/stop-grace-period": "500ms"}}
+	a := App{Name: "orphan", Exec: probe("report-term", "+", "sleep", "1h"), Annotations: map[string]string{"pod1/stop-grace-period": "2s"}}
 	addAppStage0Only(t, p, a)
 	if code, out := startApp(t, p, "orphan"); code != 0 {
 		t.Fatalf("start of a half-added app: %d %s", code, out)
 	}
-	waitFor(t, 5*time.Second, "orphan ignoring SIGTERM", func() bool { return strings.Contains(r.Stdout.String(), "ignore-term ready") })
+	waitFor(t, 5*time.Second, "orphan catching SIGTERM", func() bool { return strings.Contains(r.Stdout.String(), "report-term ready") })
 	// app/stop's caller killed while it waits out the grace period: the
-	// pod still finishes the stop.
-	cmd := exec.Command(filepath.Join(p.Dir, layout.Stage1RootFS, "app-stop"), "--debug=false", "--app=orphan")
+	// pod still finishes the stop. It is killed once the app has its
+	// SIGTERM (the stop has reached PID 1), not after a fixed sleep, which
+	// a slow machine (an emulated VM) outlasts.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(p.Dir, layout.Stage1RootFS, "app-stop"), "--debug=false", "--app=orphan")
 	cmd.Dir = p.Dir
 	must(t, cmd.Start())
-	time.Sleep(100 * time.Millisecond)
-	must(t, cmd.Process.Kill())
+	waitFor(t, 10*time.Second, "the stop reaching the app", func() bool { return strings.Contains(r.Stdout.String(), "term received") })
+	_ = cmd.Process.Kill() // it returns only after the 2 s grace period and the kill
 	_ = cmd.Wait()
 	waitFor(t, 5*time.Second, "the stop finished", func() bool { return p.Status(t, "orphan") == 137 })
 	// stage0 dropped the app from the manifest but app/rm never ran: the

@@ -28,8 +28,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/hostside/pods"
-	"github.com/pod1/pod1/logx"
-	"github.com/pod1/pod1/safefile"
 )
 
 // Defaults are rkt's.
@@ -60,9 +58,9 @@ type Options struct {
 	Debug bool
 	// Stage1Timeout bounds each stage1 gc entrypoint (0: default).
 	Stage1Timeout time.Duration
-	// Out gets one line per collected pod (nil discards); progress and
-	// problems go to logx.
-	Out io.Writer
+	// Out gets one line per collected pod; Log gets progress and
+	// problems. Nil discards.
+	Out, Log io.Writer
 	// Step, if set, is called before each step on each pod; tests use it
 	// to kill the collector at every step.
 	Step func(step Step, uuid string)
@@ -113,10 +111,13 @@ func Run(o Options) (*Result, error) {
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
 	if o.Stage1Timeout == 0 {
 		o.Stage1Timeout = DefaultStage1Timeout
 	}
-	o.Out = &lockedWriter{w: o.Out}
+	o.Out, o.Log = &lockedWriter{w: o.Out}, &lockedWriter{w: o.Log}
 	c := &collector{o: o, res: &Result{}}
 	phases := []func() error{c.recoverApps, c.markExited, c.markAborted}
 	if !o.MarkOnly {
@@ -132,8 +133,12 @@ func Run(o Options) (*Result, error) {
 
 type collector struct {
 	o   Options
-	mu  sync.Mutex // guards res, written by the sweep workers
+	mu  sync.Mutex // guards res and moved, written by the sweep workers
 	res *Result
+	// moved are the pods this run moved from exited-garbage/ to
+	// garbage/; their removal is not announced twice.
+	moved map[string]bool
+	own   ownCache
 }
 
 func (c *collector) podsDir(state string) string { return filepath.Join(c.o.Dir, "pods", state) }
@@ -143,6 +148,8 @@ func (c *collector) step(s Step, uuid string) {
 		c.o.Step(s, uuid)
 	}
 }
+
+func (c *collector) logf(format string, a ...any) { fmt.Fprintf(c.o.Log, format+"\n", a...) }
 
 // lockedWriter serialises the writes of the sweep workers (and of the
 // stage1 gc entrypoints' stderr copiers) to one writer.
@@ -189,8 +196,8 @@ func (c *collector) mark(from string, kind pods.Include, to string, minAge time.
 	// on any of them: a crash before that only leaves pods to be marked
 	// again.
 	defer func() {
-		if err := safefile.SyncDirs(c.podsDir(from), c.podsDir(to)); err != nil {
-			logx.Warnf("sync pod directories: %v", err)
+		if err := syncDirs(c.podsDir(from), c.podsDir(to)); err != nil {
+			c.logf("sync pod directories: %v", err)
 		}
 	}()
 	for _, uuid := range uuids {
@@ -218,7 +225,7 @@ func (c *collector) mark(from string, kind pods.Include, to string, minAge time.
 		l.Close()
 		switch {
 		case err == nil:
-			logx.Infof(msg, uuid)
+			c.logf(msg, uuid)
 			c.record(&c.res.Marked, uuid)
 		case !errors.Is(err, os.ErrNotExist):
 			c.fail(uuid, fmt.Errorf("pod %s: move to %s: %w", uuid, to, err))
@@ -239,7 +246,7 @@ func changeTime(path string) (time.Time, error) {
 
 // renameNoReplace renames a pod directory, never over an existing one: two
 // collectors racing on one pod must not let one pod replace another. The
-// caller makes it durable (safefile.SyncDirs).
+// caller makes it durable (syncDirs).
 func renameNoReplace(from, to string) error {
 	if err := os.MkdirAll(filepath.Dir(to), 0o750); err != nil {
 		return err
@@ -249,4 +256,24 @@ func renameNoReplace(from, to string) error {
 		return os.ErrNotExist
 	}
 	return err
+}
+
+// syncDirs makes a rename durable: a pod must not come back in run/
+// after a crash once we have acted on its being garbage.
+func syncDirs(dirs ...string) error {
+	for _, d := range dirs {
+		f, err := os.Open(d)
+		if errors.Is(err, os.ErrNotExist) {
+			continue // nothing was ever renamed into or out of it
+		}
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -25,7 +25,8 @@ func removeTree(path string, progress func()) error {
 	}
 	defer unix.Close(parent)
 	r := &remover{progress: progress}
-	if err := r.removeAt(parent, filepath.Base(path)); err != nil {
+	// The pod path itself is unlinked first if it is no directory.
+	if err := r.removeAt(parent, filepath.Base(path), false); err != nil {
 		return fmt.Errorf("remove %s: %w", path, err)
 	}
 	return nil
@@ -35,14 +36,17 @@ type remover struct {
 	progress func()
 }
 
-func (r *remover) removeAt(parent int, name string) error {
-	err := unix.Unlinkat(parent, name, 0)
-	if err == nil || errors.Is(err, unix.ENOENT) {
-		r.removed()
-		return nil
-	}
-	if !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EPERM) {
-		return fmt.Errorf("unlink %s: %w", name, err)
+func (r *remover) removeAt(parent int, name string, isDir bool) error {
+	if !isDir {
+		err := unix.Unlinkat(parent, name, 0)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			r.removed()
+			return nil
+		}
+		// A directory that the listing did not say was one.
+		if !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EPERM) {
+			return fmt.Errorf("unlink %s: %w", name, err)
+		}
 	}
 	fd, err := unix.Openat2(parent, name, &unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
@@ -51,28 +55,39 @@ func (r *remover) removeAt(parent int, name string) error {
 	if errors.Is(err, unix.EXDEV) {
 		return fmt.Errorf("%s: %w", name, errCrossesMount)
 	}
+	if errors.Is(err, unix.ENOTDIR) && isDir {
+		// Replaced by a file since the listing.
+		return r.removeAt(parent, name, false)
+	}
 	if err != nil {
 		return fmt.Errorf("open %s: %w", name, err)
 	}
 	d := os.NewFile(uintptr(fd), name)
 	defer d.Close()
-	for {
-		names, err := d.Readdirnames(256)
-		for _, n := range names {
-			if err := r.removeAt(fd, n); err != nil {
+	// Each pass lists the directory to its end and removes what it
+	// listed. One pass is enough unless entries appear meanwhile; the
+	// passes are bounded so that something creating entries as fast as
+	// they go cannot keep gc here.
+	for pass := 0; ; pass++ {
+		ents, err := d.ReadDir(-1)
+		if err != nil {
+			return fmt.Errorf("list %s: %w", name, err)
+		}
+		for _, e := range ents {
+			if err := r.removeAt(fd, e.Name(), e.IsDir()); err != nil {
 				return fmt.Errorf("%s/%w", name, err)
 			}
 		}
-		if len(names) == 0 || err != nil {
+		err = unix.Unlinkat(parent, name, unix.AT_REMOVEDIR)
+		if err == nil || errors.Is(err, unix.ENOENT) {
 			break
 		}
-		// Entries were deleted under the cursor: start over.
+		if !errors.Is(err, unix.ENOTEMPTY) || pass == 3 {
+			return fmt.Errorf("rmdir %s: %w", name, err)
+		}
 		if _, err := d.Seek(0, 0); err != nil {
 			return err
 		}
-	}
-	if err := unix.Unlinkat(parent, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("rmdir %s: %w", name, err)
 	}
 	r.removed()
 	return nil

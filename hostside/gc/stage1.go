@@ -47,6 +47,12 @@ func (c *collector) stage1GC(uuid, dir string) error {
 		logx.Warnf("pod %s: skipping stage1 gc: %v", uuid, err)
 		return nil
 	}
+	if done, err := c.ownStage1GC(uuid, dir, path); done {
+		if err != nil {
+			return fmt.Errorf("pod %s: stage1 gc %s: %w", uuid, ep, err)
+		}
+		return nil
+	}
 	args := []string{}
 	if c.o.Debug {
 		args = append(args, "--debug")

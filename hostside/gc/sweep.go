@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/pod1/pod1/hostside/pods"
-	"github.com/pod1/pod1/logx"
-	"github.com/pod1/pod1/safefile"
 )
 
 // sweepExitedGarbage collects the pods that ran, once their grace period
@@ -33,7 +31,7 @@ func (c *collector) sweepExitedGarbage() error {
 			return // moved on or collected meanwhile
 		}
 		if time.Since(ctime) < c.o.GracePeriod {
-			logx.Infof("pod %q not removed: still within grace period (%s)", uuid, c.o.GracePeriod)
+			c.logf("pod %q not removed: still within grace period (%s)", uuid, c.o.GracePeriod)
 			c.record(&c.res.Waiting, uuid)
 			return
 		}
@@ -74,6 +72,13 @@ func (c *collector) sweepGarbage() error {
 	if err != nil || len(uuids) == 0 {
 		return err
 	}
+	// Every pod listed was renamed into garbage/ before the listing (by
+	// this run's sweepExitedGarbage or by another collector): make those
+	// renames durable before removing anything, so that a crash never
+	// leaves a half-removed pod outside garbage/.
+	if err := syncDirs(c.podsDir("exited-garbage"), c.podsDir("garbage")); err != nil {
+		return err
+	}
 	mounts, err := readMounts()
 	if err != nil {
 		return err
@@ -85,7 +90,8 @@ func (c *collector) sweepGarbage() error {
 }
 
 // collect removes one pod under its exclusive lock; ran is set for pods in
-// exited-garbage/, whose stage1 gets to clean up first.
+// exited-garbage/, whose stage1 gets to clean up first and which then only
+// move to garbage/ (sweepGarbage removes them after one fsync for all).
 func (c *collector) collect(uuid, dir string, ran bool, mounts []mount) {
 	l, err := lockPod(dir)
 	switch {
@@ -102,40 +108,62 @@ func (c *collector) collect(uuid, dir string, ran bool, mounts []mount) {
 	if !l.stillAt(dir) {
 		return // another collector moved it on before we locked it
 	}
-	fmt.Fprintf(c.o.Out, "Garbage collecting pod %q\n", uuid)
-	if err := c.remove(uuid, dir, ran, mounts); err != nil {
-		logx.Warnf("pod %s: not removed, left for the next gc: %v", uuid, err)
+	c.mu.Lock()
+	announced := c.moved[uuid]
+	c.mu.Unlock()
+	if !announced {
+		fmt.Fprintf(c.o.Out, "Garbage collecting pod %q\n", uuid)
+	}
+	if ran {
+		err = c.cleanUp(uuid, dir, mounts)
+	} else {
+		err = c.remove(uuid, dir, mounts)
+	}
+	if err != nil {
+		c.logf("pod %s: not removed, left for the next gc: %v", uuid, err)
 		c.fail(uuid, err)
+		return
+	}
+	if ran {
+		c.mu.Lock()
+		if c.moved == nil {
+			c.moved = map[string]bool{}
+		}
+		c.moved[uuid] = true
+		c.mu.Unlock()
 		return
 	}
 	c.record(&c.res.Collected, uuid)
 }
 
-func (c *collector) remove(uuid, dir string, ran bool, mounts []mount) error {
-	if ran {
-		c.step(StepStage1GC, uuid)
-		if err := c.stage1GC(uuid, dir); err != nil {
-			return err
-		}
-		c.step(StepUnmount, uuid)
-		if err := unmountUnder(dir, mounts); err != nil {
-			return fmt.Errorf("pod %s: %w", uuid, err)
-		}
-		// From here on only files are left: garbage/ says so, and an
-		// interrupted removal resumes there without running the
-		// stage1 again or waiting out a grace period.
-		c.step(StepToGarbage, uuid)
-		to := filepath.Join(c.podsDir("garbage"), uuid)
-		if err := renameNoReplace(dir, to); err != nil {
-			return fmt.Errorf("pod %s: move to garbage: %w", uuid, err)
-		}
-		if err := safefile.SyncDirs(filepath.Dir(dir), filepath.Dir(to)); err != nil {
-			return fmt.Errorf("pod %s: %w", uuid, err)
-		}
-		dir = to
-	} else if err := unmountUnder(dir, mounts); err != nil {
-		// Never remove through a mount: whatever is still mounted
-		// goes first, and a failure keeps the pod.
+// cleanUp runs a pod's stage1 gc, unmounts what is left under it, and moves
+// it to garbage/: from there on only files are left, and an interrupted
+// removal resumes there without running the stage1 again or waiting out a
+// grace period. The move is made durable by sweepGarbage, once for all
+// pods, before it removes any of them: a crash before that can only bring
+// pods back to exited-garbage/, whose stage1 gc is run again (it is
+// idempotent, as rkt's contract asks).
+func (c *collector) cleanUp(uuid, dir string, mounts []mount) error {
+	c.step(StepStage1GC, uuid)
+	if err := c.stage1GC(uuid, dir); err != nil {
+		return err
+	}
+	c.step(StepUnmount, uuid)
+	if err := unmountUnder(dir, mounts); err != nil {
+		return fmt.Errorf("pod %s: %w", uuid, err)
+	}
+	c.step(StepToGarbage, uuid)
+	if err := renameNoReplace(dir, filepath.Join(c.podsDir("garbage"), uuid)); err != nil {
+		return fmt.Errorf("pod %s: move to garbage: %w", uuid, err)
+	}
+	return nil
+}
+
+// remove removes a pod of garbage/.
+func (c *collector) remove(uuid, dir string, mounts []mount) error {
+	// Never remove through a mount: whatever is still mounted goes
+	// first, and a failure keeps the pod.
+	if err := unmountUnder(dir, mounts); err != nil {
 		return fmt.Errorf("pod %s: %w", uuid, err)
 	}
 	c.step(StepRemove, uuid)

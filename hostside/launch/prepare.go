@@ -10,7 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/layout"
-	"github.com/pod1/pod1/safefile"
 )
 
 // Pod dir permissions and the pod state directories, as rkt creates them
@@ -120,10 +119,10 @@ func createPod(o Options) (p *Prepared, retErr error) {
 	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		return nil, fmt.Errorf("pod %s: lock: %w", uuid, err)
 	}
-	if err := safefile.WriteFile(filepath.Join(embryo, layout.PodCreated), nil, filePerm, safefile.Durable); err != nil {
+	if err := writePodFile(filepath.Join(embryo, layout.PodCreated), nil, filePerm); err != nil {
 		return nil, fmt.Errorf("pod %s: %w", uuid, err)
 	}
-	if err := p.move(filepath.Join(pods, "prepare", uuid)); err != nil {
+	if err := p.move(filepath.Join(pods, "prepare", uuid), false); err != nil {
 		return nil, err
 	}
 	o.debugf("pod %s: preparing in %s", uuid, p.Dir)
@@ -131,16 +130,22 @@ func createPod(o Options) (p *Prepared, retErr error) {
 }
 
 // move renames the pod dir to a new state. The lock follows the inode.
-func (p *Prepared) move(to string) error {
+// durable makes the rename survive a crash: the move into run/, after
+// which the pod's statuses are written and the pod is listed as run.
+// A pod whose move to prepare/ is lost stays an embryo, which gc collects.
+func (p *Prepared) move(to string, durable bool) error {
 	if err := os.Rename(p.Dir, to); err != nil {
 		return fmt.Errorf("pod %s: move to %s: %w", p.UUID, to, err)
 	}
 	from := filepath.Dir(p.Dir)
 	p.Dir = to
-	if err := safefile.SyncDirs(from); err != nil {
+	if !durable {
+		return nil
+	}
+	if err := syncDir(from); err != nil {
 		return fmt.Errorf("pod %s: %w", p.UUID, err)
 	}
-	if err := safefile.SyncDirs(filepath.Dir(to)); err != nil {
+	if err := syncDir(filepath.Dir(to)); err != nil {
 		return fmt.Errorf("pod %s: %w", p.UUID, err)
 	}
 	return nil
@@ -171,7 +176,7 @@ func fill(p *Prepared, pl *plan, o Options) error {
 		return err
 	}
 	if o.UUIDFileSave != "" {
-		if err := safefile.WriteFile(o.UUIDFileSave, []byte(p.UUID), 0o644, safefile.Durable); err != nil {
+		if err := WriteFileAtomic(o.UUIDFileSave, []byte(p.UUID), 0o644); err != nil {
 			return fmt.Errorf("--uuid-file-save: %w", err)
 		}
 		p.uuidFile = o.UUIDFileSave
@@ -179,7 +184,7 @@ func fill(p *Prepared, pl *plan, o Options) error {
 
 	// rkt skips prepared/ and goes straight to run/: this process owns
 	// the pod and runs it at once.
-	if err := p.move(filepath.Join(o.Dir, "pods", "run", p.UUID)); err != nil {
+	if err := p.move(filepath.Join(o.Dir, "pods", "run", p.UUID), true); err != nil {
 		return err
 	}
 	if !o.NoOverlay {
@@ -224,8 +229,15 @@ func writePodFiles(p *Prepared, pl *plan, o Options) error {
 	if o.PrivateUsers != nil {
 		files = append(files, podFile{PrivateUsersFile, []byte(o.PrivateUsers.String()), filePerm})
 	}
-	for _, f := range files {
-		if err := safefile.WriteFile(filepath.Join(p.Dir, f.name), f.data, f.perm, safefile.Durable); err != nil {
+	// Only the pod manifest is made durable (last, so that its
+	// directory's fsync also records the names of every file before it):
+	// it is what status, list and rkt read of an exited pod.
+	for _, f := range append(files[1:], files[0]) {
+		write := writePodFile
+		if f.name == layout.PodManifest {
+			write = WriteFileAtomic
+		}
+		if err := write(filepath.Join(p.Dir, f.name), f.data, f.perm); err != nil {
 			return fmt.Errorf("pod %s: %w", p.UUID, err)
 		}
 	}

@@ -259,3 +259,31 @@ func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
 }
+
+// Preparing a pod makes durable only what a crash must not lose: the pod
+// manifest (its file and the pod directory) and the move into run/, and
+// the caller's --uuid-file-save file.
+func TestPrepareFsyncsOnlyWhatMustSurvive(t *testing.T) {
+	requireRoot(t)
+	base := t.TempDir()
+	cleanupMounts(t, base)
+	opts := testPod(t, base)
+	var got []string
+	fsynced = func(p string) { got = append(got, filepath.Clean(p)) }
+	defer func() { fsynced = func(string) {} }()
+	p, err := Prepare(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = Abort(p) }()
+	pods := filepath.Join(opts.Dir, "pods")
+	want := []string{
+		// the pod manifest, written while the pod is in prepare/
+		filepath.Join(pods, "prepare", p.UUID, "pod"), filepath.Join(pods, "prepare", p.UUID),
+		opts.UUIDFileSave, base, // --uuid-file-save
+		filepath.Join(pods, "prepare"), filepath.Join(pods, "run"), // the move into run/
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("fsyncs %q, want %q", got, want)
+	}
+}

@@ -13,17 +13,16 @@ import (
 
 	"github.com/pod1/pod1/hostside/images"
 	"github.com/pod1/pod1/layout"
-	"github.com/pod1/pod1/safefile"
 )
 
 // prepareStage1 writes stage1/manifest and stage1TreeStoreID and, with
 // --no-overlay, copies the stage1 tree (rkt stage0 prepareStage1Image).
 func prepareStage1(p *Prepared, pl *plan, o Options) error {
 	s1 := pl.stage1
-	if err := safefile.WriteFile(filepath.Join(p.Dir, layout.Stage1Manifest), s1.ManifestJSON, filePerm, safefile.Durable); err != nil {
+	if err := writePodFile(filepath.Join(p.Dir, layout.Stage1Manifest), s1.ManifestJSON, filePerm); err != nil {
 		return err
 	}
-	if err := safefile.WriteFile(filepath.Join(p.Dir, layout.Stage1TreeStoreID), []byte(s1.TreeStoreID), filePerm, safefile.Durable); err != nil {
+	if err := writePodFile(filepath.Join(p.Dir, layout.Stage1TreeStoreID), []byte(s1.TreeStoreID), filePerm); err != nil {
 		return err
 	}
 	if !o.NoOverlay {
@@ -49,11 +48,11 @@ func prepareApp(p *Prepared, a plannedApp, o Options) error {
 	if err := mkdirMode(info, dirPerm); err != nil {
 		return err
 	}
-	if err := safefile.WriteFile(filepath.Join(info, "manifest"), a.img.ManifestJSON, filePerm, safefile.Durable); err != nil {
+	if err := writePodFile(filepath.Join(info, "manifest"), a.img.ManifestJSON, filePerm); err != nil {
 		return err
 	}
 	if !o.NoOverlay {
-		return safefile.WriteFile(filepath.Join(info, "treeStoreID"), []byte(a.img.TreeStoreID), filePerm, safefile.Durable)
+		return writePodFile(filepath.Join(info, "treeStoreID"), []byte(a.img.TreeStoreID), filePerm)
 	}
 	appDir, err := stage2Dir(p, a)
 	if err != nil {
@@ -105,7 +104,7 @@ func stage2Dir(p *Prepared, a plannedApp) (string, error) {
 	if got != want {
 		return "", fmt.Errorf("stage1 rootfs %s is at %s: %w", rel, got, ErrEscape)
 	}
-	if err := safefile.WriteFile(filepath.Join(want, "manifest"), a.img.ManifestJSON, filePerm, safefile.Durable); err != nil {
+	if err := writePodFile(filepath.Join(want, "manifest"), a.img.ManifestJSON, filePerm); err != nil {
 		return "", err
 	}
 	return want, nil

@@ -1,6 +1,9 @@
 package netinfo
 
-import "testing"
+import (
+	"net"
+	"testing"
+)
 
 func TestValidName(t *testing.T) {
 	for name, want := range map[string]bool{
@@ -40,5 +43,19 @@ func TestFormat(t *testing.T) {
 	nis, _ := Parse([]byte(`[{"netName":"default","netConf":"net/default.conf","ifName":"eth0","ip":"172.16.28.2"},{"netName":"b","netConf":"net/b.conf","ifName":"eth1","ip":""}]`))
 	if got := Format(nis); got != "default:ip4=172.16.28.2, b:ip4=" {
 		t.Errorf("Format = %q", got)
+	}
+}
+
+// The metadata service is reached at the forwarding network's gateway.
+func TestMetadataHost(t *testing.T) {
+	nis := []NetInfo{{NetName: "a", HostIP: net.IPv4(10, 0, 0, 1)}, {NetName: "b", HostIP: net.IPv4(10, 0, 1, 1), Forward: true}}
+	if got := MetadataHost(nis); !got.Equal(net.IPv4(10, 0, 1, 1)) {
+		t.Errorf("got %v, want the forwarding network's 10.0.1.1", got)
+	}
+	if got := MetadataHost(nis[:1]); got != nil {
+		t.Errorf("no forwarding network: got %v", got)
+	}
+	if got := NetnsPath("6f0e8a1c-2b3d-4e5f-8a9b-0c1d2e3f4a5b"); got != "/var/run/netns/cni-6f0e8a1c-2b3d-4e5f-8a9b-0c1d2e3f4a5b" {
+		t.Errorf("NetnsPath: %q", got)
 	}
 }

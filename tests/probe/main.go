@@ -97,6 +97,17 @@ func run(cmd string, a []string) error {
 	case "ignore-term":
 		signal.Ignore(unix.SIGTERM)
 		fmt.Println("ignore-term ready")
+	case "report-term":
+		// Catch SIGTERM, say so, and go on: a stop the test can see
+		// arrive without it ending the app.
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, unix.SIGTERM)
+		go func() {
+			for range c {
+				fmt.Println("term received")
+			}
+		}()
+		fmt.Println("report-term ready")
 	case "wait-file":
 		for {
 			if _, err := os.Stat(arg(a, 0)); err == nil {
