@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/status"
 )
 
@@ -39,12 +40,15 @@ func Child() int {
 		return status.CodeStage1Failure
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "stage1: app: %v\n", err)
+		logx.Errorf("app: %v", err)
 		return status.CodeStage1Failure
 	}
+	// On the app's stderr from here on (its log): what PID 1 logs of
+	// the app is on the pod's.
+	logx.Debugf("app %q: setting up, then exec %q", spec.Name, spec.Exec)
 	code, err := become(spec)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "stage1: app %q: %v\n", spec.Name, err)
+		logx.Errorf("app %q: %v", spec.Name, err)
 	}
 	return code
 }
@@ -227,8 +231,8 @@ func lookPath(name string, env []string) (string, error) {
 // the app, and execve kills every other thread of the process, so only its
 // credentials ever reach the app. syscall.Setresuid and Setresgid (which
 // x/sys/unix calls) change every thread of the Go runtime instead, by
-// signalling each one and waiting for it: about 0.1 ms a call here, on
-// every app start.
+// signalling each one and waiting for it, on every app start
+// (bench/profile.md).
 func setCredentials(s *Spec) error {
 	if err := unix.Setgroups(s.Groups); err != nil {
 		return fmt.Errorf("setgroups %v: %w", s.Groups, err)

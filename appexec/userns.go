@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/idmap"
+	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/status"
 )
 
@@ -155,7 +156,7 @@ func childInUserNS() int {
 	runtime.LockOSThread()
 	s, err := readSpec()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "stage1: app: %v\n", err)
+		logx.Errorf("app: %v", err)
 		return status.CodeStage1Failure
 	}
 	code, err := func() (int, error) {
@@ -173,7 +174,7 @@ func childInUserNS() int {
 		}
 		return Exec(s, s.Exec)
 	}()
-	fmt.Fprintf(os.Stderr, "stage1: app %q: %v\n", s.Name, err)
+	logx.Errorf("app %q: %v", s.Name, err)
 	return code
 }
 

@@ -25,6 +25,11 @@ func TestSetLimitsFiles(t *testing.T) {
 	for _, c := range []string{"memory", "cpu"} {
 		must(t, os.Mkdir(filepath.Join(v1, c), 0o755))
 	}
+	// cgroupfs has the files already: SetLimits writes them with mode 0,
+	// which in a plain directory only root could read back.
+	for _, f := range []string{"memory/memory.limit_in_bytes", "cpu/cpu.cfs_period_us", "cpu/cpu.cfs_quota_us", "cpu/cpu.shares"} {
+		must(t, os.WriteFile(filepath.Join(v1, f), nil, 0o644))
+	}
 	g := &Group{V1: map[string]string{"memory": filepath.Join(v1, "memory"), "cpu": filepath.Join(v1, "cpu")}}
 	must(t, g.SetLimits(l))
 	for f, want := range map[string]string{
@@ -36,6 +41,9 @@ func TestSetLimitsFiles(t *testing.T) {
 		}
 	}
 	v2 := t.TempDir()
+	for _, f := range []string{"memory.max", "cpu.max", "cpu.weight"} {
+		must(t, os.WriteFile(filepath.Join(v2, f), nil, 0o644))
+	}
 	u := &Group{V2: v2, Unified: true}
 	must(t, u.SetLimits(l))
 	for f, want := range map[string]string{"memory.max": "67108864", "cpu.max": "25000 100000", "cpu.weight": "50"} {

@@ -7,7 +7,7 @@ import (
 	"os"
 
 	"github.com/pod1/pod1/layout"
-	"github.com/pod1/pod1/status"
+	"github.com/pod1/pod1/safefile"
 )
 
 // RemovePod removes the cgroups a pod's stage1 saved in its pod directory
@@ -19,7 +19,7 @@ import (
 // touched. It is the stage1 gc entry point's work, which `pod1 gc` also
 // does in its own process for pods of the stage1 it was built with.
 func RemovePod(dir, uuid string) error {
-	b, err := status.ReadRegularIn(dir, layout.CgroupsFile, 1<<20)
+	b, err := safefile.ReadRegularIn(dir, layout.CgroupsFile, 1<<20)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

@@ -18,8 +18,9 @@ import (
 	"strings"
 
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/network/netinfo"
-	"github.com/pod1/pod1/status"
+	"github.com/pod1/pod1/safefile"
 )
 
 // Paths, as rkt has them.
@@ -140,7 +141,7 @@ func readConf(dir, name string) ([]byte, error) {
 		return nil, err
 	}
 	defer d.Close()
-	return status.ReadRegularAt(int(d.Fd()), name, maxConfSize)
+	return safefile.ReadRegularAt(int(d.Fd()), name, maxConfSize)
 }
 
 // loadDir reads every *.conf in dir, by file name; the first of two files
@@ -168,7 +169,7 @@ func loadDir(dir string) (map[string]*Conf, error) {
 			return nil, err
 		}
 		if _, dup := confs[c.Name]; dup {
-			fmt.Fprintf(os.Stderr, "stage1: network %q already defined, ignoring %s\n", c.Name, path)
+			logx.Warnf("network %q already defined, ignoring %s", c.Name, path)
 			continue
 		}
 		confs[c.Name] = c

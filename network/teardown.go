@@ -10,6 +10,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/network/netinfo"
 )
 
@@ -38,12 +39,12 @@ func Teardown(ctx context.Context, podDir, stage1Root, localConfig, uuid string,
 	case errors.Is(err, netinfo.ErrNone):
 		nis = nil
 	case err != nil:
-		fmt.Fprintf(os.Stderr, "stage1: gc: %v; not tearing down the networks it lists\n", err)
+		logx.Warnf("teardown: %v; not tearing down the networks it lists", err)
 		nis = nil
 	}
 	ns, err := openNetns(uuid)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "stage1: gc: %v; tearing down without it\n", err)
+		logx.Warnf("teardown: %v; tearing down without it", err)
 	}
 	pe := &pluginExec{debug: debug}
 	if ns != nil {
@@ -105,29 +106,29 @@ func delNet(ctx context.Context, cni *libcni.CNIConfig, podDir string, ni *netin
 		// The copy is written before the entry: without it there is
 		// nothing this stage1 set up.
 		if errors.Is(err, os.ErrNotExist) {
-			fmt.Fprintf(os.Stderr, "stage1: gc: network %q: its configuration copy is gone; skipping\n", ni.NetName)
+			logx.Warnf("teardown: network %q: its configuration copy is gone; skipping", ni.NetName)
 			return nil
 		}
 		return fmt.Errorf("configuration copy: %w", err)
 	}
 	c, err := ParseConf(ni.ConfPath, b)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "stage1: gc: %v; skipping\n", err)
+		logx.Warnf("teardown: %v; skipping", err)
 		return nil
 	}
 	if c.Name != ni.NetName {
-		fmt.Fprintf(os.Stderr, "stage1: gc: network %q: its configuration copy names %q; skipping\n", ni.NetName, c.Name)
+		logx.Warnf("teardown: network %q: its configuration copy names %q; skipping", ni.NetName, c.Name)
 		return nil
 	}
 	nc, err := libcni.NetworkPluginConfFromBytes(c.Bytes)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "stage1: gc: network %q: %v; skipping\n", ni.NetName, err)
+		logx.Warnf("teardown: network %q: %v; skipping", ni.NetName, err)
 		return nil
 	}
 	if debug {
-		// rkt's stage1 line, which rkt's tests look for at the end of
-		// gc's output.
-		fmt.Fprintf(os.Stderr, "stage1: teardown - executing net-plugin %s\n", c.Type)
+		// rkt's stage1 line, word for word, which rkt's tests look
+		// for at the end of gc's output: not in logx's format.
+		fmt.Fprintf(logx.Writer(), "stage1: teardown - executing net-plugin %s\n", c.Type)
 	}
 	return cni.DelNetwork(ctx, nc, rt)
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/pod1/pod1/appexec"
 	"github.com/pod1/pod1/idmap"
 	"github.com/pod1/pod1/layout"
-	"github.com/pod1/pod1/status"
+	"github.com/pod1/pod1/safefile"
 )
 
 // markerSuffixes are the names stage0 derives from an app name inside
@@ -154,8 +154,8 @@ func LoadApp(podDir string, opts *Options, name string) (*App, []SharedVolume, e
 // symlink, without blocking on a FIFO, only a regular file and at most
 // MaxManifestSize bytes of it.
 func readCapped(podDir, rel string) ([]byte, error) {
-	b, err := status.ReadRegularIn(podDir, rel, MaxManifestSize)
-	if errors.Is(err, status.ErrTooLarge) {
+	b, err := safefile.ReadRegularIn(podDir, rel, MaxManifestSize)
+	if errors.Is(err, safefile.ErrTooLarge) {
 		return nil, fmt.Errorf("%s exceeds %d bytes", rel, MaxManifestSize)
 	}
 	return b, err

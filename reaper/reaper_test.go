@@ -60,6 +60,16 @@ func startHelper(t *testing.T, r *Reaper, tag any, kind string, arg int) int {
 	return pid
 }
 
+// drainChildren waits for every child of the test process to exit and
+// reaps it.
+func drainChildren() {
+	for {
+		if _, err := unix.Wait4(-1, nil, 0, nil); err == unix.ECHILD {
+			return
+		}
+	}
+}
+
 // zombiesOf counts ppid's zombie children. A multi-threaded child (the Go
 // helpers) shows as a zombie as soon as its main thread has exited, but
 // wait4 cannot collect it until its last thread has (the kernel delays a
@@ -139,11 +149,17 @@ func TestReapCollectsOrphans(t *testing.T) {
 	}
 	defer func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) }()
 	self := os.Getpid()
+	// Children an earlier test left would count as this one's orphans.
+	drainChildren()
 	r := New()
 	startHelper(t, r, "spawner", "orphans", 50)
 
 	// Negative control: without reaping, the orphans end as our zombies.
-	deadline := time.Now().Add(10 * time.Second)
+	// The helpers are this test binary: under -race each takes long to
+	// start, and 50 of them on a loaded 2-CPU machine took more than the
+	// 10 s this waited before (the test was red under -race for that
+	// alone), so the bound is generous; it only bounds a hang.
+	deadline := time.Now().Add(2 * time.Minute)
 	for reapableZombiesOf(t, self) < 51 {
 		if time.Now().After(deadline) {
 			t.Fatalf("control: expected 51 zombies, saw %d", reapableZombiesOf(t, self))
@@ -192,11 +208,7 @@ func waitExited(t *testing.T, c <-chan struct{}) {
 func TestExitedReportsExitsWithoutSIGCHLD(t *testing.T) {
 	r := New()
 	// Nothing of an earlier test may be left to wake us.
-	for {
-		if _, err := unix.Wait4(-1, nil, 0, nil); err == unix.ECHILD {
-			break
-		}
-	}
+	drainChildren()
 	exited := r.Wakeup()
 	time.Sleep(20 * time.Millisecond) // let the watcher find no child
 	for _, code := range []int{7, 9} {

@@ -12,8 +12,9 @@ import (
 
 	"github.com/pod1/pod1/control"
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/podspec"
-	"github.com/pod1/pod1/status"
+	"github.com/pod1/pod1/safefile"
 )
 
 // Roles of the app entry points (contract §7), run by stage0 as children
@@ -73,7 +74,7 @@ func appOpMain(role string, args []string) int {
 		return fail(fmt.Errorf("app %q: %s: %w", *name, req.Op, err))
 	}
 	if resp.Error != "" {
-		fmt.Fprintf(os.Stderr, "stage1: app %q: %s: %s\n", *name, req.Op, resp.Error)
+		logx.Errorf("app %q: %s: %s", *name, req.Op, resp.Error)
 	}
 	return resp.Code
 }
@@ -82,7 +83,7 @@ func appOpMain(role string, args []string) int {
 // and resolves it with the pod's run options, on the host side, before
 // PID 1 hears of it.
 func resolveAddedApp(uuid, name string) (json.RawMessage, error) {
-	b, err := status.ReadRegularIn(".", layout.OptionsFile, podspec.MaxManifestSize)
+	b, err := safefile.ReadRegularIn(".", layout.OptionsFile, podspec.MaxManifestSize)
 	if err != nil {
 		return nil, fmt.Errorf("pod options: %w", err)
 	}
@@ -115,5 +116,5 @@ func saveOptions(podDir string, opts *podspec.Options) error {
 	if err != nil {
 		return err
 	}
-	return status.WriteFileIn(filepath.Join(podDir, layout.Pod1Dir), filepath.Base(layout.OptionsFile), b)
+	return safefile.WriteIn(filepath.Join(podDir, layout.Pod1Dir), filepath.Base(layout.OptionsFile), b, 0o644, safefile.Volatile)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/podattach"
 	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podspec"
@@ -205,12 +205,6 @@ func (o *appOS) Logf(format string, a ...any) { o.logf(format, a...) }
 
 func (o *appOS) Debugf(format string, a ...any) { o.debugf(format, a...) }
 
-func (o *appOS) logf(format string, a ...any) {
-	fmt.Fprintf(os.Stderr, "stage1: "+format+"\n", a...)
-}
+func (o *appOS) logf(format string, a ...any) { logx.Warnf(format, a...) }
 
-func (o *appOS) debugf(format string, a ...any) {
-	if o.pod.Debug {
-		o.logf(format, a...)
-	}
-}
+func (o *appOS) debugf(format string, a ...any) { logx.Debugf(format, a...) }

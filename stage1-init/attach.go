@@ -9,6 +9,7 @@ import (
 
 	"github.com/appc/spec/schema/types"
 
+	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/podattach"
 	"github.com/pod1/pod1/status"
 )
@@ -61,7 +62,7 @@ func attachMain(args []string) int {
 		return fail(fmt.Errorf("attach: --action: %s is not one of list, auto-attach, custom-attach", strconv.Quote(*action)))
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "stage1: attach: %v\n", err)
+		logx.Errorf("%v", err)
 		return status.CodeStage1Failure
 	}
 	return 0

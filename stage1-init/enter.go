@@ -19,7 +19,9 @@ import (
 
 	"github.com/pod1/pod1/appexec"
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/safefile"
 	"github.com/pod1/pod1/status"
 )
 
@@ -150,7 +152,7 @@ func parseEnterArgs(args []string) (pid int, app string, cmd []string, err error
 
 // loadSpec reads the spec the run entry point saved for the app.
 func loadSpec(app string) (*appexec.Spec, error) {
-	b, err := status.ReadRegularIn(".", layout.AppSpec(app), podspec.MaxManifestSize)
+	b, err := safefile.ReadRegularIn(".", layout.AppSpec(app), podspec.MaxManifestSize)
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
 	}
@@ -259,12 +261,12 @@ func enterExecMain() int {
 		// id maps are written.
 		code, err := appexec.RunInUserNS(o.Spec, o.Argv)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "stage1: enter: app %q: %v\n", o.Spec.Name, err)
+			logx.Errorf("app %q: %v", o.Spec.Name, err)
 		}
 		return code
 	}
 	code, err := appexec.Exec(o.Spec, o.Argv)
-	fmt.Fprintf(os.Stderr, "stage1: enter: app %q: %v\n", o.Spec.Name, err)
+	logx.Errorf("app %q: %v", o.Spec.Name, err)
 	return code
 }
 
@@ -276,7 +278,7 @@ func enterCommand(s *appexec.Spec, argv []string) []string {
 	}
 	if len(argv) == 1 && argv[0] == enterDefaultCmd {
 		if _, err := os.Stat(enterDefaultCmd); err != nil {
-			fmt.Fprintf(os.Stderr, "stage1: enter: app %q has no %s, running %s\n", s.Name, enterDefaultCmd, enterFallbackCmd)
+			logx.Warnf("app %q has no %s, running %s", s.Name, enterDefaultCmd, enterFallbackCmd)
 			argv = []string{enterFallbackCmd}
 		}
 	}

@@ -21,7 +21,7 @@ const shedDelay = 100 * time.Millisecond
 // page tables with MADV_DONTNEED; the pages stay in the page cache, shared
 // with every other pod running the same binary, and the few the waiting
 // and supervising code uses fault straight back in. Without this each of
-// the two long-lived stage1 processes keeps about 4 MiB of its binary
+// the two long-lived stage1 processes keeps its binary's read-only pages
 // mapped for the pod's whole life (docs/benchmarks.md: memory).
 //
 // Once the pod is up it runs shedDelay later, not at once: it is a

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/pod1/pod1/appexec"
 	"github.com/pod1/pod1/cgroups"
+	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/podspec"
 )
 
@@ -45,7 +45,7 @@ func warnIsolation(pod *podspec.Pod, f *runFlags) {
 		{f.opts.DisablePaths, "--disable-paths: /proc and /sys are neither masked nor read-only"},
 	} {
 		if opt.on {
-			fmt.Fprintf(os.Stderr, "stage1: warning: %s\n", opt.name)
+			logx.Warnf("%s", opt.name)
 		}
 	}
 	for _, a := range pod.Apps {
@@ -71,7 +71,7 @@ func warnIsolation(pod *podspec.Pod, f *runFlags) {
 			}
 		}
 		if len(risky) > 0 {
-			fmt.Fprintf(os.Stderr, "stage1: warning: app %q has %s: with these a root process can reach the host (CAP_SYS_PTRACE: by ptracing PID 1)\n",
+			logx.Warnf("app %q has %s: with these a root process can reach the host (CAP_SYS_PTRACE: by ptracing PID 1)",
 				a.Spec.Name, strings.Join(risky, ", "))
 		}
 	}

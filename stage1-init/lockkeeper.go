@@ -6,6 +6,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/pod1/pod1/logx"
 	"golang.org/x/sys/unix"
 )
 
@@ -59,7 +60,7 @@ func lockKeeperMain() int {
 			return 0
 		}
 		if !errors.Is(err, unix.EINTR) {
-			fmt.Fprintf(os.Stderr, "stage1: lock keeper: %v\n", err)
+			logx.Errorf("%v", err)
 			return 1
 		}
 	}

@@ -1,9 +1,12 @@
 // Command stage1-init is pod1's stage1 for rkt: one static binary whose
 // role is chosen by the name it is run under. rkt's stage0 runs it as the
-// entry points named in the stage1 image manifest ("run", "stop", "gc");
-// "run" re-executes it as the pod's PID 1 ("pod1-init"), and PID 1
-// re-executes it as each app's first process ("pod1-app"), which becomes
-// the app.
+// entry points named in the stage1 image manifest: "run", "stop", "gc",
+// "enter", "attach", "app-add", "app-start", "app-stop" and "app-rm".
+// "run" re-executes it as the pod's PID 1 ("pod1-init") and as the lock
+// keeper that holds the pod's lock outside its pid namespace
+// ("pod1-lock"); PID 1 re-executes it as each app's first process
+// ("pod1-app"), which becomes the app. Networking is the image's other
+// binary, net-setup (stage1-net).
 
 // The runtime's cgroup-aware GOMAXPROCS (Go 1.25) keeps descriptors open on
 // the cgroup files of wherever the process started, the host's cgroup
@@ -15,12 +18,12 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 
 	"github.com/pod1/pod1/appexec"
+	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/status"
 )
 
@@ -37,16 +40,24 @@ func main() {
 	// One P: every role does serial work (set up, wait, supervise one
 	// loop), and three of them start at once on the pod's start path.
 	// More Ps only meant more threads started, woken and, at the app's
-	// execve and at exit, killed. make bench, A/B in one sitting, start
-	// to exit: 26.7/25.8 ms with one, 30.5/32.2 ms with two (this VM has
-	// two CPUs). Setting it also stops the runtime from adjusting it to
-	// the cgroup's CPU limit.
+	// execve and at exit, killed (measured: bench/profile.md, "Figures
+	// moved out of the code"). Setting it also stops the runtime from
+	// adjusting it to the cgroup's CPU limit.
 	runtime.GOMAXPROCS(1)
 	os.Exit(dispatch())
 }
 
 func dispatch() int {
-	switch role := filepath.Base(os.Args[0]); role {
+	role := filepath.Base(os.Args[0])
+	if role == "stage1-init" {
+		logx.SetRole("stage1", roleRun)
+	} else {
+		logx.SetRole("stage1", role)
+	}
+	if logx.DebugArg(os.Args[1:]) {
+		logx.SetDebug(true)
+	}
+	switch role {
 	case roleRun, "stage1-init":
 		return runMain(os.Args[1:])
 	case roleLockKeeper:
@@ -66,7 +77,7 @@ func dispatch() int {
 	case roleAttach:
 		return attachMain(os.Args[1:])
 	default:
-		fmt.Fprintf(os.Stderr, "stage1: unknown role %q (run me as run, stop or gc)\n", role)
+		logx.Errorf("unknown role %q (run me as run, stop or gc)", role)
 		return status.CodeStage1Failure
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/pod1/pod1/control"
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/podspec"
-	"github.com/pod1/pod1/status"
+	"github.com/pod1/pod1/safefile"
 	"github.com/pod1/pod1/supervisor"
 )
 
@@ -95,7 +95,7 @@ func (p *pid1) addApp(name string, raw json.RawMessage) error {
 	}
 	return p.sup.AddApp(&cfg, func() error {
 		// Saved first: enter builds its process from it.
-		if err := status.WriteFileIn(layout.AppSpecDir, name+".json", b); err != nil {
+		if err := safefile.WriteIn(layout.AppSpecDir, name+".json", b, 0o644, safefile.Volatile); err != nil {
 			return fmt.Errorf("save spec: %w", err)
 		}
 		return nil
@@ -142,7 +142,7 @@ func (p *pid1) reconcile(skip string) {
 // adopt adds an app whose app/add was interrupted, resolving it as the
 // entry point would have.
 func (p *pid1) adopt(podDir, name string) error {
-	b, err := status.ReadRegularIn(".", layout.OptionsFile, podspec.MaxManifestSize)
+	b, err := safefile.ReadRegularIn(".", layout.OptionsFile, podspec.MaxManifestSize)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pod1/pod1/control"
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/podattach"
 	"github.com/pod1/pod1/podenv"
 	"github.com/pod1/pod1/podlog"
@@ -187,7 +188,8 @@ func (p *pid1) recoverPanic() {
 	if r == nil {
 		return
 	}
-	fmt.Fprintf(os.Stderr, "stage1: pod init panic: %v\n%s", r, debug.Stack())
+	logx.Errorf("pod init panic: %v", r)
+	_, _ = logx.Writer().Write(debug.Stack())
 	_ = unix.Kill(-1, unix.SIGKILL)
 	for _, e := range p.reaper.WaitAll() {
 		a, ok := e.Tag.(*supervisor.App)

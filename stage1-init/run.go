@@ -16,8 +16,10 @@ import (
 
 	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/safefile"
 	"github.com/pod1/pod1/sigpolicy"
 	"github.com/pod1/pod1/status"
 )
@@ -25,7 +27,7 @@ import (
 // fail prints the one line a setup failure gets and returns rkt's stage1
 // failure code.
 func fail(err error) int {
-	fmt.Fprintf(os.Stderr, "stage1: %v\n", err)
+	logx.Errorf("%v", err)
 	return status.CodeStage1Failure
 }
 
@@ -74,22 +76,22 @@ func runMain(args []string) int {
 	}
 	defer statusDir.Close()
 	if f.opts.MDSToken != "" && !f.opts.NetHost() && !wantsNetworks(f.opts.Net) {
-		fmt.Fprintln(os.Stderr, "stage1: warning: --mds-token: with --net=none the apps cannot reach the metadata service; AC_METADATA_URL is not set")
+		logx.Warnf("--mds-token: with --net=none the apps cannot reach the metadata service; AC_METADATA_URL is not set")
 	}
 	return cloneInitAndWait(pod, f, podDir, lock, req)
 }
 
 // prepareHost creates what the apps' mounts need in the pod directory.
 func prepareHost(podDir string, pod *podspec.Pod, opts *podspec.Options) error {
-	d, err := status.OpenDir(filepath.Join(podDir, layout.RktDir))
+	d, err := safefile.OpenDir(filepath.Join(podDir, layout.RktDir))
 	if err != nil {
 		return fmt.Errorf("stage1 rkt directory: %w", err)
 	}
 	defer d.Close()
-	if err := d.WriteFile(filepath.Base(layout.HostsFile), podspec.HostsContent(pod.Hostname)); err != nil {
+	if err := d.WriteFile(filepath.Base(layout.HostsFile), podspec.HostsContent(pod.Hostname), 0o644, safefile.Volatile); err != nil {
 		return fmt.Errorf("write hosts file: %w", err)
 	}
-	if err := d.WriteFile(filepath.Base(layout.HostnameFile), []byte(pod.Hostname+"\n")); err != nil {
+	if err := d.WriteFile(filepath.Base(layout.HostnameFile), []byte(pod.Hostname+"\n"), 0o644, safefile.Volatile); err != nil {
 		return fmt.Errorf("write hostname file: %w", err)
 	}
 	for _, v := range pod.EmptyVolumes {
@@ -111,7 +113,7 @@ func writeSpecs(podDir string, apps []podspec.App) error {
 			return fmt.Errorf("create %s: %w", dir, err)
 		}
 	}
-	d, err := status.OpenDir(filepath.Join(podDir, layout.AppSpecDir))
+	d, err := safefile.OpenDir(filepath.Join(podDir, layout.AppSpecDir))
 	if err != nil {
 		return fmt.Errorf("open %s: %w", layout.AppSpecDir, err)
 	}
@@ -121,7 +123,7 @@ func writeSpecs(podDir string, apps []podspec.App) error {
 		if err != nil {
 			return err
 		}
-		if err := d.WriteFile(apps[i].Spec.Name+".json", b); err != nil {
+		if err := d.WriteFile(apps[i].Spec.Name+".json", b, 0o644, safefile.Volatile); err != nil {
 			return fmt.Errorf("app %q: save spec: %w", apps[i].Spec.Name, err)
 		}
 	}
@@ -165,12 +167,12 @@ func makeCgroups(podDir string, pod *podspec.Pod) (*cgroups.Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := status.WriteFileIn(filepath.Join(podDir, layout.Pod1Dir), filepath.Base(layout.CgroupsFile), b); err != nil {
+	if err := safefile.WriteIn(filepath.Join(podDir, layout.Pod1Dir), filepath.Base(layout.CgroupsFile), b, 0o644, safefile.Volatile); err != nil {
 		return nil, fmt.Errorf("save cgroups: %w", err)
 	}
 	// No newline: rkt's stage1 writes the bare path, and rkt's readers
 	// (the API service, gc) take the file's content as it is.
-	if err := status.WriteFileIn(podDir, layout.Subcgroup, []byte(pg.Path())); err != nil {
+	if err := safefile.WriteIn(podDir, layout.Subcgroup, []byte(pg.Path()), 0o644, safefile.Volatile); err != nil {
 		return nil, fmt.Errorf("write subcgroup: %w", err)
 	}
 	// The apps live in one cgroup, which the pod's pids.max is put on:
@@ -232,8 +234,8 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	// the pid file are prepared while its runtime starts: it does
 	// nothing before it has read its configuration, which is sent only
 	// once all that is done and PID 1 is in its cgroup. Started last,
-	// its start-up (3-5 ms) came after ours on the pod's start path
-	// (docs/benchmarks.md).
+	// its Go start-up came after ours on the pod's start path
+	// (bench/profile.md).
 	//
 	// PID 1 sets PR_SET_PDEATHSIG on itself, and that fires when the
 	// thread that cloned it exits, not the process: this goroutine
@@ -248,7 +250,7 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	// syscall.ForkExec, not os.StartProcess: the latter's first call in a
 	// process forks and reaps a throwaway child to probe clone(CLONE_PIDFD)
 	// (os.checkPidfd), a whole fork+exit+wait on the pod's start path
-	// (0.5-4 ms measured; docs/benchmarks.md) for a pidfd we never use.
+	// (bench/profile.md) for a pidfd we never use.
 	exe, exePath, err := readOnlySelf()
 	if err != nil {
 		pr.Close()
@@ -325,7 +327,7 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 				return
 			}
 			if err := pod.Cgroup.RemoveTree(); err != nil {
-				fmt.Fprintf(os.Stderr, "stage1: remove cgroups: %v\n", err)
+				logx.Warnf("remove cgroups: %v", err)
 			}
 		}()
 	}
@@ -355,7 +357,7 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	if werr != nil {
 		// PID 1 died before reading its configuration; its exit
 		// status says why.
-		fmt.Fprintf(os.Stderr, "stage1: send pod configuration: %v\n", werr)
+		logx.Errorf("send pod configuration: %v", werr)
 	}
 	// PID 1 said it is ready before it read the configuration, so this
 	// does not wait on the start path; until then its runtime's
@@ -380,7 +382,7 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	case ws.Exited():
 		return ws.ExitStatus()
 	case ws.Signaled():
-		fmt.Fprintf(os.Stderr, "stage1: pod init killed by signal %v\n", ws.Signal())
+		logx.Errorf("pod init killed by signal %v", ws.Signal())
 		return status.CodeStage1Failure
 	}
 	return status.CodeStage1Failure
@@ -419,7 +421,7 @@ func waitPid(pid int) unix.WaitStatus {
 // writePid names PID 1 for rkt enter and the host tools (contract §4),
 // atomically, unlike rkt's own stage1.
 func writePid(podDir string, pid int) error {
-	if err := status.WriteFileIn(podDir, layout.Pid, []byte(strconv.Itoa(pid)+"\n")); err != nil {
+	if err := safefile.WriteIn(podDir, layout.Pid, []byte(strconv.Itoa(pid)+"\n"), 0o644, safefile.Volatile); err != nil {
 		return fmt.Errorf("write pid: %w", err)
 	}
 	return nil

@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/layout"
-	"github.com/pod1/pod1/status"
+	"github.com/pod1/pod1/safefile"
 )
 
 // stopMain is the stop entry point ([--force] UUID, cwd = pod dir): it asks
@@ -32,7 +32,7 @@ func stopMain(args []string) int {
 	if _, err := types.NewUUID(fs.Arg(0)); err != nil {
 		return fail(fmt.Errorf("UUID %q is malformed: %w", fs.Arg(0), err))
 	}
-	b, err := status.ReadRegularIn(".", layout.Pid, 64)
+	b, err := safefile.ReadRegularIn(".", layout.Pid, 64)
 	if err != nil {
 		return fail(fmt.Errorf("read pid: %w", err))
 	}

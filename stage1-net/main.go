@@ -28,8 +28,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/network"
 	"github.com/pod1/pod1/network/netinfo"
+	"github.com/pod1/pod1/safefile"
 	"github.com/pod1/pod1/status"
 )
 
@@ -42,8 +44,12 @@ const timeout = 2 * time.Minute
 const faultEnv = "POD1_TEST_NET_KILL_AT"
 
 func main() {
+	logx.SetRole("stage1", "net-setup")
+	if logx.DebugArg(os.Args[1:]) {
+		logx.SetDebug(true)
+	}
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "stage1: net-setup: want add or del")
+		logx.Errorf("want add or del")
 		os.Exit(status.CodeStage1Failure)
 	}
 	// Plugins run iptables, which the host has in sbin.
@@ -59,16 +65,16 @@ func main() {
 	case "add":
 		err = add(os.Args[2:])
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "stage1: failed to setup network: %v\n", err)
+			logx.Errorf("failed to setup network: %v", err)
 		}
 	case "del":
 		err = del(os.Args[2:])
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "stage1: gc: network teardown: %v\n", oneLine(err))
+			logx.Errorf("network teardown: %v", oneLine(err))
 		}
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
-		fmt.Fprintf(os.Stderr, "stage1: net-setup: %v\n", err)
+		logx.Errorf("%v", err)
 	}
 	if err != nil {
 		os.Exit(status.CodeStage1Failure)
@@ -174,7 +180,7 @@ func forwardedPorts(podDir string) ([]netinfo.PortMapping, error) {
 		return nil, err
 	}
 	defer d.Close()
-	b, err := status.ReadRegularAt(int(d.Fd()), layout.PodManifest, 16<<20)
+	b, err := safefile.ReadRegularAt(int(d.Fd()), layout.PodManifest, 16<<20)
 	if err != nil {
 		return nil, fmt.Errorf("pod manifest: %w", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/pod1/pod1/safefile"
 )
 
 // RecordSuffix names an app's JSON record beside its plain status file:
@@ -72,7 +74,7 @@ func (d *Dir) WriteRecord(r *Record) error {
 	if err != nil {
 		return fmt.Errorf("encode record of %s: %w", r.App, err)
 	}
-	return d.WriteFile(r.App+RecordSuffix, b)
+	return d.d.WriteReserved(r.App+RecordSuffix, b, filePerm, safefile.Volatile)
 }
 
 // ReadRecord reads the app's JSON record from the status directory dir.

@@ -1,7 +1,6 @@
 package status
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -126,42 +125,5 @@ func TestOpenDirRefusesSymlink(t *testing.T) {
 	}
 	if _, err := OpenDir(filepath.Join(base, "status")); err == nil {
 		t.Fatal("a symlinked status dir was opened")
-	}
-}
-
-// ReadRegularAt reads exactly the file, refuses one over its bound (by
-// size or by growing while read) and anything not a regular file.
-func TestReadRegularAt(t *testing.T) {
-	dir := t.TempDir()
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	for name, size := range map[string]int{"none": 0, "small": 3, "max": 4096, "over": 4097} {
-		if err := os.WriteFile(filepath.Join(dir, name), bytes.Repeat([]byte("x"), size), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		b, err := ReadRegularAt(fd, name, 4096)
-		switch {
-		case size > 4096:
-			if !errors.Is(err, ErrTooLarge) {
-				t.Errorf("%s: %d bytes, %v; want ErrTooLarge", name, len(b), err)
-			}
-		case err != nil || len(b) != size:
-			t.Errorf("%s: %d bytes, %v; want %d", name, len(b), err, size)
-		}
-	}
-	if err := unix.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ReadRegularAt(fd, "fifo", 4096); !errors.Is(err, ErrNotRegular) {
-		t.Errorf("fifo: %v", err)
-	}
-	if err := os.Symlink("small", filepath.Join(dir, "link")); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ReadRegularAt(fd, "link", 4096); !errors.Is(err, unix.ELOOP) {
-		t.Errorf("symlink: %v", err)
 	}
 }

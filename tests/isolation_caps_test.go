@@ -134,7 +134,7 @@ func TestEscapeCapabilitiesAreWarnedAbout(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 	}
-	if !strings.Contains(r.Stderr.String(), `stage1: warning: app "a" has CAP_SYS_PTRACE`) {
+	if !strings.Contains(r.Stderr.String(), `] warning: app "a" has CAP_SYS_PTRACE`) {
 		t.Errorf("no warning for CAP_SYS_PTRACE: %q", r.Stderr)
 	}
 	// A non-root app with no_new_privs cannot come by the capability.

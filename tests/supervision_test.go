@@ -255,7 +255,7 @@ func TestThousandFastExitsNeverZero(t *testing.T) {
 	if r.Code != 19 || p.Status(t, "a") != 19 {
 		t.Fatalf("pod exit %d status %d", r.Code, p.Status(t, "a"))
 	}
-	ends := strings.Count(r.Stderr.String(), `stage1: app "a": pid `)
+	ends := strings.Count(r.Stderr.String(), `] debug: app "a": pid `)
 	n19 := strings.Count(r.Stderr.String(), ", code 19\n")
 	if ends != 1000 || n19 != 1000 {
 		t.Fatalf("%d exits seen, %d with code 19, want 1000 of 1000", ends, n19)
@@ -426,7 +426,7 @@ func TestSpareAppProcessLeavesNoTrace(t *testing.T) {
 		if c := children(t, pid); len(c) != 0 {
 			t.Errorf("PID 1's children once the sandbox is ready: %v", c)
 		}
-		if strings.Contains(r.Stderr.String(), "stage1: app") {
+		if strings.Contains(r.Stderr.String(), "] error: ") {
 			t.Errorf("stderr: %s", r.Stderr)
 		}
 	})
@@ -440,7 +440,7 @@ func TestSpareAppProcessLeavesNoTrace(t *testing.T) {
 			c := children(t, pid)
 			return len(c) == 1 && c[0] == strconv.Itoa(app)
 		})
-		if strings.Contains(r.Stderr.String(), "stage1: app") {
+		if strings.Contains(r.Stderr.String(), "] error: ") {
 			t.Errorf("stderr: %s", r.Stderr)
 		}
 	})

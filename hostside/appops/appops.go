@@ -24,9 +24,8 @@ import (
 	"github.com/appc/spec/schema/types"
 	"golang.org/x/sys/unix"
 
-	"github.com/pod1/pod1/hostside/launch"
 	"github.com/pod1/pod1/layout"
-	"github.com/pod1/pod1/status"
+	"github.com/pod1/pod1/safefile"
 )
 
 // Paths in the pod directory.
@@ -117,7 +116,7 @@ func (p *Pod) entry(ep string, args ...string) (int, string, error) {
 }
 
 func readPid(dir string) string {
-	b, _ := status.ReadRegularIn(dir, layout.Pid, 64)
+	b, _ := safefile.ReadRegularIn(dir, layout.Pid, 64)
 	return string(b)
 }
 
@@ -145,7 +144,7 @@ func firstLine(s string) string {
 // readManifest and writeManifest read and atomically replace the pod
 // manifest, as stage0 does (a temp file renamed into place).
 func (p *Pod) readManifest() (*schema.PodManifest, error) {
-	b, err := status.ReadRegularIn(p.Dir, manifest, maxFile)
+	b, err := safefile.ReadRegularIn(p.Dir, manifest, maxFile)
 	if err != nil {
 		return nil, fmt.Errorf("pod manifest: %w", err)
 	}
@@ -161,7 +160,7 @@ func (p *Pod) writeManifest(pm *schema.PodManifest) error {
 	if err != nil {
 		return fmt.Errorf("pod manifest: %w", err)
 	}
-	return launch.WriteFileAtomic(filepath.Join(p.Dir, manifest), b, 0o640)
+	return safefile.WriteFile(filepath.Join(p.Dir, manifest), b, 0o640, safefile.Durable)
 }
 
 // dropFromManifest removes the app from the pod manifest, if there.

@@ -7,8 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/pod1/pod1/hostside/launch"
-	"github.com/pod1/pod1/status"
+	"github.com/pod1/pod1/safefile"
 )
 
 // Journalled operations.
@@ -23,7 +22,7 @@ func (p *Pod) intend(app, op string) error {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
-	if err := launch.WriteFileAtomic(filepath.Join(dir, app), []byte(op+"\n"), 0o640); err != nil {
+	if err := safefile.WriteFile(filepath.Join(dir, app), []byte(op+"\n"), 0o640, safefile.Durable); err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
 	return nil
@@ -56,7 +55,7 @@ func (p *Pod) Recover() error {
 			_ = os.Remove(filepath.Join(p.Dir, intentDir, e.Name()))
 			continue
 		}
-		b, err := status.ReadRegularIn(p.Dir, filepath.Join(intentDir, e.Name()), maxFile)
+		b, err := safefile.ReadRegularIn(p.Dir, filepath.Join(intentDir, e.Name()), maxFile)
 		if err != nil {
 			errs = append(errs, err)
 			continue

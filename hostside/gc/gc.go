@@ -28,6 +28,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/hostside/pods"
+	"github.com/pod1/pod1/logx"
+	"github.com/pod1/pod1/safefile"
 )
 
 // Defaults are rkt's.
@@ -58,9 +60,9 @@ type Options struct {
 	Debug bool
 	// Stage1Timeout bounds each stage1 gc entrypoint (0: default).
 	Stage1Timeout time.Duration
-	// Out gets one line per collected pod; Log gets progress and
-	// problems. Nil discards.
-	Out, Log io.Writer
+	// Out gets one line per collected pod (nil discards); progress and
+	// problems go to logx.
+	Out io.Writer
 	// Step, if set, is called before each step on each pod; tests use it
 	// to kill the collector at every step.
 	Step func(step Step, uuid string)
@@ -111,13 +113,10 @@ func Run(o Options) (*Result, error) {
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
-	if o.Log == nil {
-		o.Log = io.Discard
-	}
 	if o.Stage1Timeout == 0 {
 		o.Stage1Timeout = DefaultStage1Timeout
 	}
-	o.Out, o.Log = &lockedWriter{w: o.Out}, &lockedWriter{w: o.Log}
+	o.Out = &lockedWriter{w: o.Out}
 	c := &collector{o: o, res: &Result{}}
 	phases := []func() error{c.recoverApps, c.markExited, c.markAborted}
 	if !o.MarkOnly {
@@ -149,7 +148,7 @@ func (c *collector) step(s Step, uuid string) {
 	}
 }
 
-func (c *collector) logf(format string, a ...any) { fmt.Fprintf(c.o.Log, format+"\n", a...) }
+func (c *collector) logf(format string, a ...any) { logx.Infof(format, a...) }
 
 // lockedWriter serialises the writes of the sweep workers (and of the
 // stage1 gc entrypoints' stderr copiers) to one writer.
@@ -196,7 +195,7 @@ func (c *collector) mark(from string, kind pods.Include, to string, minAge time.
 	// on any of them: a crash before that only leaves pods to be marked
 	// again.
 	defer func() {
-		if err := syncDirs(c.podsDir(from), c.podsDir(to)); err != nil {
+		if err := safefile.SyncDirs(c.podsDir(from), c.podsDir(to)); err != nil {
 			c.logf("sync pod directories: %v", err)
 		}
 	}()
@@ -256,24 +255,4 @@ func renameNoReplace(from, to string) error {
 		return os.ErrNotExist
 	}
 	return err
-}
-
-// syncDirs makes a rename durable: a pod must not come back in run/
-// after a crash once we have acted on its being garbage.
-func syncDirs(dirs ...string) error {
-	for _, d := range dirs {
-		f, err := os.Open(d)
-		if errors.Is(err, os.ErrNotExist) {
-			continue // nothing was ever renamed into or out of it
-		}
-		if err != nil {
-			return err
-		}
-		err = f.Sync()
-		f.Close()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -125,7 +125,7 @@ func TestOwnStage1GCInProcess(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, layout.CgroupsFile), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := &collector{o: Options{Stage1Timeout: time.Minute, Log: os.Stderr}}
+	c := &collector{o: Options{Stage1Timeout: time.Minute}}
 	if err := c.stage1GC(uuid, dir); err != nil {
 		t.Fatalf("stage1 gc: %v", err)
 	}

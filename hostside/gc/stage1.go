@@ -15,7 +15,8 @@ import (
 	securejoin "github.com/cyphar/filepath-securejoin"
 
 	"github.com/pod1/pod1/layout"
-	"github.com/pod1/pod1/status"
+	"github.com/pod1/pod1/logx"
+	"github.com/pod1/pod1/safefile"
 )
 
 // Stage1 manifest annotations (rkt stage0/manifest.go).
@@ -38,12 +39,12 @@ const (
 func (c *collector) stage1GC(uuid, dir string) error {
 	ep, version, err := gcEntrypoint(dir)
 	if err != nil {
-		c.logf("pod %s: skipping stage1 gc: %v", uuid, err)
+		logx.Warnf("pod %s: skipping stage1 gc: %v", uuid, err)
 		return nil
 	}
 	path, argv0, err := c.findEntrypoint(dir, ep)
 	if err != nil {
-		c.logf("pod %s: skipping stage1 gc: %v", uuid, err)
+		logx.Warnf("pod %s: skipping stage1 gc: %v", uuid, err)
 		return nil
 	}
 	if done, err := c.ownStage1GC(uuid, dir, path); done {
@@ -65,7 +66,7 @@ func (c *collector) stage1GC(uuid, dir string) error {
 	cmd := exec.CommandContext(ctx, path, args...)
 	cmd.Args[0] = argv0 // the stage1 may pick its role from argv[0]
 	cmd.Dir = dir
-	cmd.Stderr = c.o.Log
+	cmd.Stderr = logx.Writer()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Run(); err != nil {
 		if ctx.Err() != nil {
@@ -82,7 +83,7 @@ var errNoGC = errors.New("the stage1 has no gc entrypoint")
 // gcEntrypoint reads the gc annotation and the interface version from the
 // pod's copy of the stage1 manifest.
 func gcEntrypoint(dir string) (string, int, error) {
-	b, err := status.ReadRegularIn(dir, layout.Stage1Manifest, 16<<20)
+	b, err := safefile.ReadRegularIn(dir, layout.Stage1Manifest, 16<<20)
 	if err != nil {
 		return "", 0, fmt.Errorf("stage1 manifest: %w", err)
 	}
@@ -120,7 +121,7 @@ func gcEntrypoint(dir string) (string, int, error) {
 // returns the file to execute and the argv[0] rkt would give it.
 func (c *collector) findEntrypoint(dir, ep string) (path, argv0 string, err error) {
 	roots := []string{filepath.Join(dir, layout.Stage1RootFS)}
-	if b, err := status.ReadRegularIn(dir, layout.Stage1TreeStoreID, 4096); err == nil {
+	if b, err := safefile.ReadRegularIn(dir, layout.Stage1TreeStoreID, 4096); err == nil {
 		id := strings.TrimSpace(string(b))
 		if id != "" && !strings.ContainsAny(id, "/\x00") && id != "." && id != ".." {
 			roots = append(roots,

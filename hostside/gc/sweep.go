@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pod1/pod1/hostside/pods"
+	"github.com/pod1/pod1/safefile"
 )
 
 // sweepExitedGarbage collects the pods that ran, once their grace period
@@ -76,7 +77,7 @@ func (c *collector) sweepGarbage() error {
 	// this run's sweepExitedGarbage or by another collector): make those
 	// renames durable before removing anything, so that a crash never
 	// leaves a half-removed pod outside garbage/.
-	if err := syncDirs(c.podsDir("exited-garbage"), c.podsDir("garbage")); err != nil {
+	if err := safefile.SyncDirs(c.podsDir("exited-garbage"), c.podsDir("garbage")); err != nil {
 		return err
 	}
 	mounts, err := readMounts()

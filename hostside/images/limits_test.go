@@ -15,6 +15,7 @@ import (
 // zero-filled file that compresses to almost nothing) is refused before
 // any of it is read or written.
 func TestExtractRefusesAHugeFileByDefault(t *testing.T) {
+	needRoot(t)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, h := range []*tar.Header{
@@ -46,6 +47,7 @@ func TestExtractRefusesAHugeFileByDefault(t *testing.T) {
 // Bounds given to OpenLimited: too many entries, or too many bytes summed
 // over files each under the bound; the store is left as it was.
 func TestOpenLimitedRefusesAndLeavesNothing(t *testing.T) {
+	needRoot(t)
 	var many, big []entry
 	many = append(many, entry{name: "manifest", typ: tar.TypeReg, body: testManifest}, entry{name: "rootfs/", typ: tar.TypeDir})
 	big = append(big, many...)

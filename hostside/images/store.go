@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/appc/spec/schema/types"
+	"github.com/pod1/pod1/safefile"
 	"golang.org/x/sys/unix"
 )
 
@@ -128,7 +129,7 @@ func unpack(r io.Reader, storeDir, storeID string, lim Limits) (retErr error) {
 		}
 		return fmt.Errorf("rename store entry into place: %w", err)
 	}
-	return syncDir(storeDir)
+	return safefile.SyncDirs(storeDir)
 }
 
 // decompress sniffs the compression from the first bytes, as rkt does; an
@@ -174,19 +175,6 @@ func syncfs(dir string) error {
 	defer f.Close()
 	if err := unix.Syncfs(int(f.Fd())); err != nil {
 		return fmt.Errorf("sync store entry: %w", err)
-	}
-	return nil
-}
-
-// syncDir makes a rename in dir durable.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
 	}
 	return nil
 }

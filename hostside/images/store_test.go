@@ -48,6 +48,7 @@ func writeACI(t *testing.T, dir string, compress bool) (path string, rawTar []by
 }
 
 func TestOpenFileStore(t *testing.T) {
+	needRoot(t)
 	for _, compress := range []bool{false, true} {
 		name := "plain"
 		if compress {
@@ -110,6 +111,7 @@ func TestOpenFileStore(t *testing.T) {
 }
 
 func TestOpenFileFailureLeavesNoEntry(t *testing.T) {
+	needRoot(t)
 	dir := t.TempDir()
 	aci := filepath.Join(dir, "bad.aci")
 	bad := buildTar(t, []entry{

@@ -13,7 +13,7 @@ import (
 	"github.com/pod1/pod1/hostside/images"
 	"github.com/pod1/pod1/idmap"
 	"github.com/pod1/pod1/layout"
-	"github.com/pod1/pod1/status"
+	"github.com/pod1/pod1/safefile"
 )
 
 // RenderApp does stage0's part of `rkt app add` for the image of a: the
@@ -26,7 +26,7 @@ func RenderApp(podDir, dataDir string, a AppOptions) (*schema.RuntimeApp, error)
 	o := Options{Dir: dataDir}
 	_, err := os.Stat(filepath.Join(podDir, layout.OverlayPrepared))
 	o.NoOverlay = err != nil
-	if b, err := status.ReadRegularIn(podDir, PrivateUsersFile, 4096); err == nil {
+	if b, err := safefile.ReadRegularIn(podDir, PrivateUsersFile, 4096); err == nil {
 		u, err := idmap.Parse(strings.TrimSpace(string(b)))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", PrivateUsersFile, err)
@@ -87,7 +87,7 @@ func RemoveApp(podDir, name string) error {
 	}
 	var dirs []string
 	ov := ""
-	if id, err := status.ReadRegularIn(podDir, filepath.Join(layout.AppInfoDir(name), "treeStoreID"), 4096); err == nil {
+	if id, err := safefile.ReadRegularIn(podDir, filepath.Join(layout.AppInfoDir(name), "treeStoreID"), 4096); err == nil {
 		ov = filepath.Join(podDir, "overlay", strings.TrimSpace(string(id)))
 		dirs = append(dirs, filepath.Join(ov, "upper", name), filepath.Join(ov, "work", name))
 	}

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/pod1/pod1/logx"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,7 +39,7 @@ func stage1Argv(entrypoint string, o Options, version int, uuid string) []string
 		// An interface-1 stage1 would reject the flag; rkt warns and
 		// drops it, and so do we.
 		if version < hostnameMinVersion {
-			fmt.Fprintf(o.Stderr, "pod1: warning: --hostname is not supported by stage1 interface version %d; ignored\n", version)
+			logx.Warnf("--hostname is not supported by stage1 interface version %d; ignored", version)
 		} else {
 			argv = append(argv, "--hostname="+o.Hostname)
 		}
@@ -47,7 +48,7 @@ func stage1Argv(entrypoint string, o Options, version int, uuid string) []string
 		// Checked when the options were; rkt passes the flag only
 		// when a half differs from "default".
 		if version < dnsConfModeMinVersion {
-			fmt.Fprintf(o.Stderr, "pod1: warning: --dns is not supported by stage1 interface version %d; ignored\n", version)
+			logx.Warnf("--dns is not supported by stage1 interface version %d; ignored", version)
 		} else {
 			argv = append(argv, "--dns-conf-mode=resolv="+mode+",hosts=default")
 		}

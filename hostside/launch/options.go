@@ -8,8 +8,6 @@ package launch
 
 import (
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -18,6 +16,7 @@ import (
 
 	"github.com/pod1/pod1/hostside/images"
 	"github.com/pod1/pod1/idmap"
+	"github.com/pod1/pod1/logx"
 )
 
 // Defaults are rkt's, so a pod prepared by pod1 looks like one prepared by
@@ -79,9 +78,6 @@ type Options struct {
 	// and more are added to the running pod with the app operations;
 	// the stage1 gets --mutable.
 	Mutable bool
-	// Stderr receives warnings and, with Debug, progress lines. Nil means
-	// os.Stderr.
-	Stderr io.Writer
 }
 
 // AppOptions describes one app: its image and rkt's per-app overrides.
@@ -123,9 +119,6 @@ func (o Options) withDefaults() (Options, error) {
 	if o.LocalConfig == "" {
 		o.LocalConfig = DefaultLocalConfig
 	}
-	if o.Stderr == nil {
-		o.Stderr = os.Stderr
-	}
 	if o.PrivateUsers != nil {
 		o.NoOverlay = true
 	}
@@ -151,7 +144,7 @@ func (o Options) storeDir() string { return filepath.Join(o.Dir, "pod1", "images
 
 func (o Options) debugf(format string, args ...any) {
 	if o.Debug {
-		fmt.Fprintf(o.Stderr, "pod1: "+format+"\n", args...)
+		logx.Logf(logx.LevelDebug, format, args...)
 	}
 }
 

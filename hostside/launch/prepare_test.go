@@ -3,7 +3,6 @@ package launch
 import (
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -41,7 +40,6 @@ func testPod(t *testing.T, base string) Options {
 		Stage1:       s1,
 		UUIDFileSave: filepath.Join(base, "uuid"),
 		Volumes:      []types.Volume{*vol},
-		Stderr:       io.Discard,
 		Apps: []AppOptions{
 			{Image: helloACI, Args: []string{"extra"}, Env: []types.EnvironmentVariable{{Name: "FOO", Value: "cli"}, {Name: "NEW", Value: "n"}},
 				Mounts: []schema.Mount{{Volume: "data", Path: "/data"}}},

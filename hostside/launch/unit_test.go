@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/appc/spec/schema/types"
+	"github.com/pod1/pod1/logx"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,46 +33,6 @@ func TestNewUUID(t *testing.T) {
 			t.Fatalf("duplicate UUID %q", u)
 		}
 		seen[u] = true
-	}
-}
-
-func TestWriteFileAtomic(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "f")
-	if err := WriteFileAtomic(p, []byte("one"), 0o640); err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteFileAtomic(p, []byte("two"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile(p)
-	if err != nil || string(got) != "two" {
-		t.Fatalf("content %q, %v", got, err)
-	}
-	fi, _ := os.Stat(p)
-	if fi.Mode().Perm() != 0o600 {
-		t.Errorf("mode %v, want 0600 whatever the umask", fi.Mode())
-	}
-	ents, _ := os.ReadDir(dir)
-	if len(ents) != 1 {
-		t.Errorf("temporary files left: %v", ents)
-	}
-
-	// A failed write leaves neither the target nor a temporary file: the
-	// target is a directory, so the final rename fails.
-	sub := filepath.Join(dir, "sub")
-	if err := os.MkdirAll(filepath.Join(sub, "target", "child"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteFileAtomic(filepath.Join(sub, "target"), []byte("x"), 0o644); err == nil {
-		t.Fatal("rename over a non-empty directory succeeded")
-	}
-	ents, _ = os.ReadDir(sub)
-	if len(ents) != 1 || ents[0].Name() != "target" {
-		t.Errorf("after failure %s holds %v", sub, ents)
-	}
-	if err := WriteFileAtomic(filepath.Join(dir, "missing", "f"), nil, 0o644); err == nil {
-		t.Error("write into a missing directory succeeded")
 	}
 }
 
@@ -131,7 +92,8 @@ func TestStage1Argv(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := base
 			var warn bytes.Buffer
-			o.Stderr = &warn
+			logx.SetOutput(&warn)
+			defer logx.SetOutput(os.Stderr)
 			tc.mod(&o)
 			got := stage1Argv(ep, o, tc.version, "u")
 			if !reflect.DeepEqual(got, tc.want) {
@@ -156,6 +118,7 @@ func TestStage1Env(t *testing.T) {
 // Mount points come back as the kernel names them, unescaped (mountinfo
 // writes a space as \040), and only those at or below the directory.
 func TestMountsUnderUnescapes(t *testing.T) {
+	requireRoot(t)
 	base := t.TempDir()
 	dir := filepath.Join(base, "a b")
 	sibling := filepath.Join(base, "a bc")

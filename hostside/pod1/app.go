@@ -64,7 +64,7 @@ func cmdApp(g *globalFlags, args []string, stdout, stderr io.Writer) int {
 
 // appSandbox is `rkt app sandbox`: pod1 run with no apps and --mutable.
 func appSandbox(g *globalFlags, args []string, stdout, stderr io.Writer) int {
-	opts, err := parsePodArgs(g, args, stderr, false)
+	opts, err := parsePodArgs(g, args, false)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(stdout, "usage: pod1 app sandbox [run flags]")
 		return 0

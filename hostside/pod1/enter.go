@@ -15,6 +15,7 @@ import (
 
 	"github.com/pod1/pod1/hostside/pods"
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/logx"
 )
 
 const enterUsage = `usage: pod1 enter [--app=NAME] UUID [CMD [ARGS...]]
@@ -55,7 +56,7 @@ func cmdEnter(g *globalFlags, args []string, stdout, stderr io.Writer) int {
 		fail(stderr, "pod1 enter", errors.New("want a UUID"))
 		return exitError
 	}
-	argv, err := enterArgv(g, *app, fs.Arg(0), fs.Args()[1:], stderr)
+	argv, err := enterArgv(g, *app, fs.Arg(0), fs.Args()[1:])
 	if err != nil {
 		fail(stderr, "pod1 enter", err)
 		return exitError
@@ -68,7 +69,7 @@ func cmdEnter(g *globalFlags, args []string, stdout, stderr io.Writer) int {
 // enterArgv resolves the pod and returns, in order, the argv[0] to give
 // the enter entrypoint, the file to execute, and its arguments. It also
 // chdirs to the pod directory, the entrypoint's cwd.
-func enterArgv(g *globalFlags, app, target string, cmd []string, stderr io.Writer) ([]string, error) {
+func enterArgv(g *globalFlags, app, target string, cmd []string) ([]string, error) {
 	uuid, err := pods.Resolve(g.dir, target)
 	if err != nil {
 		return nil, err
@@ -102,7 +103,7 @@ func enterArgv(g *globalFlags, app, target string, cmd []string, stderr io.Write
 		return nil, fmt.Errorf("pod %s: %w", uuid, err)
 	}
 	if len(cmd) == 0 {
-		fmt.Fprintf(stderr, "pod1 enter: no command given, running %s\n", defaultCmd)
+		logx.Infof("no command given, running %s", defaultCmd)
 		cmd = []string{defaultCmd}
 	}
 	if err := os.Chdir(p.Dir); err != nil {

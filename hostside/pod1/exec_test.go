@@ -87,7 +87,7 @@ func stubStage1() int {
 func requireRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Fatal("this test mounts overlays: run it as root")
+		t.Skip("needs root: mounts overlays")
 	}
 }
 

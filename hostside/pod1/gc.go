@@ -29,7 +29,7 @@ const faultEnv = "POD1_TEST_GC_KILL_AT"
 
 // cmdGC implements `pod1 gc` (rkt/gc.go).
 func cmdGC(g *globalFlags, args []string, stdout, stderr io.Writer) int {
-	o := gc.Options{Out: stdout, Log: stderr}
+	o := gc.Options{Out: stdout}
 	fs := newFlagSet("gc")
 	g.register(fs)
 	fs.DurationVar(&o.GracePeriod, "grace-period", gc.DefaultGracePeriod, "how long exited pods stay in exited-garbage before removal")

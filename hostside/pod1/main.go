@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/pod1/pod1/hostside/launch"
+	"github.com/pod1/pod1/logx"
 )
 
 // exitError is rkt's exit code for its own failures (usage included), which
@@ -79,6 +80,11 @@ func pod1Main(args []string, stdout, stderr io.Writer) int {
 	if len(rest) == 0 {
 		fail(stderr, "pod1", errors.New("no command given (try pod1 --help)"))
 		return exitError
+	}
+	logx.SetOutput(stderr)
+	logx.SetRole("pod1", rest[0])
+	if g.debug {
+		logx.SetDebug(true)
 	}
 	for _, c := range commands {
 		if c.name == rest[0] {

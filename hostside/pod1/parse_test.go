@@ -15,7 +15,7 @@ import (
 
 func parse(t *testing.T, args ...string) (launch.Options, error) {
 	t.Helper()
-	return parseRunArgs(&globalFlags{dir: launch.DefaultDir}, args, io.Discard)
+	return parseRunArgs(&globalFlags{dir: launch.DefaultDir}, args)
 }
 
 func TestParseImageList(t *testing.T) {
@@ -137,11 +137,11 @@ func TestGlobalFlagsBeforeCommand(t *testing.T) {
 	if err := fs.Parse([]string{"--dir=/x", "--debug", "run"}); err != nil {
 		t.Fatal(err)
 	}
-	o, err := parseRunArgs(g, []string{"img"}, io.Discard)
+	o, err := parseRunArgs(g, []string{"img"})
 	if err != nil || o.Dir != "/x" || !o.Debug {
 		t.Errorf("global flags before the command lost: %+v, %v", o, err)
 	}
-	o, err = parseRunArgs(g, []string{"--dir=/y", "img"}, io.Discard)
+	o, err = parseRunArgs(g, []string{"--dir=/y", "img"})
 	if err != nil || o.Dir != "/y" {
 		t.Errorf("run --dir did not override: %+v, %v", o, err)
 	}

@@ -31,7 +31,7 @@ flags:`
 // cmdRun implements `pod1 run`. On success it does not return: the process
 // becomes the stage1, and the pod's exit code is ours.
 func cmdRun(g *globalFlags, args []string, stdout, stderr io.Writer) int {
-	opts, err := parseRunArgs(g, args, stderr)
+	opts, err := parseRunArgs(g, args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(stdout, runUsage)
 		fs := newRunFlagSet(g, &runFlags{})
@@ -101,13 +101,13 @@ func newRunFlagSet(g *globalFlags, rf *runFlags) *flag.FlagSet {
 
 // parseRunArgs turns `pod1 run` arguments into launch options without
 // touching the file system.
-func parseRunArgs(g *globalFlags, args []string, stderr io.Writer) (launch.Options, error) {
-	return parsePodArgs(g, args, stderr, true)
+func parseRunArgs(g *globalFlags, args []string) (launch.Options, error) {
+	return parsePodArgs(g, args, true)
 }
 
 // parsePodArgs is parseRunArgs for `pod1 run` (withApps: images follow the
 // flags) and `pod1 app sandbox` (flags only).
-func parsePodArgs(g *globalFlags, args []string, stderr io.Writer, withApps bool) (launch.Options, error) {
+func parsePodArgs(g *globalFlags, args []string, withApps bool) (launch.Options, error) {
 	var rf runFlags
 	fs := newRunFlagSet(g, &rf)
 	if err := fs.Parse(args); err != nil {
@@ -155,7 +155,6 @@ func parsePodArgs(g *globalFlags, args []string, stderr io.Writer, withApps bool
 		Ports:        rf.ports,
 		DNS:          launch.DNS{Servers: rf.dns, Search: rf.dnsSearch, Options: rf.dnsOpt, Domain: rf.dnsDomain},
 		Apps:         apps,
-		Stderr:       stderr,
 	}, nil
 }
 

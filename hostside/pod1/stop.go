@@ -14,7 +14,7 @@ import (
 
 	"github.com/pod1/pod1/hostside/pods"
 	"github.com/pod1/pod1/layout"
-	"github.com/pod1/pod1/status"
+	"github.com/pod1/pod1/safefile"
 )
 
 const stopUsage = `usage: pod1 stop [--force] [--uuid-file=FILE] UUID...
@@ -109,7 +109,7 @@ func stopOne(g *globalFlags, target string, force bool, stdout, stderr io.Writer
 // stage1Entrypoint reads an entrypoint annotation from the pod's copy of
 // the stage1 manifest.
 func stage1Entrypoint(podDir, annotation string) (string, error) {
-	b, err := status.ReadRegularIn(podDir, layout.Stage1Manifest, 16<<20)
+	b, err := safefile.ReadRegularIn(podDir, layout.Stage1Manifest, 16<<20)
 	if err != nil {
 		return "", fmt.Errorf("stage1 manifest: %w", err)
 	}

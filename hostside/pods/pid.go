@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/pod1/pod1/layout"
-	"github.com/pod1/pod1/status"
+	"github.com/pod1/pod1/safefile"
 )
 
 // ErrNotRunning means the pod is not (or no longer) running.
@@ -48,12 +48,12 @@ func ContainerPid1(ctx context.Context, dataDir, uuid string) (int, error) {
 var errNoChild = errors.New("no child yet")
 
 func readPid(dir string) (int, error) {
-	if b, err := status.ReadRegularIn(dir, layout.Pid, 64); err == nil {
+	if b, err := safefile.ReadRegularIn(dir, layout.Pid, 64); err == nil {
 		return parsePid(b)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return 0, err
 	}
-	b, err := status.ReadRegularIn(dir, layout.Ppid, 64)
+	b, err := safefile.ReadRegularIn(dir, layout.Ppid, 64)
 	if err != nil {
 		return 0, err
 	}

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/layout"
-	"github.com/pod1/pod1/status"
+	"github.com/pod1/pod1/safefile"
 )
 
 // Pod directory files (contract §5).
@@ -181,11 +181,11 @@ func pidAt(fd int) int {
 // readFileAt reads a regular file of the pod directory without following a
 // symlink and without blocking on a FIFO.
 func readFileAt(dirfd int, name string) ([]byte, error) {
-	b, err := status.ReadRegularAt(dirfd, name, maxFileSize)
+	b, err := safefile.ReadRegularAt(dirfd, name, maxFileSize)
 	switch {
-	case errors.Is(err, status.ErrNotRegular):
+	case errors.Is(err, safefile.ErrNotRegular):
 		return nil, fmt.Errorf("%s: not a regular file", name)
-	case errors.Is(err, status.ErrTooLarge):
+	case errors.Is(err, safefile.ErrTooLarge):
 		return nil, fmt.Errorf("%s: larger than %d bytes", name, maxFileSize)
 	}
 	return b, err

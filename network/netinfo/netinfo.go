@@ -14,7 +14,7 @@ import (
 	"strings"
 
 	"github.com/pod1/pod1/layout"
-	"github.com/pod1/pod1/status"
+	"github.com/pod1/pod1/safefile"
 )
 
 // Paths relative to the pod directory (package layout owns them).
@@ -179,7 +179,7 @@ var ErrNone = errors.New("no " + File)
 // LoadAt reads and validates net-info.json in the pod directory dirfd,
 // never following a symlink or blocking on a FIFO.
 func LoadAt(dirfd int) ([]NetInfo, error) {
-	b, err := status.ReadRegularAt(dirfd, File, MaxSize)
+	b, err := safefile.ReadRegularAt(dirfd, File, MaxSize)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, ErrNone
@@ -198,7 +198,7 @@ func SaveIn(podDir string, nis []NetInfo) error {
 	if err != nil {
 		return err
 	}
-	if err := status.WriteFileIn(podDir, File, append(b, '\n')); err != nil {
+	if err := safefile.WriteIn(podDir, File, append(b, '\n'), 0o644, safefile.Volatile); err != nil {
 		return fmt.Errorf("write %s: %w", File, err)
 	}
 	return nil

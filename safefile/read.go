@@ -1,4 +1,4 @@
-package status
+package safefile
 
 import (
 	"errors"
