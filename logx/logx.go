@@ -5,7 +5,13 @@
 // it matters:
 //
 //	stage1: pod1-init[1] debug: app "web": started as pid 3
-//	stage1: run[4242] error: app "web": isolator os/linux/cpu-shares: ...
+//	stage1: pod1-init[1] warning: app "web": write record: ...
+//	stage1: app "web": isolator os/linux/cpu-shares: ...
+//
+// An error line, the one line a failing process leaves, is the program's
+// name and the message only: it is the interface users and rkt read (rkt
+// prints its stage1's failures as "stage1: <why>", and its own tests match
+// "stage1: failed to setup network"), so it stays exactly that.
 //
 // Debug lines are printed only with --debug. An entry point that parses
 // --debug calls SetDebug, which also sets DebugEnv for every process it
@@ -29,6 +35,7 @@ var (
 	mu     sync.Mutex
 	out    io.Writer = os.Stderr
 	prefix           = "pod1: " + roleOf(os.Args) + "[" + strconv.Itoa(os.Getpid()) + "] "
+	prog             = "pod1: "
 	debug            = os.Getenv(DebugEnv) == "1"
 )
 
@@ -48,10 +55,11 @@ func roleOf(args []string) string {
 // SetRole names the program ("stage1", "pod1") and the role of this
 // process in every line it logs. The pid is read again: a role may be a
 // re-executed or cloned child.
-func SetRole(prog, role string) {
+func SetRole(progName, role string) {
 	mu.Lock()
 	defer mu.Unlock()
-	prefix = prog + ": " + role + "[" + strconv.Itoa(os.Getpid()) + "] "
+	prefix = progName + ": " + role + "[" + strconv.Itoa(os.Getpid()) + "] "
+	prog = progName + ": "
 }
 
 // SetDebug turns debug lines on or off for this process and the processes
@@ -100,9 +108,13 @@ func Logf(level, format string, a ...any) {
 	}
 	msg := fmt.Sprintf(format, a...)
 	b := make([]byte, 0, len(prefix)+len(level)+len(msg)+3)
-	b = append(b, prefix...)
-	b = append(b, level...)
-	b = append(b, ": "...)
+	if level == LevelError {
+		b = append(b, prog...)
+	} else {
+		b = append(b, prefix...)
+		b = append(b, level...)
+		b = append(b, ": "...)
+	}
 	for i := 0; i < len(msg); i++ {
 		switch c := msg[i]; c {
 		case '\n':

@@ -22,9 +22,11 @@ func TestLineNamesRolePidLevel(t *testing.T) {
 		t.Errorf("%s not set for children", DebugEnv)
 	}
 	Debugf("shown")
+	Errorf("failed to %s", "go on")
 	pid := strconv.Itoa(os.Getpid())
 	want := "stage1: gc[" + pid + "] warning: two\\nlines 2\n" +
-		"stage1: gc[" + pid + "] debug: shown\n"
+		"stage1: gc[" + pid + "] debug: shown\n" +
+		"stage1: failed to go on\n"
 	if b.String() != want {
 		t.Errorf("got %q, want %q", b.String(), want)
 	}

@@ -25,9 +25,12 @@ func TestFinalStatusesSurviveAFullDisk(t *testing.T) {
 		must(t, os.Mkdir(filepath.Join(fs, d), 0o755))
 	}
 	apps := []App{
-		{Name: "filler", Exec: probe("fill", "/fill/big", "+", "touch", "/fill/done", "+", "sleep", "1h"),
+		// The filler fills only once late runs (late's blocks are
+		// reserved when it starts, as every app's are): with no order,
+		// a fast filler would fill the disk before late is started.
+		{Name: "filler", Exec: probe("wait-file", "/fill/late-runs", "+", "fill", "/fill/big", "+", "touch", "/fill/done", "+", "sleep", "1h"),
 			Mounts: []map[string]any{{"volume": "fill", "path": "/fill"}}},
-		{Name: "late", Exec: probe("wait-file", "/fill/done", "+", "exit", "3"),
+		{Name: "late", Exec: probe("touch", "/fill/late-runs", "+", "wait-file", "/fill/done", "+", "exit", "3"),
 			Mounts: []map[string]any{{"volume": "fill", "path": "/fill"}}},
 	}
 	p := newPod(t, apps, []map[string]any{{"name": "fill", "kind": "host", "source": filepath.Join(fs, "fill")}})
