@@ -408,10 +408,21 @@ func TestManyAppCyclesLeakNothing(t *testing.T) {
 			t.Logf("after %d cycles: %d mounts, %d fds, %d kB anonymous", i+1, m, f, rss)
 		}
 	}
-	m, f, rss := pid1Usage(t, pid, p.Dir)
+	// An fd can be open for a moment after an rm's answer (a pipe or
+	// a timer of the app's last run, closed on the loop's next turn): the
+	// last count is the one PID 1 settles to, the first may hold one.
+	var m, f, rss int
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		m, f, rss = pid1Usage(t, pid, p.Dir)
+		if m <= m1 && f <= f1 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	t.Logf("%d cycles in %v; PID 1 after the first: %d mounts, %d fds, %d kB; after the last: %d, %d, %d kB",
 		cycles, time.Since(t0), m1, f1, rss1, m, f, rss)
-	if m != m1 || f != f1 {
+	if m > m1 || f > f1 {
 		t.Errorf("PID 1 leaks: mounts %d -> %d, fds %d -> %d", m1, m, f1, f)
 	}
 	if rss > rss1+2048 {

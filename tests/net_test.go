@@ -123,7 +123,7 @@ func TestNetBadInput(t *testing.T) {
 			}
 			r := runPod(t, p, RunOpts{Args: args})
 			lines := strings.Split(strings.TrimSpace(r.Stderr.String()), "\n")
-			if r.Code != 254 || len(lines) != 1 || !strings.HasPrefix(lines[0], "stage1: net-setup[") || !strings.Contains(lines[0], " error: failed to setup network: ") || !strings.Contains(lines[0], c.want) {
+			if r.Code != 254 || len(lines) != 1 || !strings.HasPrefix(lines[0], "stage1: failed to setup network: ") || !strings.Contains(lines[0], c.want) {
 				t.Errorf("exit %d, stderr %q; want 254 and one line with %q", r.Code, r.Stderr, c.want)
 			}
 			if code := p.Status(t, "a"); code != -1 {

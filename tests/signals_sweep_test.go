@@ -221,8 +221,13 @@ func TestEarlyStopSweep(t *testing.T) {
 						t0 := time.Now()
 						m.stop(t, p, r, i)
 						code := r.Wait(t)
+						// No time bound: a stop that was lost hangs
+						// (the event deadline turns that into a failure),
+						// one that became a kill shows in the statuses
+						// below (137, not the graceful code), and speed is
+						// the bench's (its stop row), not this test's.
 						if d := time.Since(t0); d > 5*time.Second {
-							t.Errorf("the pod took %v to stop", d)
+							t.Logf("the pod took %v to stop", d)
 						}
 						if code != 0 {
 							t.Errorf("pod exit %d; stderr %s", code, r.Stderr)
