@@ -60,6 +60,11 @@ fi
 mount --bind "$S/tmp" /tmp
 mount --rbind "$S/var-tmp" /var/tmp
 mount --bind "$S/root" /root
+# CNI's host-local IPAM keeps its leases in /var/lib/cni, which the
+# read-only host root would refuse (every --net=default pod failed with
+# EROFS); vm/run.sh made sure the directory exists on the host.
+mkdir -p "$S/var-lib-cni"
+mount --bind "$S/var-lib-cni" /var/lib/cni
 
 cg=/sys/fs/cgroup
 session=user.slice/user-0.slice/session-1.scope

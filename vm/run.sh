@@ -95,6 +95,9 @@ trap 'exit 143' TERM
 trap 'exit 129' HUP
 
 mkdir -p "$VM_CACHE"
+# The guest mounts its scratch disk over /var/lib/cni (the CNI leases),
+# which needs the mount point on the shared, read-only host root.
+mkdir -p /var/lib/cni
 work=$(mktemp -d /var/tmp/pod1-vm.XXXXXX)
 
 # --- the kernel: downloaded and unpacked into the cache, under a lock so
