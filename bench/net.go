@@ -135,7 +135,7 @@ func (b *bench) measureNet() *section {
 	return s
 }
 
-// runPodToEndNet is runPodToEnd with the given --net.
+// runPodToEndNet is runPodToEnd with the given --net argument.
 func (b *bench) runPodToEndNet(p *pod, net string, timeout time.Duration) (*child, error) {
 	c, err := b.startPodNet(p, net)
 	if err != nil {

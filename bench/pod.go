@@ -190,24 +190,7 @@ func (b *bench) newStartedPod(apps []podApp) (*pod, *child, error) {
 // be with 0 and every app's status 0. The caller closes the child (on
 // success) and reads its timings.
 func (b *bench) runPodToEnd(p *pod, timeout time.Duration) (*child, error) {
-	c, err := b.startPod(p)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.wait(timeout); err != nil {
-		c.close()
-		return nil, err
-	}
-	if c.code() != 0 {
-		err := fmt.Errorf("exit %d: %s", c.code(), c.output(600))
-		c.close()
-		return nil, err
-	}
-	if err := p.checkStatuses(0); err != nil {
-		c.close()
-		return nil, err
-	}
-	return c, nil
+	return b.runPodToEndNet(p, "--net=none", timeout)
 }
 
 // status reads an app's exit status as rkt does.
