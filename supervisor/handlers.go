@@ -79,7 +79,8 @@ func (s *Supervisor) handlerEnded(a *App, ws unix.WaitStatus, t time.Time) bool 
 // postStop starts the post-stop handler of a run that is over, once, and
 // reports whether it did: Running, or Stopping (no signal yet, SIGKILL at
 // the end of the app's grace period) when the app or the pod is being
-// stopped, so that a stop is never held longer than a stop takes.
+// stopped, so that a stop is never held longer than a stop takes; Starting
+// while its set-up process hands it over (then as here).
 func (s *Supervisor) postStop(a *App) bool {
 	if len(a.Cfg.PostStop) == 0 || a.phase == PhasePostStop || s.final {
 		return false
@@ -89,24 +90,23 @@ func (s *Supervisor) postStop(a *App) bool {
 		s.os.Logf("app %q: post-stop handler: %v", a.Name, err)
 		return false
 	}
-	if s.stopping || a.fate != fateRestart {
-		a.state, a.deadline = Stopping, s.os.Now().Add(a.Cfg.Supervision.Grace)
+	if a.state == Running {
+		s.running(a)
 	}
 	return true
 }
 
 // spawn starts the process of the run's current phase after the first
-// (Running): no new start for the start limit, the run's record kept but
-// for the pids.
+// (Running, or Starting): no new start for the start limit, the run's
+// record kept but for the pids.
 func (s *Supervisor) spawn(a *App) error {
-	pid, hostPid, err := s.os.Start(a)
+	p, err := s.os.Start(a)
 	if err != nil {
 		return err
 	}
-	a.state, a.Pid, a.deadline = Running, pid, time.Time{}
-	a.Rec.PodPid, a.Rec.Pid = pid, hostPid
+	s.begin(a, p)
 	s.write(a)
-	s.os.Debugf("app %q: %v started as pid %d (host pid %d)", a.Name, a.phase, pid, hostPid)
+	s.os.Debugf("app %q: %v started as pid %d (host pid %d)%s", a.Name, a.phase, p.Pid, p.HostPid, handOverNote(p))
 	s.os.Started(a)
 	return nil
 }
