@@ -49,7 +49,6 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 	}
 	p := &Pod{
 		UUID:         opts.UUID,
-		Debug:        opts.Debug,
 		Hostname:     opts.Hostname,
 		NewNet:       !opts.NetHost(),
 		PrivateUsers: opts.PrivateUsers != nil,

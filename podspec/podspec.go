@@ -79,7 +79,6 @@ func (o *Options) NetHost() bool {
 // entrypoint to PID 1 as JSON.
 type Pod struct {
 	UUID     string `json:"uuid"`
-	Debug    bool   `json:"debug,omitempty"`
 	Hostname string `json:"hostname"`
 	NewNet   bool   `json:"newNet"`
 	// PrivateUsers: the apps run in user namespaces (--private-users).
