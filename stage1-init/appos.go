@@ -213,7 +213,19 @@ func (o *appOS) removeCgroups() {
 	}
 }
 
-func (o *appOS) Logf(format string, a ...any) { o.logf(format, a...) }
+// Logf logs a line of the supervisor's at its level: an impossible pair
+// is a bug of PID 1's, logged as a warning (PID 1 goes on), not as the
+// error line a failing process leaves.
+func (o *appOS) Logf(level supervisor.Level, format string, a ...any) {
+	switch level {
+	case supervisor.Info:
+		logx.Infof(format, a...)
+	case supervisor.Bug:
+		logx.Warnf("bug: "+format, a...)
+	default:
+		logx.Warnf(format, a...)
+	}
+}
 
 func (o *appOS) Debugf(format string, a ...any) { o.debugf(format, a...) }
 

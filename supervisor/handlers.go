@@ -54,7 +54,7 @@ func (s *Supervisor) handlerEnded(a *App, ws unix.WaitStatus, t time.Time) bool 
 			if err := s.spawn(a); err == nil {
 				return true
 			} else {
-				s.os.Logf("app %q: start: %v", a.Name, err)
+				s.os.Logf(Warning, "app %q: start: %v", a.Name, err)
 			}
 			s.record(a, status.CodeStage1Failure, 0, t)
 			a.Rec.LastFailure = status.ReasonSetup
@@ -62,12 +62,12 @@ func (s *Supervisor) handlerEnded(a *App, ws unix.WaitStatus, t time.Time) bool 
 			return true
 		}
 		if code != 0 {
-			s.os.Logf("app %q: pre-start handler failed with %d: the app does not run", a.Name, code)
+			s.os.Logf(Warning, "app %q: pre-start handler failed with %d: the app does not run", a.Name, code)
 		}
 		return false
 	case PhasePostStop:
 		if code != 0 {
-			s.os.Logf("app %q: post-stop handler failed with %d", a.Name, code)
+			s.os.Logf(Warning, "app %q: post-stop handler failed with %d", a.Name, code)
 		}
 		a.Pid, a.Rec.Pid, a.Rec.PodPid = 0, 0, 0
 		s.clean(a)
@@ -87,7 +87,7 @@ func (s *Supervisor) postStop(a *App) bool {
 	}
 	a.phase = PhasePostStop
 	if err := s.spawn(a); err != nil {
-		s.os.Logf("app %q: post-stop handler: %v", a.Name, err)
+		s.os.Logf(Warning, "app %q: post-stop handler: %v", a.Name, err)
 		return false
 	}
 	if a.state == Running {

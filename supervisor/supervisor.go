@@ -56,9 +56,25 @@ type OS interface {
 	// Forget deletes what PID 1 keeps of a removed app: its record, its
 	// spec, its cgroup.
 	Forget(a *App)
-	Logf(format string, args ...any)
+	// Logf logs a line at a level; Debugf one only --debug shows.
+	Logf(level Level, format string, args ...any)
 	Debugf(format string, args ...any)
 }
+
+// Level is how much a line the supervisor logs matters.
+type Level int
+
+// The levels of the supervisor's lines (debug lines go to Debugf).
+const (
+	// Info: the supervision doing its job (a grace period over).
+	Info Level = iota
+	// Warning: an app's run failed for a reason of its own making or of
+	// the system's (a start that failed, a handler, the start limit, a
+	// cgroup that will not empty, a set-up that does not report).
+	Warning
+	// Bug: an event that cannot happen in the state its app is in.
+	Bug
+)
 
 // State is where an app is in its life.
 type State int
@@ -313,7 +329,7 @@ func (s *Supervisor) Fire(a *App, e Event, in *Input) {
 	c := table[a.state][e]
 	if c.impossible {
 		in.Err = fmt.Errorf("app %q: %v while %v: %w", a.Name, e, a.state, errImpossible)
-		s.os.Logf("%v", in.Err)
+		s.os.Logf(Bug, "%v", in.Err)
 	}
 	c.do(s, a, in)
 }
@@ -550,7 +566,7 @@ func (s *Supervisor) running(a *App) {
 // stage1 failure code, and the pod policy applies as for any other end.
 func (s *Supervisor) runOrFail(a *App) {
 	if err := s.run(a); err != nil {
-		s.os.Logf("app %q: start: %v", a.Name, err)
+		s.os.Logf(Warning, "app %q: start: %v", a.Name, err)
 		a.Rec.LastFailure = status.ReasonSetup
 		s.finish(a, status.CodeStage1Failure)
 	}
@@ -626,7 +642,7 @@ func (s *Supervisor) restart(a *App) bool {
 		}
 	}
 	if recent >= sup.Burst {
-		s.os.Logf("app %q: start limit hit (%d starts within %v), failed for good", a.Name, sup.Burst, sup.Interval)
+		s.os.Logf(Warning, "app %q: start limit hit (%d starts within %v), failed for good", a.Name, sup.Burst, sup.Interval)
 		return false
 	}
 	a.state, a.deadline = Backoff, next

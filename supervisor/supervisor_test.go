@@ -31,6 +31,7 @@ type fakeOS struct {
 	records  map[string][]string // record states written, per app
 	statuses map[string]int
 	logs     []string
+	levels   []Level
 }
 
 func newFakeOS(t *testing.T) *fakeOS {
@@ -83,7 +84,8 @@ func (f *fakeOS) ClearStatus(name string) {
 	delete(f.statuses, name)
 }
 func (f *fakeOS) Forget(a *App) { f.call("forget %s", a.Name) }
-func (f *fakeOS) Logf(format string, args ...any) {
+func (f *fakeOS) Logf(level Level, format string, args ...any) {
+	f.levels = append(f.levels, level)
 	f.logs = append(f.logs, fmt.Sprintf(format, args...))
 }
 func (f *fakeOS) Debugf(format string, args ...any) {}
@@ -647,4 +649,31 @@ func TestUserNSHandOver(t *testing.T) {
 			t.Fatalf("state %v over %v", a.state, s.Over())
 		}
 	})
+}
+
+// The supervisor's lines have levels: a grace period that ran out is the
+// supervision doing its job (info), a start that failed is a warning, an
+// event that cannot happen in its state is a bug.
+func TestLogLevels(t *testing.T) {
+	f := newFakeOS(t)
+	s := newPod(f, true, appCfg("a", podspec.RestartNever))
+	a := s.apps[0]
+	s.Fire(a, Start, nil)
+	s.StopApp("a", false, nil)
+	f.advance(2 * time.Second)
+	s.Tick()
+	s.Fire(a, CgroupEmpty, nil)
+	s.Exit(a, sigkill, f.now)
+	f.startErr = errors.New("no")
+	if err := s.StartApp("a"); err == nil {
+		t.Fatal("started")
+	}
+	s.Fire(s.apps[0], RestartTimer, nil)
+	s.AddApp(ptr(appCfg("b", podspec.RestartNever)), nil)
+	b := s.Find("b")
+	s.Fire(b, Start, nil)
+	want := []Level{Info, Bug, Bug, Warning}
+	if !slices.Equal(f.levels, want) {
+		t.Fatalf("levels %v, want %v; lines %q", f.levels, want, f.logs)
+	}
 }

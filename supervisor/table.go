@@ -85,7 +85,7 @@ func theTable() [numStates][numEvents]cell {
 			Reported: reported,
 			ReportDeadline: {to: of(Killing, Cleaning, Backoff, Exited, Starting), doc: "the set-up did not report in time (a mount on a hung file system): logged; its set-up process and cgroup are killed (Killing: its end, 137, is the run's, and its restart policy decides); if it had already ended, its end is the run's (as Reported with no process)",
 				do: func(s *Supervisor, a *App, in *Input) {
-					s.os.Logf("app %q: its set-up did not report the app's process within %v: killing it", a.Name, ReportTimeout)
+					s.os.Logf(Warning, "app %q: its set-up did not report the app's process within %v: killing it", a.Name, ReportTimeout)
 					a.awaiting = false
 					if a.setupEnded {
 						s.ended(a, a.setupStatus, a.setupTime)
@@ -151,7 +151,7 @@ func theTable() [numStates][numEvents]cell {
 				do: func(s *Supervisor, a *App, in *Input) { a.stopOnly(); a.wait(in); s.kill(a) }},
 			KillDeadline: {to: of(Killing), doc: "the grace period is over: SIGKILL",
 				do: func(s *Supervisor, a *App, in *Input) {
-					s.os.Logf("app %q: grace period of %v over, killing it", a.Name, a.Cfg.Supervision.Grace)
+					s.os.Logf(Info, "app %q: grace period of %v over, killing it", a.Name, a.Cfg.Supervision.Grace)
 					a.stopOnly()
 					s.kill(a)
 				}},
@@ -192,7 +192,7 @@ func theTable() [numStates][numEvents]cell {
 				}},
 			CleanDeadline: {to: of(Running, Stopping, Starting, Backoff, Exited, Removed), doc: "processes it left could not be killed in time: logged, its cgroup kept, then as cgroup-empty",
 				do: func(s *Supervisor, a *App, in *Input) {
-					s.os.Logf("app %q: processes left in its cgroup after %v", a.Name, CleanTimeout)
+					s.os.Logf(Warning, "app %q: processes left in its cgroup after %v", a.Name, CleanTimeout)
 					s.settle(a)
 				}},
 			RestartTimer: never("a cleaning app has no restart timer"),
