@@ -6,21 +6,33 @@ import (
 	"github.com/pod1/pod1/status"
 )
 
+// Worked example, the question a newcomer asks first: what happens when
+// an app exits while it is being stopped? app/stop of a Running app is
+// Running x Stop: SIGTERM, the kill deadline armed (Stopping), the caller
+// waiting. Its process then exits: Stopping x Exit (exitedStopping,
+// below): the end is recorded (143 if the SIGTERM killed it) and the app
+// is Cleaning, the kill deadline gone with Stopping. Once its cgroup is
+// empty, Cleaning x CgroupEmpty: no restart (the stop made its fate
+// final), so it is finished (Exited, status written) and app/stop is
+// answered. Had the grace period run out first, Stopping x KillDeadline
+// (SIGKILL, Killing), then Killing x Exit, to the same end with 137.
+//
 // The life of an app, whole: for every state, what every event does. Each
 // cell says in words what happens and which states it may lead to; every
 // pair is written out, the impossible ones too (logged as a bug if they
 // ever happen, and otherwise changing nothing), so that nothing is left
 // to a default. TestEveryTransition fires every cell.
 //
-// States (supervisor.go): Removed (not in the pod), Idle, Running,
+// States (supervisor.go): Removed (not in the pod), Idle, Starting (a set-up
+// process prepares it in a user namespace, report deadline armed), Running,
 // Stopping (SIGTERM sent, kill deadline armed), Killing (SIGKILL sent),
 // Cleaning (the process ended, its cgroup is being emptied, clean
 // deadline armed), Backoff (restart timer armed), Exited (finished for
 // good, status written).
 //
 // Timers belong to states: a state with a deadline has exactly one
-// (Stopping: KillDeadline; Cleaning: CleanDeadline; Backoff:
-// RestartTimer), and leaving the state disarms it.
+// (Starting: ReportDeadline; Stopping: KillDeadline; Cleaning:
+// CleanDeadline; Backoff: RestartTimer), and leaving the state disarms it.
 //
 // Who is "finished": an app enters Exited through finish, which writes the
 // record, then the status file rkt reads, answers whoever waited for the
