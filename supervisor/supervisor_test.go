@@ -669,7 +669,9 @@ func TestLogLevels(t *testing.T) {
 		t.Fatal("started")
 	}
 	s.Fire(s.apps[0], RestartTimer, nil)
-	s.AddApp(ptr(appCfg("b", podspec.RestartNever)), nil)
+	if err := s.AddApp(ptr(appCfg("b", podspec.RestartNever)), nil); err != nil {
+		t.Fatal(err)
+	}
 	b := s.Find("b")
 	s.Fire(b, Start, nil)
 	want := []Level{Info, Bug, Bug, Warning}
