@@ -80,9 +80,12 @@ type Forwarder struct {
 	// console are the descriptors each stream's bytes are copied to
 	// (-1: none).
 	console [3]int
-	mu      sync.Mutex
-	apps    map[string]*appLog
-	streams sync.WaitGroup
+	// criKubelet writes the CRI files in kubelet's tagged format
+	// instead of rkt's.
+	criKubelet bool
+	mu         sync.Mutex
+	apps       map[string]*appLog
+	streams    sync.WaitGroup
 }
 
 // New returns the pod's forwarder. dir and cri are open directory fds it
@@ -100,6 +103,11 @@ func New(uuid string, toJournal bool, dir, cri int) *Forwarder {
 func (f *Forwarder) SetConsole(stdout, stderr int) {
 	f.console[Stdout], f.console[Stderr] = stdout, stderr
 }
+
+// SetCRIFormat chooses the CRI files' format: kubelet's, with the F/P
+// tag after the stream, or (the default) rkt v1.30.0's, without it. It
+// must be called before Pipe.
+func (f *Forwarder) SetCRIFormat(kubelet bool) { f.criKubelet = kubelet }
 
 // appLog is one app's state across its runs.
 type appLog struct {
@@ -220,7 +228,9 @@ func (f *Forwarder) release(a *appLog) {
 
 // carry reads one stream to its end: the bytes as they come to the
 // console, the lines to the sinks. A last line without a newline is
-// carried when the stream ends.
+// carried when the stream ends, as a partial line: no newline follows
+// it, and kubelet, which appends one to full lines only, gives back the
+// bytes the app wrote.
 func (f *Forwarder) carry(a *appLog, stream int, r *os.File, tee Tee) {
 	defer f.streams.Done()
 	defer f.release(a)
@@ -263,7 +273,7 @@ func (f *Forwarder) carry(a *appLog, stream int, r *os.File, tee Tee) {
 		}
 		if err != nil {
 			if n > 0 {
-				f.line(a, stream, buf[:n], false, time.Now(), rec)
+				f.line(a, stream, buf[:n], true, time.Now(), rec)
 			}
 			return
 		}
@@ -271,8 +281,9 @@ func (f *Forwarder) carry(a *appLog, stream int, r *os.File, tee Tee) {
 }
 
 // line hands one line (without its newline) to the sinks. partial marks
-// a piece of a line longer than lineMax. rec is scratch space, returned
-// for reuse.
+// bytes no newline follows: a piece of a line longer than lineMax, or
+// the last bytes of a stream that ended without a newline. rec is
+// scratch space, returned for reuse.
 func (f *Forwarder) line(a *appLog, stream int, b []byte, partial bool, now time.Time, rec []byte) []byte {
 	if f.journal != nil {
 		prio := journal.PriInfo
@@ -294,7 +305,11 @@ func (f *Forwarder) line(a *appLog, stream int, b []byte, partial bool, now time
 		failed = a.file.write(rec) != nil
 	}
 	if a.cri != nil {
-		rec = AppendCRIRecord(rec[:0], now, stream, b)
+		if f.criKubelet {
+			rec = AppendRecord(rec[:0], now, stream, partial, b)
+		} else {
+			rec = AppendCRIRecord(rec[:0], now, stream, b)
+		}
 		failed = a.cri.write(rec) != nil || failed
 	}
 	if failed {
@@ -318,6 +333,8 @@ func AppendCRIRecord(dst []byte, t time.Time, stream int, line []byte) []byte {
 
 // AppendRecord appends one line in the CRI log format kubelet reads:
 // "<RFC 3339 time, UTC, nanoseconds> <stdout|stderr> <F|P> <line>\n".
+// F is a full line, whose newline kubelet gives back; P (partial) is
+// bytes no newline follows, which kubelet joins to the next record.
 func AppendRecord(dst []byte, t time.Time, stream int, partial bool, line []byte) []byte {
 	dst = t.UTC().AppendFormat(dst, time.RFC3339Nano)
 	dst = append(dst, ' ')

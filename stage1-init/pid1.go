@@ -285,7 +285,9 @@ func newForwarder(pod *podspec.Pod) *podlog.Forwarder {
 	if pod.CRIDir != "" {
 		cri = criDirFd
 	}
-	return podlog.New(pod.UUID, pod.Logs.Journal, dir, cri)
+	f := podlog.New(pod.UUID, pod.Logs.Journal, dir, cri)
+	f.SetCRIFormat(pod.CRIFormat == podspec.CRIFormatKubelet)
+	return f
 }
 
 // handle hands the exits of the apps' processes to the supervisor; the
