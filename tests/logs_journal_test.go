@@ -251,3 +251,59 @@ func TestJournalStalledOrKilled(t *testing.T) {
 		})
 	}
 }
+
+// PID 1 keeps one socket to journald for the pod's life: a journald
+// restarted while the pod runs (a new socket at the same path) gets the
+// lines written after its start, every one, and a line's bytes arrive
+// as written (an '=', a tab, a byte that is not UTF-8).
+func TestJournalRestarted(t *testing.T) {
+	ns := newLogNS(t, true)
+	const n = 300
+	odd := "k=v\tx \xff end"
+	p := newPod(t, []App{{Name: "a", Exec: probe("out", "1", "1", "before", "+", "wait-file", "/tmp/go",
+		"+", "out", "1", strconv.Itoa(n), "after", "+", "raw", "2", odd+"\n")}}, nil)
+	r := start(t, p, RunOpts{Wrapper: ns.wrapper(p)})
+	waitFor(t, 10*time.Second, "the first line in the journal", func() bool {
+		return len(ns.entries(t, p.UUID)) == 1
+	})
+	must(t, ns.journald.Process.Kill())
+	_ = ns.journald.Wait()
+	ns.startJournald(t)
+	must(t, os.WriteFile(filepath.Join(p.Dir, "stage1/rootfs/opt/stage2/a/rootfs/tmp/go"), nil, 0o644))
+	if code := r.Wait(t); code != 0 {
+		t.Fatalf("exit %d: %s", code, r.Stderr)
+	}
+	var after []string
+	var oddGot any
+	for _, e := range ns.entries(t, p.UUID) {
+		switch e["POD1_STREAM"] {
+		case "stdout":
+			if m, _ := e["MESSAGE"].(string); strings.HasPrefix(m, "after ") {
+				after = append(after, m)
+			}
+		case "stderr":
+			oddGot = e["MESSAGE"]
+		}
+	}
+	var want []string
+	for i := 0; i < n; i++ {
+		want = append(want, fmt.Sprintf("after %d", i))
+	}
+	if strings.Join(after, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the restarted journald got %d of %d lines in order; first %q", len(after), n, first(after, 3))
+	}
+	// journalctl writes a MESSAGE that is not UTF-8 as its bytes.
+	var oddBytes []byte
+	if bs, ok := oddGot.([]any); ok {
+		for _, b := range bs {
+			f, _ := b.(float64)
+			oddBytes = append(oddBytes, byte(f))
+		}
+	}
+	if string(oddBytes) != odd {
+		t.Errorf("the odd line came back as %v, want %q", oddGot, odd)
+	}
+	if rec := readRecord(t, p, "a"); rec.LogDropped != 0 {
+		t.Errorf("%d lines dropped; stage1 said %s", rec.LogDropped, r.Stderr)
+	}
+}

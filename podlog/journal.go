@@ -1,0 +1,289 @@
+package podlog
+
+import (
+	"encoding/binary"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/journal"
+	"golang.org/x/sys/unix"
+)
+
+// journalSocket is journald's native protocol socket, the one
+// go-systemd's journal package sends to.
+const journalSocket = "/run/systemd/journal/socket"
+
+// journalPoll is how long the sender waits at a time for room in a full
+// socket before it looks again whether it was given up on.
+const journalPoll = 100 * time.Millisecond
+
+// JournalEnabled reports whether the host's journal listens. The journal
+// is reached by its socket's path: the sender, PID 1, must see the host's
+// /run/systemd/journal in its root.
+func JournalEnabled() bool { return journal.Enabled() }
+
+// journalHeader returns the fields of an entry but its message, in
+// journald's native protocol, with the stream's priority (stderr's is
+// err, stdout's info). The fields are the app's, fixed for its life, so
+// they are made once here and not for each line.
+func journalHeader(stream int, vars map[string]string) []byte {
+	prio := journal.PriInfo
+	if stream == Stderr {
+		prio = journal.PriErr
+	}
+	b := appendJournalField(nil, "PRIORITY", strconv.Itoa(int(prio)))
+	for _, k := range []string{"SYSLOG_IDENTIFIER", "POD1_POD_UUID", "POD1_APP", "POD1_STREAM"} {
+		if v, ok := vars[k]; ok {
+			b = appendJournalField(b, k, v)
+		}
+	}
+	return b
+}
+
+// appendJournalField appends one field in the native protocol: NAME=value
+// and a newline, or, for a value with a newline, the name, a newline,
+// the value's length (64 bits, little-endian), the value and a newline.
+func appendJournalField(b []byte, name, value string) []byte {
+	if !strings.Contains(value, "\n") {
+		b = append(b, name...)
+		b = append(b, '=')
+		b = append(b, value...)
+		return append(b, '\n')
+	}
+	b = append(b, name...)
+	b = append(b, '\n')
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(value)))
+	b = append(b, value...)
+	return append(b, '\n')
+}
+
+// journalConn sends entries to journald over one datagram socket,
+// connected once. go-systemd's Send, which this replaces, builds each
+// entry anew with fmt, and names the socket's path on every datagram
+// (a path lookup in the kernel each time): under a flood that work is
+// PID 1's, on the CPUs the app and journald need.
+type journalConn struct {
+	fd  int // -1: not connected
+	buf []byte
+}
+
+func (c *journalConn) connect() error {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
+	if err != nil {
+		return err
+	}
+	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: journalSocket}); err != nil {
+		unix.Close(fd)
+		return err
+	}
+	c.fd = fd
+	return nil
+}
+
+func (c *journalConn) close() {
+	if c.fd >= 0 {
+		unix.Close(c.fd)
+		c.fd = -1
+	}
+}
+
+// send sends one entry, waiting while the socket is full (journald busy
+// or stopped) until stop says it was given up on. A journald that was
+// restarted has a new socket: the old connection is refused, and the
+// entry goes to the new one.
+func (c *journalConn) send(hdr []byte, msg string, stop func() bool) error {
+	b := append(c.buf[:0], hdr...)
+	b = append(b, "MESSAGE\n"...)
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(msg)))
+	b = append(b, msg...)
+	b = append(b, '\n')
+	c.buf = b
+	retried := false
+	for {
+		if c.fd < 0 {
+			if err := c.connect(); err != nil {
+				return err
+			}
+		}
+		_, err := unix.Write(c.fd, b)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, unix.EINTR):
+		case errors.Is(err, unix.EAGAIN):
+			if stop() {
+				return err
+			}
+			pfd := []unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLOUT}}
+			_, _ = unix.Poll(pfd, int(journalPoll/time.Millisecond))
+		case !retried && (errors.Is(err, unix.ECONNREFUSED) || errors.Is(err, unix.ENOTCONN)):
+			retried = true
+			c.close()
+		default:
+			return err
+		}
+	}
+}
+
+// journalEntry is one line waiting for the journal.
+type journalEntry struct {
+	msg string
+	hdr []byte
+	app *appLog
+}
+
+// journalQueue feeds the journal from one goroutine: a send that waits
+// (journald busy or stopped) holds up the queue, never a stream. The
+// queue is a slice that grows with a burst and is let go once sent, so
+// it costs memory only while lines wait.
+type journalQueue struct {
+	mu sync.Mutex
+	q  []journalEntry
+	// inflight is the batch being sent, next the first of it not sent.
+	inflight []journalEntry
+	next     int
+	// n and bytes count the lines (and their bytes) queued or in flight.
+	n, bytes int
+	// closed: no more lines come; abandoned: the rest was counted as
+	// dropped, the sender stops.
+	closed, abandoned bool
+	wake              chan struct{}
+	done              chan struct{}
+	// report is told the first error of the journal (nil: not told).
+	report func(error)
+	// conn is the sender's alone.
+	conn journalConn
+}
+
+func newJournalQueue() *journalQueue {
+	j := &journalQueue{wake: make(chan struct{}, 1), done: make(chan struct{}), conn: journalConn{fd: -1}}
+	go j.run()
+	return j
+}
+
+// OnJournalError sets what is told the first time the journal refuses a
+// line (the lines themselves are counted as dropped).
+func (f *Forwarder) OnJournalError(report func(error)) {
+	if f.journal != nil {
+		f.journal.mu.Lock()
+		f.journal.report = report
+		f.journal.mu.Unlock()
+	}
+}
+
+func (j *journalQueue) put(e journalEntry) bool {
+	j.mu.Lock()
+	if j.closed || j.n >= journalQueueLen || j.bytes+len(e.msg) > journalQueueBytes {
+		j.mu.Unlock()
+		return false
+	}
+	j.q = append(j.q, e)
+	j.n++
+	j.bytes += len(e.msg)
+	j.mu.Unlock()
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+func (j *journalQueue) isAbandoned() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.abandoned
+}
+
+func (j *journalQueue) run() {
+	defer close(j.done)
+	defer j.conn.close()
+	for {
+		j.mu.Lock()
+		batch, closed := j.q, j.closed
+		j.q, j.inflight, j.next = nil, batch, 0
+		j.mu.Unlock()
+		if len(batch) == 0 {
+			if closed {
+				return
+			}
+			<-j.wake
+			continue
+		}
+		for i := range batch {
+			e := &batch[i]
+			err := j.conn.send(e.hdr, e.msg, j.isAbandoned)
+			j.mu.Lock()
+			if j.abandoned {
+				j.mu.Unlock()
+				return
+			}
+			j.next = i + 1
+			j.n--
+			j.bytes -= len(e.msg)
+			report := j.report
+			if err != nil && report != nil {
+				j.report = nil
+			}
+			j.mu.Unlock()
+			if err != nil {
+				e.app.dropped.Add(1)
+				if report != nil {
+					report(err)
+				}
+			}
+		}
+	}
+}
+
+// finish lets the journal take what is queued, at most for d, once no
+// stream can add more (ended); what is left counts as dropped. The
+// sender has stopped, and closed its socket, when it returns.
+func (j *journalQueue) finish(ended bool, d time.Duration) {
+	j.mu.Lock()
+	j.closed = true
+	j.mu.Unlock()
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+	// As long as the journal takes lines, up to d; one that took none
+	// for journalStall is given up on.
+	deadline := time.Now().Add(d)
+	last := -1
+	for ended && time.Now().Before(deadline) {
+		j.mu.Lock()
+		n := j.n
+		j.mu.Unlock()
+		if n == last {
+			break
+		}
+		last = n
+		select {
+		case <-j.done:
+			return
+		case <-time.After(min(journalStall, max(time.Until(deadline), 0))):
+		}
+	}
+	j.mu.Lock()
+	j.abandoned = true
+	for _, e := range j.inflight[j.next:] {
+		e.app.dropped.Add(1)
+	}
+	for _, e := range j.q {
+		e.app.dropped.Add(1)
+	}
+	j.q, j.inflight = nil, nil
+	j.mu.Unlock()
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+	// The sender sees it within a poll of the socket.
+	select {
+	case <-j.done:
+	case <-time.After(2 * journalPoll):
+	}
+}
