@@ -174,15 +174,18 @@ func (f *Forwarder) OnJournalError(report func(error)) {
 	}
 }
 
-func (j *journalQueue) put(e journalEntry) bool {
+// put queues a line (copied) with its fields; false if it does not fit.
+// The copy is made only once it fits: under a flood most lines do not,
+// and PID 1 would otherwise spend its time allocating them.
+func (j *journalQueue) put(line, hdr []byte, app *appLog) bool {
 	j.mu.Lock()
-	if j.closed || j.n >= journalQueueLen || j.bytes+len(e.msg) > journalQueueBytes {
+	if j.closed || j.n >= journalQueueLen || j.bytes+len(line) > journalQueueBytes {
 		j.mu.Unlock()
 		return false
 	}
-	j.q = append(j.q, e)
+	j.q = append(j.q, journalEntry{msg: string(line), hdr: hdr, app: app})
 	j.n++
-	j.bytes += len(e.msg)
+	j.bytes += len(line)
 	j.mu.Unlock()
 	select {
 	case j.wake <- struct{}{}:

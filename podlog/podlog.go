@@ -256,14 +256,19 @@ func (f *Forwarder) carry(a *appLog, stream int, r *os.File, tee Tee) {
 					start = i + 1
 				}
 			}
+			// A read that filled the buffer means output waits in the
+			// pipe: a bigger buffer takes it in fewer reads. It grows
+			// up to lineMax, as it does for a line that does not fit.
+			full := n == len(buf)
 			switch {
-			case start == 0 && n == len(buf) && n < lineMax:
-				buf = append(buf, make([]byte, min(len(buf), lineMax-len(buf)))...)
-			case start == 0 && n == len(buf):
+			case start == 0 && full && n == lineMax:
 				rec = f.line(a, stream, buf[:n], true, now, rec)
 				n = 0
 			case start > 0:
 				n = copy(buf, buf[start:n])
+			}
+			if full && len(buf) < lineMax {
+				buf = append(buf, make([]byte, min(len(buf), lineMax-len(buf)))...)
 			}
 		}
 		if err != nil {
@@ -280,7 +285,7 @@ func (f *Forwarder) carry(a *appLog, stream int, r *os.File, tee Tee) {
 // the last bytes of a stream that ended without a newline. rec is
 // scratch space, returned for reuse.
 func (f *Forwarder) line(a *appLog, stream int, b []byte, partial bool, now time.Time, rec []byte) []byte {
-	if f.journal != nil && !f.journal.put(journalEntry{msg: string(b), hdr: a.jhdr[stream], app: a}) {
+	if f.journal != nil && !f.journal.put(b, a.jhdr[stream], a) {
 		a.dropped.Add(1)
 	}
 	a.mu.Lock()
