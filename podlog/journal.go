@@ -16,6 +16,15 @@ import (
 // go-systemd's journal package sends to.
 const journalSocket = "/run/systemd/journal/socket"
 
+// When more lines than journalBehind wait for the journal, lines of one
+// stream are sent together, up to journalEntryLines of them and
+// journalEntryBytes (entryLines).
+const (
+	journalBehind     = journalQueueLen / 8
+	journalEntryLines = 256
+	journalEntryBytes = 32 << 10
+)
+
 // journalPoll is how long the sender waits at a time for room in a full
 // socket before it looks again whether it was given up on.
 const journalPoll = 100 * time.Millisecond
@@ -90,15 +99,29 @@ func (c *journalConn) close() {
 	}
 }
 
-// send sends one entry, waiting while the socket is full (journald busy
-// or stopped) until stop says it was given up on. A journald that was
+// send sends lines of one stream of one app as one entry (several
+// joined by newlines, with POD1_LINES their number), waiting while the
+// socket is full (journald busy or stopped) until stop says it was given
+// up on. A journald that was
 // restarted has a new socket: the old connection is refused, and the
 // entry goes to the new one.
-func (c *journalConn) send(hdr []byte, msg string, stop func() bool) error {
-	b := append(c.buf[:0], hdr...)
+func (c *journalConn) send(es []journalEntry, stop func() bool) error {
+	b := append(c.buf[:0], es[0].hdr...)
+	size := len(es) - 1
+	for _, e := range es {
+		size += len(e.msg)
+	}
+	if len(es) > 1 {
+		b = appendJournalField(b, "POD1_LINES", strconv.Itoa(len(es)))
+	}
 	b = append(b, "MESSAGE\n"...)
-	b = binary.LittleEndian.AppendUint64(b, uint64(len(msg)))
-	b = append(b, msg...)
+	b = binary.LittleEndian.AppendUint64(b, uint64(size))
+	for i, e := range es {
+		if i > 0 {
+			b = append(b, '\n')
+		}
+		b = append(b, e.msg...)
+	}
 	b = append(b, '\n')
 	c.buf = b
 	retried := false
@@ -215,30 +238,57 @@ func (j *journalQueue) run() {
 			<-j.wake
 			continue
 		}
-		for i := range batch {
-			e := &batch[i]
-			err := j.conn.send(e.hdr, e.msg, j.isAbandoned)
+		for i := 0; i < len(batch); {
+			k := j.entryLines(batch[i:])
+			err := j.conn.send(batch[i:i+k], j.isAbandoned)
 			j.mu.Lock()
 			if j.abandoned {
 				j.mu.Unlock()
 				return
 			}
-			j.next = i + 1
-			j.n--
-			j.bytes -= len(e.msg)
+			for _, e := range batch[i : i+k] {
+				j.bytes -= len(e.msg)
+			}
+			i += k
+			j.next = i
+			j.n -= k
 			report := j.report
 			if err != nil && report != nil {
 				j.report = nil
 			}
 			j.mu.Unlock()
 			if err != nil {
-				e.app.dropped.Add(1)
+				batch[i-1].app.dropped.Add(uint64(k))
 				if report != nil {
 					report(err)
 				}
 			}
 		}
 	}
+}
+
+// entryLines returns how many of the lines waiting, from the first of
+// es, go into one entry: one, unless the journal is behind by more than
+// journalBehind lines. journald takes entries at a rate of its own,
+// whatever their size (one datagram is one entry, and each costs it a
+// wake-up and a read), so when it cannot keep up with an app, lines of
+// the same stream are sent together, up to journalEntryLines of them or
+// journalEntryBytes: they reach the journal, as one entry, instead of
+// being dropped once the queue is full.
+func (j *journalQueue) entryLines(es []journalEntry) int {
+	j.mu.Lock()
+	behind := j.n > journalBehind
+	j.mu.Unlock()
+	if !behind {
+		return 1
+	}
+	k, size := 1, len(es[0].msg)
+	for k < len(es) && k < journalEntryLines && es[k].app == es[0].app && &es[k].hdr[0] == &es[0].hdr[0] &&
+		size+1+len(es[k].msg) <= journalEntryBytes {
+		size += 1 + len(es[k].msg)
+		k++
+	}
+	return k
 }
 
 // finish lets the journal take what is queued, at most for d, once no

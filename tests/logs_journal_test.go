@@ -268,6 +268,9 @@ func TestJournalRestarted(t *testing.T) {
 	})
 	must(t, ns.journald.Process.Kill())
 	_ = ns.journald.Wait()
+	// The killed journald's socket file stays: the new one is up once
+	// it has made its own.
+	must(t, os.Remove(fmt.Sprintf("/proc/%d/root/run/systemd/journal/socket", ns.pid)))
 	ns.startJournald(t)
 	must(t, os.WriteFile(filepath.Join(p.Dir, "stage1/rootfs/opt/stage2/a/rootfs/tmp/go"), nil, 0o644))
 	if code := r.Wait(t); code != 0 {
@@ -306,4 +309,64 @@ func TestJournalRestarted(t *testing.T) {
 	if rec := readRecord(t, p, "a"); rec.LogDropped != 0 {
 		t.Errorf("%d lines dropped; stage1 said %s", rec.LogDropped, r.Stderr)
 	}
+}
+
+// A journald that falls behind gets the lines waiting for it sent
+// together, several lines of one stream in one entry (POD1_LINES says how
+// many), so that they reach it instead of being dropped once the queue
+// is full: here every line of a burst written while journald was
+// stopped arrives, in order, and none is dropped.
+func TestJournalBehindGetsLinesTogether(t *testing.T) {
+	ns := newLogNS(t, true)
+	const n = 12000
+	p := newPod(t, []App{{Name: "a", Exec: probe("out", "1", "1", "before", "+", "wait-file", "/tmp/go",
+		"+", "out", "1", strconv.Itoa(n), "flood", "+", "wait-file", "/tmp/end")}}, nil)
+	r := start(t, p, RunOpts{Wrapper: ns.wrapper(p)})
+	waitFor(t, 10*time.Second, "the first line in the journal", func() bool {
+		return len(ns.entries(t, p.UUID)) == 1
+	})
+	must(t, ns.journald.Process.Signal(unix.SIGSTOP))
+	t.Cleanup(func() { _ = ns.journald.Process.Signal(unix.SIGCONT) })
+	rootfs := filepath.Join(p.Dir, "stage1/rootfs/opt/stage2/a/rootfs")
+	must(t, os.WriteFile(filepath.Join(rootfs, "tmp/go"), nil, 0o644))
+	waitFor(t, 20*time.Second, "the burst on the console", func() bool { return len(r.Lines("flood ")) == n })
+	must(t, ns.journald.Process.Signal(unix.SIGCONT))
+	var lines []string
+	together := 0
+	waitFor(t, 30*time.Second, "the burst in the journal", func() bool {
+		lines, together = nil, 0
+		for _, e := range ns.entries(t, p.UUID) {
+			msg, _ := e["MESSAGE"].(string)
+			ls := strings.Split(msg, "\n")
+			if k, ok := e["POD1_LINES"].(string); ok {
+				if k != strconv.Itoa(len(ls)) {
+					t.Fatalf("POD1_LINES %s for %d lines", k, len(ls))
+				}
+				together++
+			}
+			if e["POD1_STREAM"] != "stdout" || e["SYSLOG_IDENTIFIER"] != "a" || e["PRIORITY"] != "6" {
+				t.Fatalf("entry fields %v %v %v", e["POD1_STREAM"], e["SYSLOG_IDENTIFIER"], e["PRIORITY"])
+			}
+			lines = append(lines, ls...)
+		}
+		return len(lines) >= n+1
+	})
+	must(t, os.WriteFile(filepath.Join(rootfs, "tmp/end"), nil, 0o644))
+	if code := r.Wait(t); code != 0 {
+		t.Fatalf("exit %d: %s", code, r.Stderr)
+	}
+	want := []string{"before"}
+	for i := 0; i < n; i++ {
+		want = append(want, fmt.Sprintf("flood %d", i))
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the journal got %d lines, want %d in order; first %q", len(lines), len(want), first(lines, 3))
+	}
+	if together == 0 {
+		t.Error("every line was an entry of its own: none was sent together")
+	}
+	if rec := readRecord(t, p, "a"); rec.LogDropped != 0 {
+		t.Errorf("%d lines dropped; stage1 said %s", rec.LogDropped, r.Stderr)
+	}
+	t.Logf("%d lines in %d entries sent together", n+1, together)
 }
