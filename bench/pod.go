@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -230,11 +232,21 @@ func (p *pod) checkStatuses(want int) error {
 	return nil
 }
 
-// finish checks that the pod left no cgroup behind and removes its
-// directory.
+// finishPod collects the pod as rkt gc would (its gc entry point removes
+// the cgroups the pod leaves, emptied, until then), checks that nothing of
+// its cgroups is left, and removes its directory. It is outside every
+// timing.
 func (b *bench) finishPod(p *pod) error {
+	var gcErr error
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	gc := exec.CommandContext(ctx, filepath.Join(p.dir, layout.Stage1RootFS, "gc"), p.uuid)
+	gc.Dir = p.dir
+	if out, err := gc.CombinedOutput(); err != nil {
+		gcErr = fmt.Errorf("pod %s: gc: %w: %s", p.uuid, err, strings.TrimSpace(string(out)))
+	}
+	cancel()
 	left := cgroupsNamed("pod1-" + p.uuid)
-	err := os.RemoveAll(p.dir)
+	err := errors.Join(gcErr, os.RemoveAll(p.dir))
 	if len(left) > 0 {
 		b.leftovers = append(b.leftovers, left...)
 		return errors.Join(err, fmt.Errorf("pod %s left cgroups: %s", p.uuid, strings.Join(left, " ")))

@@ -319,15 +319,14 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	}
 	if pod.Cgroup != nil {
 		defer func() {
-			// PID 1 removed the apps' cgroups and is gone from its
-			// own: three rmdirs per hierarchy, unless something was
-			// left (PID 1 killed), which RemoveTree kills and walks.
-			if initCg != nil && initCg.RemoveEmpty() == nil && pod.Cgroup.Sub(cgroups.AppsName).RemoveEmpty() == nil &&
-				pod.Cgroup.RemoveEmpty() == nil {
-				return
-			}
-			if err := pod.Cgroup.RemoveTree(); err != nil {
-				logx.Warnf("remove cgroups: %v", err)
+			// The pod's cgroups outlive it, empty, until gc removes
+			// them (the gc entry point, rkt gc and rkt rm), as rkt's
+			// stage1 leaves its pod's: rkt's tests look for them
+			// between the run and the gc. Nothing of the pod may
+			// outlive the lock, though: whatever PID 1 could not end
+			// (it was killed) is killed here first.
+			if err := pod.Cgroup.Drain(); err != nil {
+				logx.Warnf("empty cgroups: %v", err)
 			}
 		}()
 	}

@@ -57,7 +57,7 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
-	os.Exit(m.Run())
+	os.Exit(runCheckingCgroups(m))
 }
 
 // App is one app of a test pod.
@@ -332,9 +332,9 @@ func start(t *testing.T, p *Pod, o RunOpts) *Run {
 	t.Cleanup(func() {
 		r.cancel()
 		<-r.done
-		// A test that ends its pod by killing the stage1 (or whose
-		// timeout did) leaves the pod's cgroups, as rkt's gc would
-		// find them: the gc entry point removes them.
+		// Every pod leaves its cgroups (emptied, or, when the test
+		// killed the stage1, as the kill left them) for gc, as rkt's
+		// stage1 does: the gc entry point removes them.
 		if len(cgroupDirs(p)) > 0 {
 			gc := exec.Command(filepath.Join(p.Dir, layout.Stage1RootFS, "gc"), p.UUID)
 			gc.Dir = p.Dir
