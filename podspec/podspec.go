@@ -79,7 +79,6 @@ func (o *Options) NetHost() bool {
 // entrypoint to PID 1 as JSON.
 type Pod struct {
 	UUID     string `json:"uuid"`
-	Debug    bool   `json:"debug,omitempty"`
 	Hostname string `json:"hostname"`
 	NewNet   bool   `json:"newNet"`
 	// PrivateUsers: the apps run in user namespaces (--private-users).
@@ -105,6 +104,9 @@ type Pod struct {
 	// CRIDir is the host directory of the apps' CRI log files (rkt's
 	// k8s-plain log mode), or "".
 	CRIDir string `json:"criDir,omitempty"`
+	// CRIFormat is the CRI files' format: CRIFormatRkt or
+	// CRIFormatKubelet (pod1/cri-log-format).
+	CRIFormat string `json:"criFormat,omitempty"`
 	// Logs says where PID 1 sends the apps' output lines besides the
 	// console; the run entry point decides it.
 	Logs LogSinks `json:"logs"`

@@ -35,6 +35,14 @@ type Reaper struct {
 	mu      sync.Mutex
 	procs   map[int]any
 	orphans uint64
+	// While a claim is expected (Expect), the exits of unregistered
+	// children are kept for Claim: a child whose pid is learnt after its
+	// birth (one a set-up process cloned as the caller's child) may end
+	// before it is claimed. At most maxUnclaimed are kept; lost counts
+	// those dropped beyond.
+	expecting int
+	unclaimed map[int]Exit
+	lost      bool
 
 	// The exit watcher (Wakeup): exited is its hand-off to the caller,
 	// drained is set by a Reap that found nothing left, started by a
@@ -144,14 +152,100 @@ func (r *Reaper) Reap() []Exit {
 		tag, ok := r.procs[pid]
 		if !ok {
 			// An orphan re-parented to us: reaped so it does not
-			// stay a zombie, and otherwise of no interest.
+			// stay a zombie, and otherwise of no interest, unless a
+			// claim is expected.
 			r.orphans++
+			r.keep(e)
 			continue
 		}
 		delete(r.procs, pid)
 		e.Tag = tag
 		out = append(out, e)
 	}
+}
+
+// maxUnclaimed bounds the exits kept for Claim: orphans a hostile app
+// makes die by the thousand while a claim is expected must not grow the
+// caller without bound.
+const maxUnclaimed = 4096
+
+// keep holds the exit of an unregistered child for Claim, while one is
+// expected.
+func (r *Reaper) keep(e Exit) {
+	if r.expecting == 0 {
+		return
+	}
+	if len(r.unclaimed) >= maxUnclaimed {
+		r.lost = true
+		return
+	}
+	if r.unclaimed == nil {
+		r.unclaimed = map[int]Exit{}
+	}
+	r.unclaimed[e.Pid] = e
+}
+
+// Expect opens a window in which the exits of children not registered
+// are kept, for a Claim of one whose pid is not known yet; each Expect is
+// closed by one Unexpect.
+func (r *Reaper) Expect() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.expecting++
+}
+
+// Unexpect closes a window Expect opened; with the last one closed the
+// exits kept are dropped (orphans' exits, as they would have been).
+func (r *Reaper) Unexpect() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.expecting > 0 {
+		r.expecting--
+	}
+	if r.expecting == 0 {
+		r.unclaimed, r.lost = nil, false
+	}
+}
+
+// Claim registers pid, a child of ours whose pid was learnt after its
+// birth, under tag, within a window Expect opened. If its exit was
+// already collected, it is returned (ok) instead, with the tag, and pid
+// is not registered: the caller handles it as one Reap returned. A
+// child whose exit was dropped (more than maxUnclaimed kept) and that is
+// gone is reported as killed: its end cannot have been a success the
+// caller would miss.
+func (r *Reaper) Claim(pid int, tag any) (e Exit, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.unclaimed[pid]; ok {
+		delete(r.unclaimed, pid)
+		r.orphans--
+		e.Tag = tag
+		return e, true
+	}
+	if r.lost && !alive(pid) {
+		return Exit{Pid: pid, Tag: tag, Status: unix.WaitStatus(unix.SIGKILL), Time: time.Now()}, true
+	}
+	r.procs[pid] = tag
+	return Exit{}, false
+}
+
+// alive reports whether pid is a process not yet reaped (a zombie
+// included).
+func alive(pid int) bool {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
+}
+
+// Forget unregisters pid: its exit, if still to come, is an orphan's.
+func (r *Reaper) Forget(pid int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.procs, pid)
 }
 
 // Wakeup returns the channel on which the reaper says that a child has

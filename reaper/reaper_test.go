@@ -266,3 +266,117 @@ func TestExitedSeesAnExitFromBeforeItStarted(t *testing.T) {
 		t.Fatalf("exits %+v", got)
 	}
 }
+
+// startUnregistered starts a helper the reaper does not know of, as a
+// set-up process's clone is until its pid is reported.
+func startUnregistered(t *testing.T, code int) int {
+	t.Helper()
+	p, err := os.StartProcess("/proc/self/exe", []string{"x", strconv.Itoa(code)}, &os.ProcAttr{
+		Env:   []string{helperEnv + "=exit"},
+		Files: []*os.File{nil, os.Stderr, os.Stderr},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := p.Pid
+	_ = p.Release()
+	return pid
+}
+
+// A child claimed after its exit was collected gets that exit, with its
+// code; one claimed before is registered and its exit comes from Reap;
+// outside a window Expect opened, an unregistered child's exit is an
+// orphan's, and its claim finds nothing. The negative control is the
+// last case: without the window the exit is gone.
+func TestClaim(t *testing.T) {
+	drainChildren()
+	self := os.Getpid()
+	waitReapable := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for reapableZombiesOf(t, self) < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("want %d zombies, saw %d", n, reapableZombiesOf(t, self))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	t.Run("after its exit", func(t *testing.T) {
+		r := New()
+		r.Expect()
+		pid := startUnregistered(t, 7)
+		waitReapable(1)
+		if got := r.Reap(); len(got) != 0 {
+			t.Fatalf("Reap returned %+v", got)
+		}
+		e, ok := r.Claim(pid, "app")
+		if !ok || e.Pid != pid || e.Tag != "app" || e.Status.ExitStatus() != 7 {
+			t.Fatalf("claim: %+v %v", e, ok)
+		}
+		if r.Orphans() != 0 || r.Registered(pid) {
+			t.Fatalf("orphans %d, registered %v", r.Orphans(), r.Registered(pid))
+		}
+		r.Unexpect()
+	})
+	t.Run("before its exit", func(t *testing.T) {
+		r := New()
+		r.Expect()
+		// A child that is still alive: claimed, it is registered.
+		p, err := os.StartProcess("/proc/self/exe", []string{"x"}, &os.ProcAttr{
+			Env: []string{helperEnv + "=sleep"}, Files: []*os.File{nil, os.Stderr, os.Stderr},
+		})
+		must(t, err)
+		pid := p.Pid
+		_ = p.Release()
+		if _, ok := r.Claim(pid, "app"); ok || !r.Registered(pid) {
+			t.Fatalf("claim of a live child: ok %v, registered %v", ok, r.Registered(pid))
+		}
+		r.Unexpect()
+		deadline := time.Now().Add(time.Minute)
+		for {
+			if got := r.Reap(); len(got) == 1 && got[0].Pid == pid && got[0].Tag == "app" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("its exit never came")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	t.Run("no window", func(t *testing.T) {
+		r := New()
+		pid := startUnregistered(t, 7)
+		waitReapable(1)
+		r.Reap()
+		r.Expect()
+		defer r.Unexpect()
+		if e, ok := r.Claim(pid, "app"); ok {
+			t.Fatalf("claim outside a window: %+v", e)
+		}
+		r.Forget(pid)
+		if r.Orphans() != 1 {
+			t.Fatalf("orphans %d", r.Orphans())
+		}
+	})
+	t.Run("window closed", func(t *testing.T) {
+		r := New()
+		r.Expect()
+		pid := startUnregistered(t, 7)
+		waitReapable(1)
+		r.Reap()
+		r.Unexpect()
+		r.Expect()
+		defer r.Unexpect()
+		if e, ok := r.Claim(pid, "app"); ok {
+			t.Fatalf("claim after the window closed: %+v", e)
+		}
+		r.Forget(pid)
+	})
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -65,8 +65,20 @@ func (d *Dir) Fd() int { return int(d.f.Fd()) }
 // Name is the path the directory was opened by.
 func (d *Dir) Name() string { return d.f.Name() }
 
+// Fsynced, when set, is told of every fsync: of a file written Durable
+// (the name it is written to, in its directory) and of a directory. Tests
+// count the fsyncs of a writer with it; nothing else sets it.
+var Fsynced func(path string)
+
+func fsynced(path string) {
+	if Fsynced != nil {
+		Fsynced(path)
+	}
+}
+
 // Sync makes durable the renames and creations made in the directory.
 func (d *Dir) Sync() error {
+	fsynced(d.Name())
 	if err := unix.Fsync(d.Fd()); err != nil {
 		return fmt.Errorf("fsync %s: %w", d.Name(), err)
 	}
@@ -104,6 +116,9 @@ func (d *Dir) write(name string, data []byte, perm os.FileMode, sync Sync, reser
 	// The raw descriptor, not an *os.File: PID 1 writes a dozen files on
 	// a pod's start and two at every app's exit, and os.NewFile costs an
 	// fcntl and a failed epoll registration each.
+	if sync == Durable {
+		fsynced(filepath.Join(d.Name(), name))
+	}
 	err := fill(fd, tmp, data, perm, sync)
 	if err == nil && filled {
 		// To the data's length: shrinking frees blocks, it never
@@ -276,6 +291,7 @@ func WriteFile(path string, data []byte, perm os.FileMode, sync Sync) error {
 // (a directory moved from one to another: both).
 func SyncDirs(dirs ...string) error {
 	for _, dir := range dirs {
+		fsynced(dir)
 		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return fmt.Errorf("sync %s: %w", dir, err)

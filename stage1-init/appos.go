@@ -35,6 +35,11 @@ type appOS struct {
 	res   map[*supervisor.App]*appRes
 	// attach serves the apps' stdio to rkt attach (podattach).
 	attach *podattach.Hub
+	// reports carries the setup processes' reports to the loop
+	// (readReport); early holds the exits of reported processes that
+	// ended before their report was read (Adopt).
+	reports chan *handover
+	early   []reaper.Exit
 }
 
 // appRes is what appOS holds for one app.
@@ -42,6 +47,10 @@ type appRes struct {
 	cg *cgroups.Group
 	// pending is the run Start began and Started lets go on.
 	pending pendingStart
+	// handover is the report the run's setup process owes (user
+	// namespaces only); a report that is not this one is of a run
+	// since replaced.
+	handover *handover
 }
 
 // pendingStart is a run's first process waiting for its spec.
@@ -93,18 +102,21 @@ func (o *appOS) Signal(a *supervisor.App, sig unix.Signal) {
 }
 
 func (o *appOS) Kill(a *supervisor.App) {
-	if a.Pid <= 0 {
-		return
-	}
 	// The pid as well as the cgroup: an app whose move into its cgroup
 	// failed is not in it, and one still setting up is killed either way.
-	_ = unix.Kill(a.Pid, unix.SIGKILL)
+	// With no pid (a setup process that ended before its report was
+	// read) the cgroup holds what is left of the run.
+	if a.Pid > 0 {
+		_ = unix.Kill(a.Pid, unix.SIGKILL)
+	}
 	if cg := o.cg(a); cg != nil {
 		if err := cg.Kill(); err == nil {
 			return
 		}
 	}
-	_ = unix.Kill(-a.Pid, unix.SIGKILL)
+	if a.Pid > 0 {
+		_ = unix.Kill(-a.Pid, unix.SIGKILL)
+	}
 }
 
 // Sweep kills whatever the app's last run left in its cgroup (the daemons
@@ -201,7 +213,19 @@ func (o *appOS) removeCgroups() {
 	}
 }
 
-func (o *appOS) Logf(format string, a ...any) { o.logf(format, a...) }
+// Logf logs a line of the supervisor's at its level: an impossible pair
+// is a bug of PID 1's, logged as a warning (PID 1 goes on), not as the
+// error line a failing process leaves.
+func (o *appOS) Logf(level supervisor.Level, format string, a ...any) {
+	switch level {
+	case supervisor.Info:
+		logx.Infof(format, a...)
+	case supervisor.Bug:
+		logx.Warnf("bug: "+format, a...)
+	default:
+		logx.Warnf(format, a...)
+	}
+}
 
 func (o *appOS) Debugf(format string, a ...any) { o.debugf(format, a...) }
 

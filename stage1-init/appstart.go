@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -29,7 +28,7 @@ import (
 // cloned into a cgroup that was ever written "1" to cgroup.kill can be
 // killed at birth (the kill sequence is compared across cgroups), which
 // is every restart's case.
-func (o *appOS) Start(a *supervisor.App) (pid, hostPid int, err error) {
+func (o *appOS) Start(a *supervisor.App) (p supervisor.Proc, err error) {
 	defer func() {
 		if err != nil {
 			// The run that never was has nothing to attach to.
@@ -39,17 +38,17 @@ func (o *appOS) Start(a *supervisor.App) (pid, hostPid int, err error) {
 	r := o.resOf(a)
 	spec, err := json.Marshal(phaseSpec(a))
 	if err != nil {
-		return 0, 0, err
+		return p, err
 	}
 	if err := o.ensureCgroup(a, r); err != nil {
 		// The app's cgroup holds its device allow-list, its pids.max
 		// and the limits the pod manifest asks for: none is optional,
 		// and an app does not run without them.
-		return 0, 0, fmt.Errorf("cgroup: %w", err)
+		return p, fmt.Errorf("cgroup: %w", err)
 	}
 	stdio, closeStdio, err := o.stdio(a)
 	if err != nil {
-		return 0, 0, fmt.Errorf("stdio: %w", err)
+		return p, fmt.Errorf("stdio: %w", err)
 	}
 	if sp := o.takeSpare(a, r); sp != nil {
 		r.pending = pendingStart{pw: sp.spec, spec: spec, stdio: &stdio, closeStdio: closeStdio}
@@ -58,7 +57,7 @@ func (o *appOS) Start(a *supervisor.App) (pid, hostPid int, err error) {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		closeStdio()
-		return 0, 0, err
+		return p, err
 	}
 	attr := &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS}
 	// syscall.ForkExec, not os.StartProcess: the latter's first call
@@ -73,27 +72,35 @@ func (o *appOS) Start(a *supervisor.App) (pid, hostPid int, err error) {
 			Sys:   attr,
 		})
 	}
-	if a.Cfg.Spec.UserNS != nil {
+	userNS := a.Cfg.Spec.UserNS != nil
+	if userNS {
 		// The setup process gets its spec inside fork; none is left
-		// to send after it.
+		// to send after it. The exit of the app's process it clones
+		// is kept from before its pid is known (Adopt).
 		b := spec
 		fork = func() (int, error) { return o.forkInUserNS(a, r, files, attr, pw, b) }
 		spec = nil
+		o.reaper.Expect()
 	}
-	pid, err = o.reaper.Start(a, fork)
+	pid, err := o.reaper.Start(a, fork)
 	pr.Close()
 	if err != nil {
+		if userNS {
+			o.reaper.Unexpect()
+		}
 		pw.Close()
 		closeStdio()
-		return 0, 0, err
+		return p, err
 	}
 	r.pending = pendingStart{pw: pw, spec: spec, closeStdio: closeStdio}
-	return o.admit(a, r, pid)
+	p, err = o.admit(a, r, pid)
+	p.HandOver = userNS
+	return p, err
 }
 
 // admit moves the run's first process into the app's cgroup, and returns
 // its pid in the pod and on the host.
-func (o *appOS) admit(a *supervisor.App, r *appRes, pid int) (int, int, error) {
+func (o *appOS) admit(a *supervisor.App, r *appRes, pid int) (supervisor.Proc, error) {
 	if r.cg != nil {
 		if err := r.cg.Add(pid); err != nil {
 			// Outside its cgroup it would have no device allow-list
@@ -103,7 +110,7 @@ func (o *appOS) admit(a *supervisor.App, r *appRes, pid int) (int, int, error) {
 			r.pending.spec = nil
 		}
 	}
-	return pid, hostPid(pid), nil
+	return supervisor.Proc{Pid: pid, HostPid: hostPid(pid)}, nil
 }
 
 // Started sends the run's first process its spec (with its stdio on the
@@ -134,25 +141,19 @@ func (o *appOS) Started(a *supervisor.App) {
 	}
 }
 
-// setupTimeout bounds how long PID 1 waits for an app's setup process to
-// report the app's process in its user namespace (mounts on a hung file
-// system could block it).
-const setupTimeout = 30 * time.Second
-
 // forkInUserNS starts an app whose process lives in a user namespace
 // (appexec.startInUserNS): the setup process is cloned, moved into the
-// app's cgroup and given its spec, and reports the pid of the app's
-// process, which it cloned as our child. That pid is the app's; the setup
-// process's exit is then an orphan's. If it reports nothing, it failed,
-// and its pid, whose exit status says how, stands for the app. It runs
-// inside reaper.Start, so no exit is collected before the app's pid is
-// registered.
+// app's cgroup and given its spec; it reports the pid of the app's
+// process, which it cloned as our child, and exits. It runs inside
+// reaper.Start, so the setup process is registered before its exit can be
+// collected; its report is PID 1's next event, not a wait (readReport):
+// until it comes the app is Starting, and PID 1 goes on with every other
+// app, signal and call.
 func (o *appOS) forkInUserNS(a *supervisor.App, r *appRes, files []uintptr, attr *syscall.SysProcAttr, pw *os.File, spec []byte) (int, error) {
 	rr, rw, err := os.Pipe()
 	if err != nil {
 		return 0, err
 	}
-	defer rr.Close()
 	pid, err := syscall.ForkExec("/proc/self/exe", []string{roleApp}, &syscall.ProcAttr{
 		Env:   os.Environ(),
 		Files: append(files[:len(files):len(files)], rw.Fd()),
@@ -160,8 +161,12 @@ func (o *appOS) forkInUserNS(a *supervisor.App, r *appRes, files []uintptr, attr
 	})
 	rw.Close()
 	if err != nil {
+		rr.Close()
 		return 0, err
 	}
+	h := &handover{app: a}
+	r.handover = h
+	go o.readReport(h, rr)
 	// In its cgroup before it reads its spec: the app's process is
 	// born there.
 	if r.cg != nil {
@@ -175,17 +180,43 @@ func (o *appOS) forkInUserNS(a *supervisor.App, r *appRes, files []uintptr, attr
 		o.debugf("app %q: send spec: %v", a.Name, err)
 	}
 	pw.Close()
-	_ = rr.SetReadDeadline(time.Now().Add(setupTimeout))
-	b, err := io.ReadAll(io.LimitReader(rr, 32))
-	if err != nil {
-		o.logf("app %q: setup did not report the app's process: %v", a.Name, err)
-		_ = unix.Kill(pid, unix.SIGKILL)
-		return pid, nil
-	}
-	if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 {
-		return n, nil
-	}
 	return pid, nil
+}
+
+// handover is the report an app's setup process owes PID 1 on
+// appexec.ReportFd: the pid of the app's process, or nothing (EOF) when
+// it failed.
+type handover struct {
+	app *supervisor.App
+	pid int
+}
+
+// readReport reads a setup process's report, off the loop (a goroutine
+// parked on the pipe, no thread), and hands it to the loop (reports). The
+// pipe's EOF is certain: the setup process ends, by itself or killed at
+// the supervisor's report deadline.
+func (o *appOS) readReport(h *handover, rr *os.File) {
+	defer rr.Close()
+	b, _ := io.ReadAll(io.LimitReader(rr, 32))
+	if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 {
+		h.pid = n
+	}
+	o.reports <- h
+}
+
+// Adopt takes the process a setup process reported as the app's: it is
+// registered in the reaper under the app (its exit, if the reaper kept it
+// already, is handed to the loop: early), and the setup process, if still
+// alive, is not the app's any more (its exit is an orphan's).
+func (o *appOS) Adopt(a *supervisor.App, pid int) int {
+	if a.Pid > 0 {
+		o.reaper.Forget(a.Pid)
+	}
+	if e, ok := o.reaper.Claim(pid, a); ok {
+		o.early = append(o.early, e)
+		return 0
+	}
+	return hostPid(pid)
 }
 
 func (o *appOS) ensureCgroup(a *supervisor.App, r *appRes) error {

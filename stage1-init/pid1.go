@@ -76,7 +76,7 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	if err != nil {
 		return fail(fmt.Errorf("pod init: status directory: %w", err))
 	}
-	o := &appOS{pod: pod, dir: dir, reaper: rp, spare: sp}
+	o := &appOS{pod: pod, dir: dir, reaper: rp, spare: sp, reports: make(chan *handover)}
 	p := &pid1{pod: pod, os: o, reaper: rp, req: req, sup: supervisor.New(o, pod)}
 	if o.devNull, err = unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
@@ -203,8 +203,8 @@ func (p *pid1) recoverPanic() {
 // loop runs until the pod is over: every app finished (and, for a mutable
 // pod, a stop requested). It never blocks but in its select: everything
 // that takes time (a grace period, a restart's backoff, a cgroup being
-// emptied, the spare's end) is a deadline of the supervisor's or of the
-// loop's. Then nothing may remain: leftovers are killed and reaped, and
+// emptied, a user namespace's hand-over, the spare's end) is an event with
+// a deadline of the supervisor's or of the loop's. Then nothing may remain: leftovers are killed and reaped, and
 // the cgroups removed, before PID 1 exits and the lock can be released.
 func (p *pid1) loop() int {
 	// Woken by the reaper's watcher at each exit, and by a periodic sweep
@@ -247,6 +247,8 @@ func (p *pid1) loop() int {
 			// use: give both back now so PID 1 stays small in a
 			// long-lived pod.
 			shedUnusedMemory()
+		case h := <-p.os.reports:
+			p.report(h)
 		case <-timer.C:
 		case <-sweep.C:
 			exits = p.reaper.Reap()
@@ -285,7 +287,25 @@ func newForwarder(pod *podspec.Pod) *podlog.Forwarder {
 	if pod.CRIDir != "" {
 		cri = criDirFd
 	}
-	return podlog.New(pod.UUID, pod.Logs.Journal, dir, cri)
+	f := podlog.New(pod.UUID, pod.Logs.Journal, dir, cri)
+	f.SetCRIFormat(pod.CRIFormat == podspec.CRIFormatKubelet)
+	return f
+}
+
+// report hands a setup process's report to the supervisor, unless it is
+// of a run since replaced (or of an app removed since): the process it
+// reports was in that run's cgroup, emptied with it.
+func (p *pid1) report(h *handover) {
+	defer p.reaper.Unexpect()
+	r := p.os.res[h.app]
+	if r == nil || r.handover != h {
+		return
+	}
+	r.handover = nil
+	p.sup.Report(h.app, h.pid)
+	early := p.os.early
+	p.os.early = nil
+	p.handle(early)
 }
 
 // handle hands the exits of the apps' processes to the supervisor; the

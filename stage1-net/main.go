@@ -83,18 +83,42 @@ func main() {
 
 func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
 
+// common is what add and del both take: --local-config, --debug, the
+// pod's UUID after the flags, and the pod directory (the working
+// directory).
+type common struct {
+	localConfig string
+	debug       bool
+	uuid        string
+	podDir      string
+}
+
+// parse registers the flags both commands take on fs, next to the
+// command's own, parses args and reads the UUID and the pod directory.
+func parse(fs *flag.FlagSet, args []string) (*common, error) {
+	c := &common{}
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&c.localConfig, "local-config", "", "local configuration directory")
+	fs.BoolVar(&c.debug, "debug", false, "plugins' stderr")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	var err error
+	if c.uuid, err = uuidArg(fs); err != nil {
+		return nil, err
+	}
+	if c.podDir, err = os.Getwd(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 func add(args []string) error {
 	fs := flag.NewFlagSet("add", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
 	pid := fs.Int("pid", 0, "a process in the pod's network namespace")
 	nets := fs.String("net", "", "networks")
-	localConfig := fs.String("local-config", "", "local configuration directory")
 	dns := fs.Bool("dns", false, "write the plugins' DNS answer to resolv.conf")
-	debug := fs.Bool("debug", false, "plugins' stderr")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	uuid, err := uuidArg(fs)
+	c, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
@@ -105,11 +129,7 @@ func add(args []string) error {
 	if err != nil {
 		return err
 	}
-	podDir, err := os.Getwd()
-	if err != nil {
-		return err
-	}
-	ports, err := forwardedPorts(podDir)
+	ports, err := forwardedPorts(c.podDir)
 	if err != nil {
 		return err
 	}
@@ -127,37 +147,26 @@ func add(args []string) error {
 	}
 	return network.Setup(ctx, &network.Params{
 		Step:        step,
-		PodDir:      podDir,
-		UUID:        uuid,
+		PodDir:      c.podDir,
+		UUID:        c.uuid,
 		Stage1Root:  layout.Stage1RootFS,
-		LocalConfig: *localConfig,
+		LocalConfig: c.localConfig,
 		Nets:        reqs,
 		NetnsPid:    *pid,
 		DNS:         *dns,
 		Ports:       ports,
-		Debug:       *debug,
+		Debug:       c.debug,
 	})
 }
 
 func del(args []string) error {
-	fs := flag.NewFlagSet("del", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	localConfig := fs.String("local-config", "", "local configuration directory")
-	debug := fs.Bool("debug", false, "plugins' stderr")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	uuid, err := uuidArg(fs)
-	if err != nil {
-		return err
-	}
-	podDir, err := os.Getwd()
+	c, err := parse(flag.NewFlagSet("del", flag.ContinueOnError), args)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return network.Teardown(ctx, podDir, layout.Stage1RootFS, *localConfig, uuid, *debug)
+	return network.Teardown(ctx, c.podDir, layout.Stage1RootFS, c.localConfig, c.uuid, c.debug)
 }
 
 func uuidArg(fs *flag.FlagSet) (string, error) {

@@ -54,7 +54,7 @@ func (s *Supervisor) handlerEnded(a *App, ws unix.WaitStatus, t time.Time) bool 
 			if err := s.spawn(a); err == nil {
 				return true
 			} else {
-				s.os.Logf("app %q: start: %v", a.Name, err)
+				s.os.Logf(Warning, "app %q: start: %v", a.Name, err)
 			}
 			s.record(a, status.CodeStage1Failure, 0, t)
 			a.Rec.LastFailure = status.ReasonSetup
@@ -62,12 +62,12 @@ func (s *Supervisor) handlerEnded(a *App, ws unix.WaitStatus, t time.Time) bool 
 			return true
 		}
 		if code != 0 {
-			s.os.Logf("app %q: pre-start handler failed with %d: the app does not run", a.Name, code)
+			s.os.Logf(Warning, "app %q: pre-start handler failed with %d: the app does not run", a.Name, code)
 		}
 		return false
 	case PhasePostStop:
 		if code != 0 {
-			s.os.Logf("app %q: post-stop handler failed with %d", a.Name, code)
+			s.os.Logf(Warning, "app %q: post-stop handler failed with %d", a.Name, code)
 		}
 		a.Pid, a.Rec.Pid, a.Rec.PodPid = 0, 0, 0
 		s.clean(a)
@@ -79,34 +79,34 @@ func (s *Supervisor) handlerEnded(a *App, ws unix.WaitStatus, t time.Time) bool 
 // postStop starts the post-stop handler of a run that is over, once, and
 // reports whether it did: Running, or Stopping (no signal yet, SIGKILL at
 // the end of the app's grace period) when the app or the pod is being
-// stopped, so that a stop is never held longer than a stop takes.
+// stopped, so that a stop is never held longer than a stop takes; Starting
+// while its set-up process hands it over (then as here).
 func (s *Supervisor) postStop(a *App) bool {
 	if len(a.Cfg.PostStop) == 0 || a.phase == PhasePostStop || s.final {
 		return false
 	}
 	a.phase = PhasePostStop
 	if err := s.spawn(a); err != nil {
-		s.os.Logf("app %q: post-stop handler: %v", a.Name, err)
+		s.os.Logf(Warning, "app %q: post-stop handler: %v", a.Name, err)
 		return false
 	}
-	if s.stopping || a.fate != fateRestart {
-		a.state, a.deadline = Stopping, s.os.Now().Add(a.Cfg.Supervision.Grace)
+	if a.state == Running {
+		s.running(a)
 	}
 	return true
 }
 
 // spawn starts the process of the run's current phase after the first
-// (Running): no new start for the start limit, the run's record kept but
-// for the pids.
+// (Running, or Starting): no new start for the start limit, the run's
+// record kept but for the pids.
 func (s *Supervisor) spawn(a *App) error {
-	pid, hostPid, err := s.os.Start(a)
+	p, err := s.os.Start(a)
 	if err != nil {
 		return err
 	}
-	a.state, a.Pid, a.deadline = Running, pid, time.Time{}
-	a.Rec.PodPid, a.Rec.Pid = pid, hostPid
+	s.begin(a, p)
 	s.write(a)
-	s.os.Debugf("app %q: %v started as pid %d (host pid %d)", a.Name, a.phase, pid, hostPid)
+	s.os.Debugf("app %q: %v started as pid %d (host pid %d)%s", a.Name, a.phase, p.Pid, p.HostPid, handOverNote(p))
 	s.os.Started(a)
 	return nil
 }

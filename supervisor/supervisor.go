@@ -28,9 +28,14 @@ type OS interface {
 	// Now is the clock every deadline is measured with.
 	Now() time.Time
 	// Start starts a run of the app: its first process exists, in the
-	// app's cgroup, but does nothing yet. It returns the process's pid
-	// in the pod and on the host.
-	Start(a *App) (pid, hostPid int, err error)
+	// app's cgroup, but does nothing yet. It returns the process: its
+	// pid in the pod and on the host, and whether it is a set-up process
+	// that reports the app's process later (Reported).
+	Start(a *App) (Proc, error)
+	// Adopt takes pid, reported by the run's set-up process (a.Pid
+	// while that is alive, else 0), as the app's process, and returns
+	// its host pid. Its end comes as Exit, also if it came already.
+	Adopt(a *App, pid int) (hostPid int)
 	// Started lets the process of a run Start began go on (sends it its
 	// spec), once the run is recorded.
 	Started(a *App)
@@ -51,9 +56,25 @@ type OS interface {
 	// Forget deletes what PID 1 keeps of a removed app: its record, its
 	// spec, its cgroup.
 	Forget(a *App)
-	Logf(format string, args ...any)
+	// Logf logs a line at a level; Debugf one only --debug shows.
+	Logf(level Level, format string, args ...any)
 	Debugf(format string, args ...any)
 }
+
+// Level is how much a line the supervisor logs matters.
+type Level int
+
+// The levels of the supervisor's lines (debug lines go to Debugf).
+const (
+	// Info: the supervision doing its job (a grace period over).
+	Info Level = iota
+	// Warning: an app's run failed for a reason of its own making or of
+	// the system's (a start that failed, a handler, the start limit, a
+	// cgroup that will not empty, a set-up that does not report).
+	Warning
+	// Bug: an event that cannot happen in the state its app is in.
+	Bug
+)
 
 // State is where an app is in its life.
 type State int
@@ -62,6 +83,7 @@ type State int
 const (
 	Removed  State = iota // not in the pod (not yet added, or removed)
 	Idle                  // in the pod, never started (a mutable pod's added app)
+	Starting              // its set-up process prepares it in a user namespace; the app's process is not known yet
 	Running               // its process exists
 	Stopping              // its process exists and had SIGTERM; SIGKILL at its kill deadline
 	Killing               // its process exists and had SIGKILL
@@ -71,7 +93,7 @@ const (
 	numStates
 )
 
-var stateNames = [numStates]string{"removed", "idle", "running", "stopping", "killing", "cleaning", "backoff", "exited"}
+var stateNames = [numStates]string{"removed", "idle", "starting", "running", "stopping", "killing", "cleaning", "backoff", "exited"}
 
 func (s State) String() string {
 	if s >= 0 && s < numStates {
@@ -85,22 +107,24 @@ type Event int
 
 // The events.
 const (
-	Add           Event = iota // app/add: the app enters the pod
-	Start                      // the pod's start, or app/start
-	Exit                       // its first process ended (the reaper saw it)
-	CgroupEmpty                // nothing of its last run is left in its cgroup
-	CleanDeadline              // its cgroup did not empty in time
-	RestartTimer               // its restart delay is over
-	Stop                       // app/stop
-	ForceStop                  // app/stop --force
-	KillDeadline               // the grace period of its stop is over
-	Rm                         // app/rm
-	PodStop                    // the pod stops (a signal, the exit policy)
-	PodForceStop               // the pod stops at once (a second signal, SIGKILL's turn)
+	Add            Event = iota // app/add: the app enters the pod
+	Start                       // the pod's start, or app/start
+	Reported                    // the set-up process reported the app's process (Input.Pid), or that there is none (0)
+	ReportDeadline              // the set-up process did not report in time
+	Exit                        // its first process ended (the reaper saw it)
+	CgroupEmpty                 // nothing of its last run is left in its cgroup
+	CleanDeadline               // its cgroup did not empty in time
+	RestartTimer                // its restart delay is over
+	Stop                        // app/stop
+	ForceStop                   // app/stop --force
+	KillDeadline                // the grace period of its stop is over
+	Rm                          // app/rm
+	PodStop                     // the pod stops (a signal, the exit policy)
+	PodForceStop                // the pod stops at once (a second signal, SIGKILL's turn)
 	numEvents
 )
 
-var eventNames = [numEvents]string{"add", "start", "exit", "cgroup-empty", "clean-deadline", "restart-timer",
+var eventNames = [numEvents]string{"add", "start", "reported", "report-deadline", "exit", "cgroup-empty", "clean-deadline", "restart-timer",
 	"stop", "force-stop", "kill-deadline", "rm", "pod-stop", "pod-force-stop"}
 
 func (e Event) String() string {
@@ -123,6 +147,19 @@ const (
 	firstRecheck = 200 * time.Microsecond
 	maxRecheck   = 50 * time.Millisecond
 )
+
+// ReportTimeout bounds the Starting state: how long an app's set-up
+// process may take to report the app's process in its user namespace (a
+// mount on a hung file system could block it). PID 1 goes on meanwhile.
+const ReportTimeout = 30 * time.Second
+
+// Proc is the first process of a run, as Start returns it.
+type Proc struct {
+	Pid, HostPid int
+	// HandOver: it is a set-up process, which reports the app's own
+	// process (Reported) and then exits; until then the app is Starting.
+	HandOver bool
+}
 
 // ErrNotRunning answers a stop of an app that is not running: done, as
 // systemctl stop of an inactive unit is.
@@ -163,6 +200,14 @@ type App struct {
 	// code and ended are the last run's exit code and end time.
 	code  int
 	ended time.Time
+	// setupEnded: the run's set-up process (Starting) ended before its
+	// report was read; setupStatus and setupTime are its end, the run's
+	// if it reports nothing.
+	setupEnded  bool
+	setupStatus unix.WaitStatus
+	setupTime   time.Time
+	// awaiting: a report of the current run's set-up process is to come.
+	awaiting bool
 	// waiters are answered when the app is finished (app/stop, app/rm).
 	waiters []func(error)
 }
@@ -184,7 +229,7 @@ func (a *App) recordState() string {
 	switch a.state {
 	case Idle:
 		return status.StateAdded
-	case Running, Stopping, Killing, Cleaning:
+	case Starting, Running, Stopping, Killing, Cleaning:
 		return status.StateRunning
 	case Backoff:
 		return status.StateRestarting
@@ -199,6 +244,8 @@ type Input struct {
 	// Exit: the wait status and time of the end.
 	Status unix.WaitStatus
 	Time   time.Time
+	// Reported: the app's process in the pod, 0 if none was reported.
+	Pid int
 	// Stop, ForceStop, Rm: called with the answer once the app is
 	// finished (or at once); may be nil.
 	Reply func(error)
@@ -282,7 +329,7 @@ func (s *Supervisor) Fire(a *App, e Event, in *Input) {
 	c := table[a.state][e]
 	if c.impossible {
 		in.Err = fmt.Errorf("app %q: %v while %v: %w", a.Name, e, a.state, errImpossible)
-		s.os.Logf("%v", in.Err)
+		s.os.Logf(Bug, "%v", in.Err)
 	}
 	c.do(s, a, in)
 }
@@ -301,6 +348,12 @@ func (s *Supervisor) StartAll(stopped func() bool) {
 // Exit hands the end of an app's first process to the supervisor.
 func (s *Supervisor) Exit(a *App, ws unix.WaitStatus, t time.Time) {
 	s.Fire(a, Exit, &Input{Status: ws, Time: t})
+}
+
+// Report hands the report of an app's set-up process to the supervisor:
+// the app's process in the pod, or 0 when it reported none.
+func (s *Supervisor) Report(a *App, pid int) {
+	s.Fire(a, Reported, &Input{Pid: pid})
 }
 
 // StopPod asks every app to end, in reverse start order: SIGTERM to
@@ -372,7 +425,8 @@ func (s *Supervisor) RmApp(name string, reply func(error)) bool {
 }
 
 // Tick fires the deadlines that are due: restarts whose delay is over,
-// SIGKILLs whose grace period is, and the looks at cgroups being emptied.
+// SIGKILLs whose grace period is, set-ups that did not report in time, and
+// the looks at cgroups being emptied.
 // It returns when it next has something to do (zero: nothing planned).
 func (s *Supervisor) Tick() time.Time {
 	now := s.os.Now()
@@ -392,6 +446,10 @@ func (s *Supervisor) Tick() time.Time {
 			if !now.Before(a.deadline) {
 				s.Fire(a, RestartTimer, nil)
 			}
+		case Starting:
+			if !now.Before(a.deadline) {
+				s.Fire(a, ReportDeadline, nil)
+			}
 		case Stopping:
 			if !now.Before(a.deadline) {
 				s.Fire(a, KillDeadline, nil)
@@ -407,7 +465,7 @@ func (s *Supervisor) Tick() time.Time {
 			if a.deadline.Before(t) {
 				t = a.deadline
 			}
-		case Backoff, Stopping:
+		case Backoff, Stopping, Starting:
 			t = a.deadline
 		default:
 			continue
@@ -446,29 +504,69 @@ func (s *Supervisor) write(a *App) {
 // starting.
 func (s *Supervisor) run(a *App) error {
 	a.phase = firstPhase(a)
-	pid, hostPid, err := s.os.Start(a)
+	p, err := s.os.Start(a)
 	if err != nil {
 		return err
 	}
 	now := s.os.Now()
-	a.state, a.Pid, a.deadline = Running, pid, time.Time{}
+	s.begin(a, p)
 	a.starts = append(a.starts, now)
 	if n := a.Cfg.Supervision.Burst; len(a.starts) > n {
 		a.starts = a.starts[len(a.starts)-n:]
 	}
-	a.Rec.PodPid, a.Rec.Pid = pid, hostPid
 	a.Rec.StartedAt, a.Rec.FinishedAt, a.Rec.ExitCode, a.Rec.Signal = &now, nil, nil, ""
 	s.write(a)
-	s.os.Debugf("app %q: started as pid %d (host pid %d)", a.Name, pid, hostPid)
+	s.os.Debugf("app %q: started as pid %d (host pid %d)%s", a.Name, p.Pid, p.HostPid, handOverNote(p))
 	s.os.Started(a)
 	return nil
+}
+
+// begin records the first process of a run's phase: the app is Running,
+// or Starting (its report deadline armed) while a set-up process hands
+// the app's process over.
+func (s *Supervisor) begin(a *App, p Proc) {
+	a.Pid, a.deadline, a.setupEnded, a.awaiting = p.Pid, time.Time{}, false, p.HandOver
+	if p.HandOver {
+		// The record shows the app's process once it is known.
+		a.state, a.deadline = Starting, s.os.Now().Add(ReportTimeout)
+		a.Rec.PodPid, a.Rec.Pid = 0, 0
+		return
+	}
+	a.state = Running
+	a.Rec.PodPid, a.Rec.Pid = p.Pid, p.HostPid
+}
+
+func handOverNote(p Proc) string {
+	if p.HandOver {
+		return ", a set-up process that reports the app's"
+	}
+	return ""
+}
+
+// adopt makes the reported process the app's (a post-stop handler of an
+// app or a pod being stopped gets its grace period, as postStop gives
+// it).
+func (s *Supervisor) adopt(a *App, pid int) {
+	hostPid := s.os.Adopt(a, pid)
+	a.Pid, a.awaiting = pid, false
+	a.Rec.PodPid, a.Rec.Pid = pid, hostPid
+	s.os.Debugf("app %q: %v is pid %d (host pid %d)", a.Name, a.phase, pid, hostPid)
+}
+
+// running makes an app whose process is now known Running (Stopping for a
+// post-stop handler of an app or a pod being stopped).
+func (s *Supervisor) running(a *App) {
+	a.state, a.deadline = Running, time.Time{}
+	if a.phase == PhasePostStop && (s.stopping || a.fate != fateRestart) {
+		a.state, a.deadline = Stopping, s.os.Now().Add(a.Cfg.Supervision.Grace)
+	}
 }
 
 // runOrFail starts a run; one that cannot start finishes the app with the
 // stage1 failure code, and the pod policy applies as for any other end.
 func (s *Supervisor) runOrFail(a *App) {
 	if err := s.run(a); err != nil {
-		s.os.Logf("app %q: start: %v", a.Name, err)
+		s.os.Logf(Warning, "app %q: start: %v", a.Name, err)
 		a.Rec.LastFailure = status.ReasonSetup
 		s.finish(a, status.CodeStage1Failure)
 	}
@@ -544,7 +642,7 @@ func (s *Supervisor) restart(a *App) bool {
 		}
 	}
 	if recent >= sup.Burst {
-		s.os.Logf("app %q: start limit hit (%d starts within %v), failed for good", a.Name, sup.Burst, sup.Interval)
+		s.os.Logf(Warning, "app %q: start limit hit (%d starts within %v), failed for good", a.Name, sup.Burst, sup.Interval)
 		return false
 	}
 	a.state, a.deadline = Backoff, next

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/appexec"
+	"github.com/pod1/pod1/idmap"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/status"
 )
@@ -30,6 +31,7 @@ type fakeOS struct {
 	records  map[string][]string // record states written, per app
 	statuses map[string]int
 	logs     []string
+	levels   []Level
 }
 
 func newFakeOS(t *testing.T) *fakeOS {
@@ -42,13 +44,19 @@ func (f *fakeOS) call(format string, a ...any) {
 	f.calls = append(f.calls, fmt.Sprintf(format, a...))
 }
 
-func (f *fakeOS) Start(a *App) (int, int, error) {
+func (f *fakeOS) Start(a *App) (Proc, error) {
 	f.call("start %s", a.Name)
 	if f.startErr != nil {
-		return 0, 0, f.startErr
+		return Proc{}, f.startErr
 	}
 	f.nextPid++
-	return f.nextPid, f.nextPid + 1000, nil
+	// An app in a user namespace starts with a set-up process, as
+	// stage1-init's does.
+	return Proc{Pid: f.nextPid, HostPid: f.nextPid + 1000, HandOver: a.Cfg.Spec.UserNS != nil}, nil
+}
+func (f *fakeOS) Adopt(a *App, pid int) int {
+	f.call("adopt %s %d (set-up %d)", a.Name, pid, a.Pid)
+	return pid + 1000
 }
 func (f *fakeOS) Started(a *App) { f.call("started %s", a.Name) }
 func (f *fakeOS) Signal(a *App, sig unix.Signal) {
@@ -76,7 +84,8 @@ func (f *fakeOS) ClearStatus(name string) {
 	delete(f.statuses, name)
 }
 func (f *fakeOS) Forget(a *App) { f.call("forget %s", a.Name) }
-func (f *fakeOS) Logf(format string, args ...any) {
+func (f *fakeOS) Logf(level Level, format string, args ...any) {
+	f.levels = append(f.levels, level)
 	f.logs = append(f.logs, fmt.Sprintf(format, args...))
 }
 func (f *fakeOS) Debugf(format string, args ...any) {}
@@ -131,6 +140,9 @@ type path struct {
 	steps   func(s *Supervisor, f *fakeOS, a *App)
 	// handlers: the app has a pre-start and a post-stop handler.
 	handlers bool
+	// userns: the app runs in a user namespace (its runs start with a
+	// set-up process: Starting).
+	userns bool
 }
 
 func paths() []path {
@@ -146,41 +158,71 @@ func paths() []path {
 		return func(s *Supervisor, f *fakeOS, a *App) { s.Fire(a, e, &Input{Status: exit1, Time: f.now}) }
 	}
 	fill := func(s *Supervisor, f *fakeOS, a *App) { f.full[a] = true }
+	report := func(pid int) func(s *Supervisor, f *fakeOS, a *App) {
+		return func(s *Supervisor, f *fakeOS, a *App) { s.Report(a, pid) }
+	}
 	var ps []path
 	for _, r := range []string{podspec.RestartNever, podspec.RestartAlways} {
 		ps = append(ps,
-			path{"idle", Idle, r, then(), false},
-			path{"removed by rm", Removed, r, ev(Rm), false},
-			path{"running", Running, r, start, false},
-			path{"stopping by stop", Stopping, r, then(start, ev(Stop)), false},
-			path{"stopping by pod stop", Stopping, r, then(start, ev(PodStop)), false},
-			path{"killing by force stop", Killing, r, then(start, ev(ForceStop)), false},
-			path{"killing by rm", Killing, r, then(start, ev(Rm)), false},
-			path{"killing by kill deadline", Killing, r, then(start, ev(Stop), ev(KillDeadline)), false},
-			path{"cleaning", Cleaning, r, then(start, fill, ev(Exit)), false},
-			path{"cleaning after stop", Cleaning, r, then(start, ev(Stop), fill, ev(Exit)), false},
-			path{"cleaning after rm", Cleaning, r, then(start, ev(Rm), fill, ev(Exit)), false},
-			path{"exited", Exited, r, then(start, ev(Stop), ev(Exit)), false},
+			path{"idle", Idle, r, then(), false, false},
+			path{"removed by rm", Removed, r, ev(Rm), false, false},
+			path{"running", Running, r, start, false, false},
+			path{"stopping by stop", Stopping, r, then(start, ev(Stop)), false, false},
+			path{"stopping by pod stop", Stopping, r, then(start, ev(PodStop)), false, false},
+			path{"killing by force stop", Killing, r, then(start, ev(ForceStop)), false, false},
+			path{"killing by rm", Killing, r, then(start, ev(Rm)), false, false},
+			path{"killing by kill deadline", Killing, r, then(start, ev(Stop), ev(KillDeadline)), false, false},
+			path{"cleaning", Cleaning, r, then(start, fill, ev(Exit)), false, false},
+			path{"cleaning after stop", Cleaning, r, then(start, ev(Stop), fill, ev(Exit)), false, false},
+			path{"cleaning after rm", Cleaning, r, then(start, ev(Rm), fill, ev(Exit)), false, false},
+			path{"exited", Exited, r, then(start, ev(Stop), ev(Exit)), false, false},
 		)
 	}
 	// An app with eventHandlers: its run begins with the pre-start
 	// handler (Running), and its post-stop handler runs once the run is
 	// over (Running, or Stopping when a stop was asked).
 	ps = append(ps, []path{
-		{"pre-start running", Running, podspec.RestartNever, start, true},
-		{"pre-start stopping", Stopping, podspec.RestartNever, then(start, ev(Stop)), true},
-		{"pre-start killing", Killing, podspec.RestartNever, then(start, ev(ForceStop)), true},
-		{"pre-start failed, cleaning", Cleaning, podspec.RestartNever, then(start, fill, ev(Exit)), true},
-		{"stopped, cleaning", Cleaning, podspec.RestartAlways, then(start, ev(Stop), fill, ev(Exit)), true},
-		{"post-stop running", Running, podspec.RestartAlways, then(start, ev(Exit)), true},
-		{"post-stop stopping", Stopping, podspec.RestartAlways, then(start, ev(Stop), ev(Exit)), true},
+		{"pre-start running", Running, podspec.RestartNever, start, true, false},
+		{"pre-start stopping", Stopping, podspec.RestartNever, then(start, ev(Stop)), true, false},
+		{"pre-start killing", Killing, podspec.RestartNever, then(start, ev(ForceStop)), true, false},
+		{"pre-start failed, cleaning", Cleaning, podspec.RestartNever, then(start, fill, ev(Exit)), true, false},
+		{"stopped, cleaning", Cleaning, podspec.RestartAlways, then(start, ev(Stop), fill, ev(Exit)), true, false},
+		{"post-stop running", Running, podspec.RestartAlways, then(start, ev(Exit)), true, false},
+		{"post-stop stopping", Stopping, podspec.RestartAlways, then(start, ev(Stop), ev(Exit)), true, false},
 	}...)
+	// An app in a user namespace: each process of a run begins as a
+	// set-up process, Starting until it reports the app's.
+	for _, r := range []string{podspec.RestartNever, podspec.RestartAlways} {
+		ps = append(ps, []path{
+			{"starting", Starting, r, start, false, true},
+			{"starting, set-up ended", Starting, r, then(start, ev(Exit)), false, true},
+			{"starting, reported", Running, r, then(start, report(4242)), false, true},
+			{"starting, reported none", Running, r, then(start, report(0)), false, true},
+			{"killing by stop while starting", Killing, r, then(start, ev(Stop)), false, true},
+			{"killing by rm while starting", Killing, r, then(start, ev(Rm)), false, true},
+			{"killing by stop while starting, set-up ended", Killing, r, then(start, ev(Exit), ev(Stop)), false, true},
+			{"killing by report deadline", Killing, r, then(start, ev(ReportDeadline)), false, true},
+			{"cleaning, report to come", Cleaning, r, then(start, ev(Stop), fill, ev(Exit)), false, true},
+			{"exited, report to come", Exited, r, then(start, ev(Stop), ev(Exit)), false, true},
+			{"idle, user namespace", Idle, r, then(), false, true},
+			{"killing by rm while starting, set-up ended", Killing, r, then(start, ev(Exit), ev(Rm)), false, true},
+			{"pre-start starting", Starting, r, start, true, true},
+			{"pre-start starting, set-up ended", Starting, r, then(start, ev(Exit)), true, true},
+			{"pre-start running, user namespace", Running, r, then(start, report(4242)), true, true},
+			{"pre-start stopping, user namespace", Stopping, r, then(start, report(4242), ev(Stop)), true, true},
+			{"pre-start killing, user namespace", Killing, r, then(start, report(4242), ev(ForceStop)), true, true},
+			{"pre-start killed while starting", Killing, r, then(start, ev(Exit), ev(Stop)), true, true},
+			{"stopped, cleaning, user namespace", Cleaning, r, then(start, report(4242), ev(Stop), fill, ev(Exit)), true, true},
+			{"post-stop starting after stop", Starting, r, then(start, report(4242), ev(Stop), ev(Exit)), true, true},
+		}...)
+	}
 	ps = append(ps,
-		path{"backoff", Backoff, podspec.RestartAlways, then(start, ev(Exit)), false},
-		path{"exited by policy", Exited, podspec.RestartNever, then(start, ev(Exit)), false},
+		path{"backoff after report deadline", Backoff, podspec.RestartAlways, then(start, ev(ReportDeadline), ev(Exit)), false, true},
+		path{"backoff", Backoff, podspec.RestartAlways, then(start, ev(Exit)), false, false},
+		path{"exited by policy", Exited, podspec.RestartNever, then(start, ev(Exit)), false, false},
 		path{"exited by failed start", Exited, podspec.RestartAlways, then(
 			func(s *Supervisor, f *fakeOS, a *App) { f.startErr = errors.New("no") }, start,
-			func(s *Supervisor, f *fakeOS, a *App) { f.startErr = nil }), false},
+			func(s *Supervisor, f *fakeOS, a *App) { f.startErr = nil }), false, false},
 	)
 	return ps
 }
@@ -192,10 +234,10 @@ func paths() []path {
 // lists none), each listed state is reached, and an impossible pair
 // changes nothing and says so.
 func TestEveryTransition(t *testing.T) {
-	type variant struct{ startErr, full, op, mutable, exit0 bool }
+	type variant struct{ startErr, full, op, mutable, exit0, reported bool }
 	var variants []variant
-	for i := 0; i < 32; i++ {
-		variants = append(variants, variant{i&1 != 0, i&2 != 0, i&4 != 0, i&8 != 0, i&16 != 0})
+	for i := 0; i < 64; i++ {
+		variants = append(variants, variant{i&1 != 0, i&2 != 0, i&4 != 0, i&8 != 0, i&16 != 0, i&32 != 0})
 	}
 	reached := map[[2]int]map[State]bool{}
 	fired := map[[2]int]bool{}
@@ -207,6 +249,9 @@ func TestEveryTransition(t *testing.T) {
 				cfg := appCfg("a", p.restart)
 				if p.handlers {
 					cfg.PreStart, cfg.PostStop = []string{"/pre"}, []string{"/post"}
+				}
+				if p.userns {
+					cfg.Spec.UserNS = &idmap.Range{HostID: 100000, Size: 65536}
 				}
 				s := newPod(f, v.mutable, cfg)
 				a := s.apps[0]
@@ -229,6 +274,9 @@ func TestEveryTransition(t *testing.T) {
 					ws = exit0
 				}
 				in := &Input{Status: ws, Time: f.now, Op: v.op, Reply: func(error) {}, Save: func() error { return f.startErr }}
+				if v.reported {
+					in.Pid = 4242
+				}
 				s.Fire(a, e, in)
 				if c.impossible {
 					if !errors.Is(in.Err, errImpossible) || a.state != p.to || len(f.calls) != 0 || len(f.logs) != nlogs+1 {
@@ -492,7 +540,142 @@ func TestStateNames(t *testing.T) {
 			t.Errorf("%d has no name", s)
 		}
 	}
-	if Event(numEvents).String() != "event(12)" {
+	if Event(numEvents).String() != "event(14)" {
 		t.Error(Event(numEvents).String())
+	}
+}
+
+// An app in a user namespace starts with a set-up process: the app is
+// Starting, its record without a pid, until the set-up reports the app's
+// process, which is then adopted. The set-up's own end before its report
+// is read changes nothing; with nothing reported, that end is the run's.
+// A set-up that never reports is killed at its report deadline, which the
+// loop is woken for; the other apps go on meanwhile.
+func TestUserNSHandOver(t *testing.T) {
+	userns := func(name, restart string) podspec.App {
+		c := appCfg(name, restart)
+		c.Spec.UserNS = &idmap.Range{HostID: 100000, Size: 65536}
+		return c
+	}
+	t.Run("reported", func(t *testing.T) {
+		f := newFakeOS(t)
+		s := newPod(f, false, userns("a", podspec.RestartNever))
+		a := s.apps[0]
+		s.StartAll(func() bool { return false })
+		setup := a.Pid
+		if a.state != Starting || a.Rec.Pid != 0 || a.Rec.State != status.StateRunning {
+			t.Fatalf("state %v, record %+v", a.state, a.Rec)
+		}
+		if next := s.Tick(); !next.Equal(f.now.Add(ReportTimeout)) {
+			t.Fatalf("next %v", next)
+		}
+		s.Exit(a, exit0, f.now)
+		if a.state != Starting || a.Pid != 0 {
+			t.Fatalf("after the set-up's end: %v pid %d", a.state, a.Pid)
+		}
+		s.Report(a, 4242)
+		if a.state != Running || a.Pid != 4242 || a.Rec.Pid != 5242 || !slices.Contains(f.calls, "adopt a 4242 (set-up 0)") {
+			t.Fatalf("state %v pid %d record %+v calls %q (set-up was %d)", a.state, a.Pid, a.Rec, f.calls, setup)
+		}
+		s.Exit(a, exit1, f.now)
+		if a.state != Exited || f.statuses["a"] != 1 {
+			t.Fatalf("state %v statuses %v", a.state, f.statuses)
+		}
+	})
+	t.Run("none reported", func(t *testing.T) {
+		f := newFakeOS(t)
+		s := newPod(f, false, userns("a", podspec.RestartNever))
+		a := s.apps[0]
+		s.StartAll(func() bool { return false })
+		s.Exit(a, unix.WaitStatus(status.CodeStage1Failure<<8), f.now)
+		s.Report(a, 0)
+		if a.state != Exited || f.statuses["a"] != status.CodeStage1Failure || a.Rec.LastFailure != status.ReasonSetup {
+			t.Fatalf("state %v statuses %v record %+v", a.state, f.statuses, a.Rec)
+		}
+	})
+	t.Run("deadline", func(t *testing.T) {
+		f := newFakeOS(t)
+		s := newPod(f, false, userns("stuck", podspec.RestartNever), appCfg("b", podspec.RestartNever))
+		stuck, b := s.Find("stuck"), s.Find("b")
+		s.StartAll(func() bool { return false })
+		if stuck.state != Starting || b.state != Running {
+			t.Fatalf("stuck %v, b %v", stuck.state, b.state)
+		}
+		// b's end is handled while stuck is set up: its status is
+		// written at once (a code 0 does not stop the pod).
+		s.Exit(b, exit0, f.now)
+		if b.state != Exited || f.statuses["b"] != 0 || stuck.state != Starting {
+			t.Fatalf("b %v statuses %v stuck %v", b.state, f.statuses, stuck.state)
+		}
+		f.advance(ReportTimeout - time.Millisecond)
+		s.Tick()
+		if stuck.state != Starting {
+			t.Fatalf("killed early: %v", stuck.state)
+		}
+		f.advance(time.Millisecond)
+		s.Tick()
+		if stuck.state != Killing || !slices.Contains(f.calls, "kill stuck") || len(f.logs) == 0 {
+			t.Fatalf("at the deadline: %v, calls %q, logs %q", stuck.state, f.calls, f.logs)
+		}
+		// Its report comes as the EOF of the killed set-up: its end
+		// is the run's.
+		s.Report(stuck, 0)
+		if stuck.state != Killing {
+			t.Fatalf("after the EOF: %v", stuck.state)
+		}
+		s.Exit(stuck, sigkill, f.now)
+		if stuck.state != Exited || f.statuses["stuck"] != 137 || !s.Over() || s.Code() != 137 {
+			t.Fatalf("stuck %v statuses %v over %v code %d", stuck.state, f.statuses, s.Over(), s.Code())
+		}
+	})
+	t.Run("pod stop", func(t *testing.T) {
+		f := newFakeOS(t)
+		s := newPod(f, false, userns("a", podspec.RestartAlways))
+		a := s.apps[0]
+		s.StartAll(func() bool { return false })
+		s.StopPod("signal", false)
+		if a.state != Killing || !slices.Contains(f.calls, "kill a") {
+			t.Fatalf("state %v calls %q", a.state, f.calls)
+		}
+		// The set-up had reported before it was killed: the reported
+		// process is adopted and killed, and its end is the run's.
+		f.calls = nil
+		s.Report(a, 4242)
+		if a.Pid != 4242 || !slices.Equal(f.calls, []string{"adopt a 4242 (set-up 101)", "kill a"}) {
+			t.Fatalf("pid %d calls %q", a.Pid, f.calls)
+		}
+		s.Exit(a, sigkill, f.now)
+		if a.state != Exited || !s.Over() {
+			t.Fatalf("state %v over %v", a.state, s.Over())
+		}
+	})
+}
+
+// The supervisor's lines have levels: a grace period that ran out is the
+// supervision doing its job (info), a start that failed is a warning, an
+// event that cannot happen in its state is a bug.
+func TestLogLevels(t *testing.T) {
+	f := newFakeOS(t)
+	s := newPod(f, true, appCfg("a", podspec.RestartNever))
+	a := s.apps[0]
+	s.Fire(a, Start, nil)
+	s.StopApp("a", false, nil)
+	f.advance(2 * time.Second)
+	s.Tick()
+	s.Fire(a, CgroupEmpty, nil)
+	s.Exit(a, sigkill, f.now)
+	f.startErr = errors.New("no")
+	if err := s.StartApp("a"); err == nil {
+		t.Fatal("started")
+	}
+	s.Fire(s.apps[0], RestartTimer, nil)
+	if err := s.AddApp(ptr(appCfg("b", podspec.RestartNever)), nil); err != nil {
+		t.Fatal(err)
+	}
+	b := s.Find("b")
+	s.Fire(b, Start, nil)
+	want := []Level{Info, Bug, Bug, Warning}
+	if !slices.Equal(f.levels, want) {
+		t.Fatalf("levels %v, want %v; lines %q", f.levels, want, f.logs)
 	}
 }

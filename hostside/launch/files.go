@@ -4,7 +4,8 @@ import (
 	"crypto/rand"
 	"fmt"
 	"os"
-	"path/filepath"
+
+	"github.com/pod1/pod1/safefile"
 )
 
 // NewUUID returns a random (version 4) UUID in lower-case canonical form,
@@ -19,77 +20,18 @@ func NewUUID() (string, error) {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), nil
 }
 
-// WriteFileAtomic writes data to path so that a reader (rkt, the stage1,
-// pod1's own tools) sees either the old file or the complete new one, never
-// a prefix: it writes a temporary file in the same directory, fsyncs it,
-// renames it over path and fsyncs the directory. perm is applied with
-// fchmod, so the umask does not change it.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
-	return writeFile(path, data, perm, true)
+// writeDurable writes a file a crash must not lose (the pod manifest, the
+// caller's --uuid-file-save): atomically, the file and its directory
+// fsync'd (safefile).
+func writeDurable(path string, data []byte, perm os.FileMode) error {
+	return safefile.WriteFile(path, data, perm, safefile.Durable)
 }
 
-// writePodFile is WriteFileAtomic without the fsyncs, for the files of a
-// pod being prepared: readers still see the old file or the whole new one,
-// but a crash may lose it (docs/hostside.md, "What a crash can lose").
+// writePodFile writes a file of a pod being prepared atomically, without
+// the fsyncs: readers see the old file or the whole new one, but a crash
+// may lose it (docs/hostside.md, "What a crash can lose").
 func writePodFile(path string, data []byte, perm os.FileMode) error {
-	return writeFile(path, data, perm, false)
-}
-
-// fsynced is told of every file and directory fsync'd; tests count them.
-var fsynced = func(string) {}
-
-func writeFile(path string, data []byte, perm os.FileMode, durable bool) (retErr error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if retErr != nil {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Chmod(perm); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if durable {
-		fsynced(path)
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("write %s: %w", path, err)
-		}
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if !durable {
-		return nil
-	}
-	return syncDir(dir)
-}
-
-// syncDir makes renames and creations in dir durable.
-func syncDir(dir string) error {
-	fsynced(dir)
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
+	return safefile.WriteFile(path, data, perm, safefile.Volatile)
 }
 
 // mkdirMode creates dir (and missing parents) and then sets its mode

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/safefile"
 )
 
 // Pod dir permissions and the pod state directories, as rkt creates them
@@ -142,10 +143,7 @@ func (p *Prepared) move(to string, durable bool) error {
 	if !durable {
 		return nil
 	}
-	if err := syncDir(from); err != nil {
-		return fmt.Errorf("pod %s: %w", p.UUID, err)
-	}
-	if err := syncDir(filepath.Dir(to)); err != nil {
+	if err := safefile.SyncDirs(from, filepath.Dir(to)); err != nil {
 		return fmt.Errorf("pod %s: %w", p.UUID, err)
 	}
 	return nil
@@ -176,7 +174,7 @@ func fill(p *Prepared, pl *plan, o Options) error {
 		return err
 	}
 	if o.UUIDFileSave != "" {
-		if err := WriteFileAtomic(o.UUIDFileSave, []byte(p.UUID), 0o644); err != nil {
+		if err := writeDurable(o.UUIDFileSave, []byte(p.UUID), 0o644); err != nil {
 			return fmt.Errorf("--uuid-file-save: %w", err)
 		}
 		p.uuidFile = o.UUIDFileSave
@@ -235,7 +233,7 @@ func writePodFiles(p *Prepared, pl *plan, o Options) error {
 	for _, f := range append(files[1:], files[0]) {
 		write := writePodFile
 		if f.name == layout.PodManifest {
-			write = WriteFileAtomic
+			write = writeDurable
 		}
 		if err := write(filepath.Join(p.Dir, f.name), f.data, f.perm); err != nil {
 			return fmt.Errorf("pod %s: %w", p.UUID, err)

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/hostside/images"
+	"github.com/pod1/pod1/safefile"
 )
 
 // testPod builds a stage1 ACI directory, an app ACI file and an app ACI
@@ -260,17 +261,17 @@ func itoa(n int) string {
 	return string(b)
 }
 
-// Preparing a pod makes durable only what a crash must not lose: the pod
-// manifest (its file and the pod directory) and the move into run/, and
-// the caller's --uuid-file-save file.
+// Preparing a pod makes durable only what a crash must not lose: a new
+// image's store entry, the pod manifest (its file and the pod directory)
+// and the move into run/, and the caller's --uuid-file-save file.
 func TestPrepareFsyncsOnlyWhatMustSurvive(t *testing.T) {
 	requireRoot(t)
 	base := t.TempDir()
 	cleanupMounts(t, base)
 	opts := testPod(t, base)
 	var got []string
-	fsynced = func(p string) { got = append(got, filepath.Clean(p)) }
-	defer func() { fsynced = func(string) {} }()
+	safefile.Fsynced = func(p string) { got = append(got, filepath.Clean(p)) }
+	defer func() { safefile.Fsynced = nil }()
 	p, err := Prepare(opts)
 	if err != nil {
 		t.Fatal(err)
@@ -278,6 +279,10 @@ func TestPrepareFsyncsOnlyWhatMustSurvive(t *testing.T) {
 	defer func() { _ = Abort(p) }()
 	pods := filepath.Join(opts.Dir, "pods")
 	want := []string{
+		// the image store's entry, the image being new to it
+		// (hostside/images; the tree itself is made durable with
+		// syncfs, which this does not count)
+		filepath.Join(opts.Dir, "pod1", "images"),
 		// the pod manifest, written while the pod is in prepare/
 		filepath.Join(pods, "prepare", p.UUID, "pod"), filepath.Join(pods, "prepare", p.UUID),
 		opts.UUIDFileSave, base, // --uuid-file-save

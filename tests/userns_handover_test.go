@@ -1,0 +1,98 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/status"
+)
+
+// hungFUSE mounts at dir a FUSE file system whose server never answers,
+// not even the kernel's first request: every lookup in it blocks (killably)
+// until the connection is aborted. It is a hung network or FUSE mount as a
+// host may have one, made deterministic. The connection is aborted (by
+// closing the device) and the mount detached when the test ends.
+func hungFUSE(t *testing.T, dir string) {
+	t.Helper()
+	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Skipf("no FUSE device (%v): the hung mount this test needs cannot be made", err)
+	}
+	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0,allow_other", fd)
+	if err := unix.Mount("pod1-hung", dir, "fuse", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		unix.Close(fd)
+		t.Fatalf("mount a FUSE file system at %s: %v", dir, err)
+	}
+	t.Cleanup(func() {
+		// Closing the device aborts the connection: what waited in it
+		// fails with ENOTCONN.
+		unix.Close(fd)
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+}
+
+// The user-namespace hand-over does not block PID 1. App "stuck" runs in
+// a user namespace, and its set-up process hangs in a mount on a hung file
+// system (its mount point is below a FUSE mount whose server never
+// answers), so it never reports the app's process. Meanwhile PID 1 starts
+// the other app, records its end at once, and carries out a stop at once:
+// the set-up is killed (137), and the pod ends long before the set-up's
+// report deadline (30 s). Blocking on the report, as PID 1 did, it would
+// start "b" only after that deadline, and act on the stop no sooner.
+func TestUserNSHandOverDoesNotBlockPID1(t *testing.T) {
+	vol := t.TempDir()
+	p := newPod(t, []App{
+		{Name: "stuck", Exec: probe("sleep", "1h"),
+			MPoints: []map[string]any{{"name": "vol", "path": "/stall/in"}},
+			Rootfs:  func(t *testing.T, root string) { must(t, os.Mkdir(filepath.Join(root, "stall"), 0o755)) }},
+		{Name: "b", Exec: probe("sleep", "200ms")},
+	}, []map[string]any{{"name": "vol", "kind": "host", "source": vol}})
+	shiftOwnership(t, p, usersBase)
+	hungFUSE(t, filepath.Join(p.Dir, layout.AppRootfs("stuck"), "stall"))
+	t0 := time.Now()
+	r := start(t, p, RunOpts{Args: []string{"--net=none", "--debug", privateUsers}})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("stage1 stderr:\n%s", r.Stderr)
+		}
+	})
+	// Well within the report deadline (the point of the test), and
+	// generous otherwise.
+	const prompt = 15 * time.Second
+	for p.Status(t, "b") != 0 {
+		if time.Since(t0) > prompt {
+			out, _ := exec.Command("ps", "-eo", "pid,ppid,stat,wchan:32,args").CombinedOutput()
+			t.Fatalf("b's status not written within %v; processes:\n%s", prompt, out)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	rec, err := status.ReadRecord(p.statusDir(), "stuck")
+	must(t, err)
+	if rec.State != status.StateRunning || rec.Pid != 0 || p.Status(t, "stuck") != -1 {
+		t.Fatalf("stuck while its set-up hangs: record %+v, status %d", rec, p.Status(t, "stuck"))
+	}
+	must(t, r.Cmd.Process.Signal(unix.SIGTERM))
+	select {
+	case <-r.done:
+	case <-time.After(prompt):
+		t.Fatalf("the pod did not stop within %v of SIGTERM", prompt)
+	}
+	if d := time.Since(t0); d >= 25*time.Second {
+		t.Fatalf("the pod took %v: PID 1 waited for the set-up", d)
+	}
+	if got := p.Status(t, "stuck"); got != 137 {
+		t.Errorf("stuck: status %d, want 137 (its set-up killed)", got)
+	}
+	if r.Code != 0 {
+		t.Errorf("pod exit %d, want 0", r.Code)
+	}
+}
