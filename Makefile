@@ -10,7 +10,7 @@ export CGO_ENABLED := 0
 # The real rkt v1.30.0 stage0 the tests drive pod1 through (see rkt: below).
 RKT := build/rkt/rkt
 
-BINS := bin/stage1-init bin/net-setup bin/pod1 bin/probe bin/demo-hello
+BINS := bin/stage1-init bin/pod1-waiter bin/net-setup bin/pod1 bin/probe bin/demo-hello
 SRCS := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 
 .PHONY: all image demo test test-race lint tools check-static clean bench vm-test rkt conformance
@@ -19,6 +19,12 @@ all: $(BINS)
 
 bin/stage1-init: $(SRCS)
 	$(GO) build $(GOFLAGS_B) -o $@ ./stage1-init
+# The waiter run hands over to once PID 1 runs (waiter/waiter.c): C, static,
+# with the system's compiler and static libc (gcc, libc6-dev).
+WAITER_CC ?= gcc
+bin/pod1-waiter: waiter/waiter.c
+	@mkdir -p bin
+	$(WAITER_CC) -static -Os -s -Wall -Wextra -Werror -o $@ waiter/waiter.c
 bin/net-setup: $(SRCS)
 	$(GO) build $(GOFLAGS_B) -o $@ ./stage1-net
 # pod1 knows the Go build ID of the stage1-init built with it: `pod1 gc`
@@ -51,12 +57,13 @@ $(CNI_DIR)/.done:
 	GOBIN=$(abspath $(CNI_DIR)) GOFLAGS=-buildvcs=false $(GO) install -trimpath -ldflags "-s -w" $(FLANNEL_PKG)
 	touch $@
 
-build/stage1.aci: bin/stage1-init bin/net-setup $(CNI_DIR)/.done rootfs/manifest.json rootfs/hosts-fallback $(wildcard rootfs/net.d/*.conf) Makefile
+build/stage1.aci: bin/stage1-init bin/pod1-waiter bin/net-setup $(CNI_DIR)/.done rootfs/manifest.json rootfs/hosts-fallback $(wildcard rootfs/net.d/*.conf) Makefile
 	rm -rf build/stage1 && mkdir -p build/stage1/rootfs/rkt/status build/stage1/rootfs/rkt/env build/stage1/rootfs/opt/stage2 \
 		build/stage1/rootfs/etc/rkt/net.d build/stage1/rootfs/usr/lib/rkt/plugins/net
 	cp rootfs/manifest.json build/stage1/manifest
 	cp rootfs/hosts-fallback build/stage1/rootfs/etc/hosts-fallback
 	cp bin/stage1-init build/stage1/rootfs/stage1-init
+	cp bin/pod1-waiter build/stage1/rootfs/pod1-waiter
 	cp bin/net-setup build/stage1/rootfs/net-setup
 	cp rootfs/net.d/*.conf build/stage1/rootfs/etc/rkt/net.d/
 	cp $(addprefix $(CNI_DIR)/,$(CNI_PLUGINS) flannel) build/stage1/rootfs/usr/lib/rkt/plugins/net/

@@ -373,6 +373,14 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	// Opened before waitPid can reap PID 1: the pidfd names it and
 	// nothing else, however late a request comes.
 	pidfd, perr := unix.PidfdOpen(pid, 0)
+	if perr == nil && pidErr == nil && os.Getenv(waiterSwitch) == "1" {
+		stage2 := ""
+		if pod.Mutable {
+			stage2 = filepath.Join(podDir, layout.Stage2Dir)
+		}
+		err := handOverToWaiter(req, lock, pid, pidfd, keeper, stage2, pod.Cgroup)
+		logx.Warnf("hand-over to the waiter: %v; run waits itself", err)
+	}
 	go forwardStop(req, pid, pidfd, perr)
 	time.AfterFunc(shedDelay, shedUnusedMemory)
 	ws := waitPid(pid)
