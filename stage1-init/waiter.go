@@ -29,19 +29,6 @@ const waiterName = "pod1-waiter"
 // (docs/benchmarks.md, "Issue 16: the waiter").
 const waiterSwitch = "POD1_WAITER"
 
-// stopSignals are the signals that ask for a stop (sigpolicy.Of): blocked
-// across the exec, so that one that comes during it stays pending for the
-// waiter's signalfd.
-func stopSignals() *unix.Sigset_t {
-	var set unix.Sigset_t
-	for s := unix.Signal(1); s <= sigpolicy.Max; s++ {
-		if a := sigpolicy.Of(s); a == sigpolicy.Stop || a == sigpolicy.ForceStop {
-			set.Val[(s-1)/64] |= 1 << ((uint(s) - 1) % 64)
-		}
-	}
-	return &set
-}
-
 // handOverToWaiter replaces the run process by the waiter, which waits for
 // PID 1 pid (pidfd) from here on, passes stop requests on, removes the
 // pod's cgroups cg (nil: none), waits for the lock keeper and undoes
@@ -59,9 +46,17 @@ func handOverToWaiter(req *sigpolicy.Requests, lock *os.File, pid, pidfd, keeper
 		return err
 	}
 	defer exe.Close()
-	var old unix.Sigset_t
-	if err := unix.PthreadSigmask(unix.SIG_BLOCK, stopSignals(), &old); err != nil {
-		return fmt.Errorf("block stop signals: %w", err)
+	// Every signal, not only the stop signals: those the runtime has a
+	// handler for (SIGSEGV, SIGBUS, SIGURG...) have their default again
+	// after the exec, which for most ends the process, until the waiter
+	// has set its table. Pending, they wait for it, and those it ignores
+	// are then dropped.
+	var old, all unix.Sigset_t
+	for i := range all.Val {
+		all.Val[i] = ^uint64(0)
+	}
+	if err := unix.PthreadSigmask(unix.SIG_BLOCK, &all, &old); err != nil {
+		return fmt.Errorf("block signals: %w", err)
 	}
 	restoreMask := func() { _ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil) }
 	// What the runtime has taken so far is in req.Level() after this.

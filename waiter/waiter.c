@@ -198,8 +198,10 @@ static void remove_cgroup(const char *path)
 
 int main(int argc, char **argv)
 {
-	/* Before anything: the stop signals run blocked stay blocked, and
-	 * the signalfd reads what came while they were, exec included. */
+	/* Before anything: run blocked every signal before the exec. The
+	 * stop signals stay blocked, and the signalfd reads what came while
+	 * they were, exec included; the others are unblocked once their
+	 * disposition is set (below). */
 	sigset_t stops;
 	sigemptyset(&stops);
 	sigaddset(&stops, SIGHUP);
@@ -207,13 +209,13 @@ int main(int argc, char **argv)
 	sigaddset(&stops, SIGTERM);
 	sigaddset(&stops, SIGQUIT);
 	sigaddset(&stops, SIGUSR1);
-	sigprocmask(SIG_BLOCK, &stops, NULL);
 	int sfd = signalfd(-1, &stops, SFD_CLOEXEC);
 	/* Every other signal is ignored, as sigpolicy says run ignores it;
 	 * SIGCHLD keeps its default, which leaves our children to wait. */
 	for (int s = 1; s <= 64; s++)
 		if (!sigismember(&stops, s) && s != SIGKILL && s != SIGSTOP && s != SIGCHLD)
 			ignore(s);
+	sigprocmask(SIG_SETMASK, &stops, NULL);
 
 	if (argc < 6) {
 		say("waiter: want PID PIDFD KEEPER LEVEL STAGE2 CGROUPDIR..., got %d arguments", argc - 1);
