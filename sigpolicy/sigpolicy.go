@@ -20,7 +20,6 @@ import (
 	"os"
 	"os/signal"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -121,11 +120,6 @@ type Requests struct {
 	c     chan struct{}
 	level atomic.Uint32
 	why   atomic.Pointer[string]
-	// mark and synced are Sync's: the marker signal arrives on mark,
-	// and the reader says on synced that it has read everything that
-	// came before it.
-	mark   chan os.Signal
-	synced chan struct{}
 }
 
 // Level is the highest request so far: Ignore (none), Stop or ForceStop.
@@ -167,7 +161,7 @@ func (r *Requests) Raise(a Action, why string) {
 // stop requests arrive. Call it first thing: before it, the runtime's
 // defaults apply.
 func Listen() *Requests {
-	r := &Requests{c: make(chan struct{}, 1), mark: make(chan os.Signal, 1), synced: make(chan struct{}, 1)}
+	r := &Requests{c: make(chan struct{}, 1)}
 	r.C = r.c
 	// One channel per meaning: when one fills up, what is dropped means
 	// what is already queued.
@@ -198,54 +192,10 @@ func Listen() *Requests {
 				r.Raise(Stop, s.String()+" received")
 			case s := <-force:
 				r.Raise(ForceStop, s.String()+" received")
-			case <-r.mark:
-				// The runtime hands signals on in the order it
-				// got them, each to every channel in turn: what
-				// came before the marker is in stop or force.
-				for drained := false; !drained; {
-					select {
-					case s := <-stop:
-						r.Raise(Stop, s.String()+" received")
-					case s := <-force:
-						r.Raise(ForceStop, s.String()+" received")
-					default:
-						drained = true
-					}
-				}
-				select {
-				case r.synced <- struct{}{}:
-				default:
-				}
 			}
 		}
 	}()
 	return r
-}
-
-// syncSignal is Sync's marker: a signal the table ignores, numbered above
-// every stop signal (the runtime hands a batch on lowest number first).
-const syncSignal = unix.Signal(Max)
-
-// Sync returns once every stop signal the Go runtime had taken from the
-// kernel before the call is in Level, or false after timeout. The run
-// process calls it before it hands over to the waiter, with the stop
-// signals blocked on its own thread: it narrows, but cannot close, the
-// window in which another thread of the runtime takes one (the runtime
-// unblocks them on every thread it starts).
-func (r *Requests) Sync(timeout time.Duration) bool {
-	signal.Notify(r.mark, syncSignal)
-	defer signal.Ignore(syncSignal)
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		_ = unix.Kill(os.Getpid(), syncSignal)
-		select {
-		case <-r.synced:
-			return true
-		case <-time.After(2 * time.Millisecond):
-			// The marker can be dropped by a full channel: again.
-		}
-	}
-	return false
 }
 
 // ignoreIfDefault sets sig's disposition to SIG_IGN if it is SIG_DFL, with

@@ -31,8 +31,8 @@ const (
 // namespace (PID 1's exit waits for that before its pidfd reports it).
 //
 // startLockKeeper starts it from exePath (the stage1 binary) for PID 1
-// pid and returns its pid.
-func startLockKeeper(exePath string, lock *os.File, pid int) (int, error) {
+// pid, with cloneFlags (the waiter's CLONE_PARENT), and returns its pid.
+func startLockKeeper(exePath string, lock *os.File, pid int, cloneFlags uintptr) (int, error) {
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return 0, fmt.Errorf("lock keeper: pidfd of PID 1: %w", err)
@@ -43,7 +43,7 @@ func startLockKeeper(exePath string, lock *os.File, pid int) (int, error) {
 		Dir:   "/",
 		Env:   []string{},
 		Files: []uintptr{closed, closed, os.Stderr.Fd(), lock.Fd(), uintptr(pidfd)},
-		Sys:   &syscall.SysProcAttr{Setsid: true},
+		Sys:   &syscall.SysProcAttr{Setsid: true, Cloneflags: cloneFlags},
 	})
 	if err != nil {
 		return 0, fmt.Errorf("lock keeper: %w", err)

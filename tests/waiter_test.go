@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,15 +13,28 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/layout"
 )
 
-// waiterEnv turns on run's hand-over to the waiter (stage1-init/waiter.go).
-var waiterEnv = []string{"POD1_WAITER=1"}
+// useWaiter makes the waiter (waiter/waiter.c) the pod's run entry point.
+func useWaiter(t *testing.T, p *Pod) {
+	t.Helper()
+	run := filepath.Join(p.Dir, layout.Stage1RootFS, "run")
+	must(t, os.Remove(run))
+	must(t, os.Symlink(bin("pod1-waiter"), run))
+}
 
-// isWaiter reports whether the process pid has become the waiter.
-func isWaiter(pid int) bool {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return strings.HasPrefix(string(b), "pod1-waiter\x00")
+// handedOver reports whether the Go run the waiter pid started has handed
+// over and gone: only PID 1 and the lock keeper are left as its children.
+func handedOver(pid int) bool {
+	for _, c := range childrenOf(pid) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", c))
+		if strings.HasPrefix(string(b), "run\x00") {
+			return false
+		}
+	}
+	return len(childrenOf(pid)) == 2
 }
 
 // fdsOf lists the open fds of pid as "N=target".
@@ -42,7 +56,7 @@ func checkOver(t *testing.T, p *Pod, ns string, r *Run) {
 	if locked(t, p.Dir) {
 		t.Errorf("the lock is held after run exited; stderr %s", r.Stderr)
 	}
-	if left := nsMembers(ns); len(left) != 0 {
+	if left := nsMembers(ns); ns != "" && len(left) != 0 {
 		t.Errorf("%d pod processes alive after run exited", len(left))
 	}
 	if left := cgroupMembers(p); len(left) != 0 {
@@ -76,23 +90,31 @@ func TestWaiter(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			apps := []App{{Name: "a", Exec: probe("sleep", "1h")}, {Name: "b", Exec: probe("sleep", "1h")}}
 			p := newPod(t, apps, nil)
-			r := start(t, p, RunOpts{Env: waiterEnv})
+			useWaiter(t, p)
+			r := start(t, p, RunOpts{})
 			pid := r.Cmd.Process.Pid
 			waitSupervisorReady(t, p)
-			waitFor(t, 10*time.Second, "the hand-over", func() bool { return isWaiter(pid) })
+			waitFor(t, 10*time.Second, "the hand-over", func() bool { return handedOver(pid) })
 			init := podPid(t, p)
 			ns := pidNS(init)
-			var fds []string
-			// Set up once its signalfd is open.
-			waitFor(t, 10*time.Second, "the waiter's signalfd", func() bool {
-				fds = fdsOf(pid)
-				return slices.ContainsFunc(fds, func(s string) bool { return strings.HasSuffix(s, "=anon_inode:[signalfd]") })
-			})
-			// stdio, the lock, PID 1's pidfd, the signalfd.
-			if len(fds) != 6 || !slices.ContainsFunc(fds, func(s string) bool { return strings.HasSuffix(s, "=anon_inode:[pidfd]") }) ||
-				!slices.ContainsFunc(fds, func(s string) bool { return strings.HasSuffix(s, "=anon_inode:[signalfd]") }) ||
-				!slices.ContainsFunc(fds, func(s string) bool { return strings.HasSuffix(s, "="+p.Dir) }) {
-				t.Errorf("the waiter's fds: %v", fds)
+			fds := fdsOf(pid)
+			// stdio, the lock, PID 1's pidfd, the signalfd, and
+			// whatever the caller (this test) left inheritable.
+			mine := map[string]bool{}
+			for _, f := range fdsOf(os.Getpid()) {
+				mine[f] = true
+			}
+			var own []string
+			for _, f := range fds {
+				if n, _, _ := strings.Cut(f, "="); n > "2" && !mine[f] {
+					own = append(own, f)
+				}
+			}
+			slices.Sort(own)
+			if len(own) != 3 || !slices.ContainsFunc(own, func(s string) bool { return strings.HasSuffix(s, "=anon_inode:[pidfd]") }) ||
+				!slices.ContainsFunc(own, func(s string) bool { return strings.HasSuffix(s, "=anon_inode:[signalfd]") }) ||
+				!slices.ContainsFunc(own, func(s string) bool { return strings.HasSuffix(s, "="+p.Dir) }) {
+				t.Errorf("the waiter's fds: %v (all: %v)", own, fds)
 			}
 			// Ignored, as by run: none of these ends it.
 			for _, s := range []unix.Signal{unix.SIGUSR2, unix.SIGPIPE, unix.SIGALRM, unix.SIGTSTP, unix.SIGSEGV, unix.Signal(34), unix.Signal(64)} {
@@ -120,8 +142,9 @@ func TestWaiter(t *testing.T) {
 	t.Run("exit-code", func(t *testing.T) {
 		apps := []App{{Name: "a", Exec: probe("sleep", "300ms", "+", "exit", "3")}, {Name: "b", Exec: probe("sleep", "1h")}}
 		p := newPod(t, apps, nil)
-		r := start(t, p, RunOpts{Env: waiterEnv})
-		waitFor(t, 10*time.Second, "the hand-over", func() bool { return isWaiter(r.Cmd.Process.Pid) })
+		useWaiter(t, p)
+		r := start(t, p, RunOpts{})
+		waitFor(t, 10*time.Second, "the hand-over", func() bool { return handedOver(r.Cmd.Process.Pid) })
 		ns := pidNS(podPid(t, p))
 		if code := r.Wait(t); code != 3 {
 			t.Errorf("pod exit %d, want 3; stderr %s", code, r.Stderr)
@@ -131,12 +154,12 @@ func TestWaiter(t *testing.T) {
 }
 
 // The hand-over sweep (issue 16): SIGTERM, SIGINT or SIGHUP sent to the
-// run process at stepped and random moments around its hand-over to the
-// waiter (before it, while run blocks the stop signals and execs, and
-// after it) is never lost: the pod stops gracefully (its apps would sleep
-// an hour), exits 0, every app has its final status (143, or 254 if the
-// stop came before it started), and the lock is free only once every pod
-// process is gone.
+// run process (the waiter) at stepped and random moments of the pod's
+// start (before PID 1 exists, while the Go run sets up, around its report
+// and after it) is never lost: the pod stops gracefully (its apps would
+// sleep an hour), exits 0, every app has its final status (143, or 254 if
+// the stop came before it started), and once run has exited the lock is
+// free, no pod process is alive and the pod's cgroups are gone.
 func TestWaiterHandoverSweep(t *testing.T) {
 	const steps = 24
 	for _, sig := range []unix.Signal{unix.SIGTERM, unix.SIGINT, unix.SIGHUP} {
@@ -144,7 +167,7 @@ func TestWaiterHandoverSweep(t *testing.T) {
 			var wg sync.WaitGroup
 			sem := make(chan struct{}, 3)
 			var mu sync.Mutex
-			handedOver := 0
+			after := 0
 			for i := 0; i < steps; i++ {
 				wg.Add(1)
 				go func() {
@@ -154,22 +177,39 @@ func TestWaiterHandoverSweep(t *testing.T) {
 					t.Run(strconv.Itoa(i), func(t *testing.T) {
 						apps := []App{{Name: "a", Exec: probe("sleep", "1h")}, {Name: "b", Exec: probe("sleep", "1h")}}
 						p := newPod(t, apps, nil)
-						r := start(t, p, RunOpts{Env: waiterEnv})
+						useWaiter(t, p)
+						r := start(t, p, RunOpts{})
 						pid := r.Cmd.Process.Pid
-						// From the pid file, which run writes just
-						// before it hands over: steps of 400 µs with
-						// up to 400 µs more at random, ~10 ms in all.
-						init := podPid(t, p)
-						ns := pidNS(init)
-						time.Sleep(time.Duration(i)*400*time.Microsecond + rand.N(400*time.Microsecond))
-						waiter := isWaiter(pid)
+						// Even steps from run's start, in steps of
+						// 1.5 ms; odd ones from the pid file, which
+						// the Go run writes just before its report,
+						// in steps of 300 µs; each with up to one
+						// step more at random.
+						step := 1500 * time.Microsecond
+						if i%2 == 1 {
+							podPid(t, p)
+							step = 300 * time.Microsecond
+						}
+						time.Sleep(time.Duration(i/2)*step + rand.N(step))
+						over := handedOver(pid)
+						ns := ""
+						if init := childrenOf(pid); len(init) > 0 {
+							// PID 1 or the Go run: whichever is in
+							// a pid namespace of its own.
+							for _, c := range init {
+								if l := pidNS(c); l != pidNS(os.Getpid()) {
+									ns = l
+								}
+							}
+						}
 						must(t, unix.Kill(pid, sig))
-						if waiter {
+						if over {
 							mu.Lock()
-							handedOver++
+							after++
 							mu.Unlock()
 						}
-						if code := r.Wait(t); code != 0 {
+						code := r.Wait(t)
+						if code != 0 {
 							t.Errorf("pod exit %d; stderr %s", code, r.Stderr)
 						}
 						checkOver(t, p, ns, r)
@@ -178,29 +218,12 @@ func TestWaiterHandoverSweep(t *testing.T) {
 								t.Errorf("app %s: status %d, want 143 (or 254: not started); stderr %s", a.Name, got, r.Stderr)
 							}
 						}
-						if strings.Contains(r.Stderr.String(), "hand-over to the waiter") {
-							t.Errorf("the hand-over failed: %s", r.Stderr)
-						}
 					})
 				}()
 			}
 			wg.Wait()
-			t.Logf("%d of %d signals reached the waiter, the rest run", handedOver, steps)
+			t.Logf("%d of %d signals came after the hand-over", after, steps)
 		})
 	}
 }
 
-// Without the switch nothing changes: run waits itself.
-func TestWaiterOffByDefault(t *testing.T) {
-	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
-	r := start(t, p, RunOpts{})
-	waitSupervisorReady(t, p)
-	time.Sleep(50 * time.Millisecond)
-	if isWaiter(r.Cmd.Process.Pid) {
-		t.Error("run handed over without POD1_WAITER=1")
-	}
-	must(t, r.Cmd.Process.Signal(unix.SIGTERM))
-	if code := r.Wait(t); code != 0 {
-		t.Errorf("pod exit %d; stderr %s", code, r.Stderr)
-	}
-}

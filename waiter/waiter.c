@@ -1,26 +1,28 @@
 /*
- * pod1-waiter: what the run entry point becomes once the pod's PID 1 is
- * running (issue 16). run (Go) sets everything up, then execs this in the
- * same process: the pod's lock (an inherited fd, never touched here) stays
- * held across the exec, PID 1 stays this process's child, and the stop
- * signals run blocked before the exec are still blocked, and still pending
- * if they came during it.
+ * pod1-waiter: the stage1's run entry point when it is on (issue 16; see
+ * WAITER in the Makefile). It is what rkt's stage0 execs, and so the
+ * process rkt run (or pod1 run) is, holding the pod's lock through the fd
+ * stage0 left it, for the pod's whole life. It is a small C program so
+ * that the process that only waits does not carry a Go runtime.
  *
- * It does what run did from there on, and nothing else: passes each stop
- * request on to PID 1 as sigpolicy says (SIGHUP, SIGINT, SIGTERM: a
- * graceful stop, sent as SIGTERM; SIGQUIT, SIGUSR1: a forced stop, sent as
- * SIGUSR1; a request only ever rises), ignores every other signal it can,
- * reaps PID 1, removes the pod's cgroups (deepest first; whatever is left
- * in them is killed), waits for the lock keeper, undoes the shared bind
- * of a mutable pod's app directory, and exits with PID 1's code, or 254
- * if PID 1 was killed.
+ * Before anything else it blocks every signal: a stop signal sent at any
+ * moment from its first instruction on is read from its signalfd, never
+ * lost. It starts the Go run (stage1-init, as "run") as its child, which validates and sets up everything as before
+ * and clones the pod's PID 1 and the lock keeper as children of this
+ * process (CLONE_PARENT), then reports on a pipe what it made and exits.
+ * From then on this process does what run did: passes each stop request
+ * on to PID 1 as sigpolicy says (SIGHUP, SIGINT, SIGTERM: a graceful stop,
+ * sent as SIGTERM; SIGQUIT, SIGUSR1: a forced stop, sent as SIGUSR1; a
+ * request only ever rises, and one that came before PID 1 was ready is
+ * passed on once it is), ignores every other signal it can, reaps PID 1,
+ * removes the pod's cgroups (deepest first; whatever is left in them is
+ * killed), waits for the lock keeper, undoes the shared bind of a mutable
+ * pod's app directory, and exits with PID 1's code, or 254 if PID 1 was
+ * killed. If the Go run ends without a report (a bad flag, a failed set-up)
+ * its code is the pod's, once every child is gone.
  *
- * Usage (built by run, never by hand):
- *   pod1-waiter PID PIDFD KEEPER LEVEL STAGE2|- CGROUPDIR...
- * PID and PIDFD name PID 1; KEEPER is the lock keeper's pid (0: none);
- * LEVEL the stop already asked of run (0 none, 1 graceful, 2 forced);
- * STAGE2 the bind mount to undo; each CGROUPDIR is the pod's cgroup in one
- * hierarchy.
+ * The report, NUL-terminated fields: PID 1's pid, the keeper's pid, the
+ * bind to undo or "-", then the pod's cgroup in each hierarchy.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -85,11 +87,6 @@ static void ignore(int sig)
 {
 	struct ksigaction act = { .handler = (unsigned long)SIG_IGN };
 	syscall(SYS_rt_sigaction, sig, &act, NULL, sizeof act.mask);
-}
-
-static int pidfd_send(int pidfd, int sig)
-{
-	return syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
 }
 
 static void msleep(long ms)
@@ -196,13 +193,96 @@ static void remove_cgroup(const char *path)
 	close(parent);
 }
 
+/* The name the Go run dispatches on, and the variable naming the report
+ * pipe's fd in its environment. */
+#define GO_RUN_ROLE "run"
+#define REPORT_ENV "POD1_WAITER_FD"
+#define GO_BINARY "stage1-init"
+
+/* go_path finds the Go stage1 binary next to ours. It is run by path, as
+ * stage0 runs us: it is a host process, outside the pod, and makes the
+ * read-only copies of itself that PID 1 and the lock keeper run from. */
+static int go_path(char *path, size_t size)
+{
+	ssize_t n = readlink("/proc/self/exe", path, size - sizeof GO_BINARY - 1);
+	if (n <= 0)
+		return -1;
+	path[n] = 0;
+	char *slash = strrchr(path, '/');
+	if (!slash)
+		return -1;
+	strcpy(slash + 1, GO_BINARY);
+	return 0;
+}
+
+/* start_go starts the Go run as our child with argv (our own, argv[0]
+ * replaced), the signal mask we were started with, and the report pipe's
+ * write end. It returns its pid, or -1. */
+static pid_t start_go(char **argv, const sigset_t *mask, int report)
+{
+	char path[4096], env[64];
+	if (go_path(path, sizeof path)) {
+		say("stage1 binary %s: %s", GO_BINARY, strerror(errno));
+		return -1;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* Not close-on-exec here; the Go run marks every fd above
+		 * stderr close-on-exec first thing. */
+		int w = dup(report);
+		snprintf(env, sizeof env, "%d", w);
+		setenv(REPORT_ENV, env, 1);
+		/* Terminal signals (Ctrl-C) reach us alone, and are passed
+		 * on once, as every other stop request. */
+		setpgid(0, 0);
+		sigprocmask(SIG_SETMASK, mask, NULL);
+		argv[0] = GO_RUN_ROLE;
+		extern char **environ;
+		execve(path, argv, environ);
+		say("exec %s: %s", GO_BINARY, strerror(errno));
+		_exit(CODE_FAILURE);
+	}
+	return pid;
+}
+
+static void forward(int pidfd, long level)
+{
+	if (pidfd >= 0 && level > LEVEL_NONE)
+		syscall(SYS_pidfd_send_signal, pidfd, level == LEVEL_FORCE ? SIGUSR1 : SIGTERM, NULL, 0);
+}
+
+/* read_requests reads the stop signals that came, raises level, and
+ * passes each on to PID 1 (pidfd; -1 while it is not ready). A repeated
+ * request is passed on again, as run did: it changes nothing in PID 1. */
+static void read_requests(int sfd, long *level, int pidfd)
+{
+	struct signalfd_siginfo si[8];
+	ssize_t n = read(sfd, si, sizeof si);
+	for (ssize_t i = 0; i < n / (ssize_t)sizeof si[0]; i++) {
+		int s = si[i].ssi_signo;
+		long want = s == SIGQUIT || s == SIGUSR1 ? LEVEL_FORCE : LEVEL_STOP;
+		if (want > *level)
+			*level = want;
+		forward(pidfd, *level);
+	}
+}
+
+static int code_of(int status)
+{
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	return CODE_FAILURE;
+}
+
 int main(int argc, char **argv)
 {
-	/* Before anything: run blocked every signal before the exec. The
-	 * stop signals stay blocked, and the signalfd reads what came while
-	 * they were, exec included; the others are unblocked once their
-	 * disposition is set (below). */
-	sigset_t stops;
+	(void)argc;
+	/* First thing: every signal blocked. The stop signals stay so, and
+	 * the signalfd reads them; the others are unblocked once their
+	 * disposition is set. */
+	sigset_t all, start_mask, stops;
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &start_mask);
 	sigemptyset(&stops);
 	sigaddset(&stops, SIGHUP);
 	sigaddset(&stops, SIGINT);
@@ -216,64 +296,105 @@ int main(int argc, char **argv)
 		if (!sigismember(&stops, s) && s != SIGKILL && s != SIGSTOP && s != SIGCHLD)
 			ignore(s);
 	sigprocmask(SIG_SETMASK, &stops, NULL);
-
-	if (argc < 6) {
-		say("waiter: want PID PIDFD KEEPER LEVEL STAGE2 CGROUPDIR..., got %d arguments", argc - 1);
-		return CODE_FAILURE;
-	}
-	pid_t pid = (pid_t)number(argv[1], "PID");
-	int pidfd = (int)number(argv[2], "PIDFD");
-	pid_t keeper = (pid_t)number(argv[3], "KEEPER");
-	long level = number(argv[4], "LEVEL");
-	const char *stage2 = argv[5];
 	if (sfd < 0) {
-		/* Nothing can be passed on: ending here makes PID 1 stop
-		 * the pod (forced), as run's death does. */
-		say("waiter: signalfd: %s", strerror(errno));
+		say("signalfd: %s", strerror(errno));
 		return CODE_FAILURE;
 	}
-	if (level > LEVEL_NONE)
-		pidfd_send(pidfd, level == LEVEL_FORCE ? SIGUSR1 : SIGTERM);
 
-	int status = 0;
-	struct pollfd fds[2] = { { .fd = sfd, .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
+	int rp[2];
+	if (pipe2(rp, O_CLOEXEC)) {
+		say("report pipe: %s", strerror(errno));
+		return CODE_FAILURE;
+	}
+	pid_t run = start_go(argv, &start_mask, rp[1]);
+	close(rp[1]);
+	if (run < 0)
+		return CODE_FAILURE;
+
+	/* The report: read until the Go run closes it (it exits right after
+	 * writing it, or fails without). Stop requests meanwhile raise the
+	 * level, passed on once PID 1 is known. */
+	static char report[65536];
+	size_t got = 0;
+	long level = LEVEL_NONE;
+	struct pollfd pf[2] = { { .fd = sfd, .events = POLLIN }, { .fd = rp[0], .events = POLLIN } };
 	for (;;) {
+		if (poll(pf, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			say("poll: %s", strerror(errno));
+			break;
+		}
+		if (pf[0].revents & POLLIN)
+			read_requests(sfd, &level, -1);
+		if (pf[1].revents & (POLLIN | POLLHUP)) {
+			ssize_t n = read(rp[0], report + got, sizeof report - 1 - got);
+			if (n > 0) {
+				got += n;
+				continue;
+			}
+			if (n < 0 && errno == EINTR)
+				continue;
+			break;
+		}
+	}
+	close(rp[0]);
+	int status = 0;
+	while (waitpid(run, &status, 0) < 0 && errno == EINTR)
+		;
+	/* Split the report into its fields. */
+	char *field[1024];
+	int nf = 0;
+	for (size_t i = 0; i < got && nf < 1024;) {
+		field[nf++] = report + i;
+		while (i < got && report[i])
+			i++;
+		i++;
+	}
+	if (nf < 3 || got == 0 || report[got - 1] != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		/* The Go run failed (it said why) or was killed: whatever
+		 * it started (PID 1, the keeper) is our child and it has
+		 * ended it; wait for them all, then fail as it did. */
+		while (wait(NULL) > 0 || errno == EINTR)
+			;
+		if (WIFSIGNALED(status))
+			return 128 + WTERMSIG(status);
+		return code_of(status);
+	}
+	pid_t pid = (pid_t)number(field[0], "PID");
+	pid_t keeper = (pid_t)number(field[1], "KEEPER");
+	const char *stage2 = field[2];
+	/* PID 1 is our child and not yet waited for: its pid names it. */
+	int pidfd = syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd < 0) {
+		say("pidfd of PID 1: %s", strerror(errno));
+		kill(pid, SIGUSR1);
+	}
+	forward(pidfd, level);
+	struct pollfd fds[2] = { { .fd = sfd, .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
+	while (pidfd >= 0) {
 		if (poll(fds, 2, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
 		}
-		if (fds[0].revents & POLLIN) {
-			struct signalfd_siginfo si[8];
-			ssize_t n = read(sfd, si, sizeof si);
-			for (ssize_t i = 0; i < n / (ssize_t)sizeof si[0]; i++) {
-				int s = si[i].ssi_signo;
-				long want = s == SIGQUIT || s == SIGUSR1 ? LEVEL_FORCE : LEVEL_STOP;
-				if (want > level)
-					level = want;
-				/* A repeated request is passed on again, as
-				 * run did: it changes nothing in PID 1. */
-				pidfd_send(pidfd, level == LEVEL_FORCE ? SIGUSR1 : SIGTERM);
-			}
-		}
+		if (fds[0].revents & POLLIN)
+			read_requests(sfd, &level, pidfd);
+		/* Readable once PID 1 has exited, after every process of its
+		 * pid namespace. */
 		if (fds[1].revents & (POLLIN | POLLHUP))
 			break;
 	}
-	/* PID 1 is our child (run cloned it; the exec kept us the same
-	 * process): its pidfd is readable once it has exited, after every
-	 * process of its pid namespace. */
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	for (int i = 6; i < argc; i++)
-		remove_cgroup(argv[i]);
+	for (int i = 3; i < nf; i++)
+		remove_cgroup(field[i]);
 	if (keeper > 0)
 		while (waitpid(keeper, NULL, 0) < 0 && errno == EINTR)
 			;
 	if (strcmp(stage2, "-"))
 		umount2(stage2, MNT_DETACH);
-	if (WIFEXITED(status))
-		return WEXITSTATUS(status);
 	if (WIFSIGNALED(status))
 		say("pod init killed by signal %d", WTERMSIG(status));
-	return CODE_FAILURE;
+	return code_of(status);
 }
