@@ -185,6 +185,11 @@ func TestWaiterHandoverSweep(t *testing.T) {
 						// the Go run writes just before its report,
 						// in steps of 300 µs; each with up to one
 						// step more at random.
+						// From the moment the waiter has its signal
+						// table in: before, the kernel's defaults
+						// apply, as they do to any program before its
+						// first instruction (docs/supervision.md).
+						waitFor(t, 5*time.Second, "the waiter's signal table", func() bool { return ignores(pid, unix.SIGUSR2) })
 						step := 1500 * time.Microsecond
 						if i%2 == 1 {
 							podPid(t, p)
@@ -226,4 +231,3 @@ func TestWaiterHandoverSweep(t *testing.T) {
 		})
 	}
 }
-
