@@ -38,6 +38,13 @@ func startLockKeeper(exePath string, lock *os.File, pid int, cloneFlags uintptr)
 		return 0, fmt.Errorf("lock keeper: pidfd of PID 1: %w", err)
 	}
 	defer unix.Close(pidfd)
+	// The waiter's binary in its keeper role, when it is there: a C
+	// program that only waits holds next to nothing, where a Go runtime
+	// holds megabytes for the pod's whole life.
+	if w, wPath, err := readOnlyWaiter(); err == nil {
+		defer w.Close()
+		exePath = wPath
+	}
 	closed := ^uintptr(0)
 	kpid, err := syscall.ForkExec(exePath, []string{roleLockKeeper}, &syscall.ProcAttr{
 		Dir:   "/",

@@ -31,9 +31,11 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
@@ -274,9 +276,42 @@ static int code_of(int status)
 	return CODE_FAILURE;
 }
 
+/* shed drops our binary's mapped pages from our page tables once we only
+ * wait (stage1-init's shedUnusedMemory does the same for the Go
+ * processes): they stay in the page cache, and the few the waiting code
+ * uses fault back in. */
+static void shed(void)
+{
+	extern char __executable_start[], etext[];
+	long page = sysconf(_SC_PAGESIZE);
+	uintptr_t lo = (uintptr_t)__executable_start & ~(uintptr_t)(page - 1);
+	madvise((void *)lo, (uintptr_t)etext - lo, MADV_DONTNEED);
+}
+
+/* The lock keeper (stage1-init/lockkeeper.go starts it): holds the pod's
+ * lock on fd 3 until the pidfd on fd 4 says PID 1 has exited. */
+#define KEEPER_ROLE "pod1-lock"
+
+static int keeper_main(void)
+{
+	shed();
+	struct pollfd p = { .fd = 4, .events = POLLIN };
+	for (;;) {
+		if (poll(&p, 1, -1) >= 0)
+			return 0;
+		if (errno != EINTR) {
+			say("lock keeper: %s", strerror(errno));
+			return 1;
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	(void)argc;
+	const char *base = strrchr(argv[0], '/');
+	if (!strcmp(base ? base + 1 : argv[0], KEEPER_ROLE))
+		return keeper_main();
 	/* First thing: every signal blocked. The stop signals stay so, and
 	 * the signalfd reads them; the others are unblocked once their
 	 * disposition is set. */
@@ -371,6 +406,7 @@ int main(int argc, char **argv)
 		kill(pid, SIGUSR1);
 	}
 	forward(pidfd, level);
+	shed();
 	struct pollfd fds[2] = { { .fd = sfd, .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
 	while (pidfd >= 0) {
 		if (poll(fds, 2, -1) < 0) {
