@@ -34,7 +34,7 @@ func takeWaiter() (*waiter, error) {
 	if !ok {
 		return nil, nil
 	}
-	os.Unsetenv(waiterFdEnv)
+	_ = os.Unsetenv(waiterFdEnv)
 	fd, err := strconv.Atoi(v)
 	if err != nil || fd <= 2 {
 		return nil, fmt.Errorf("%s=%q: not a file descriptor above stderr", waiterFdEnv, v)
