@@ -438,7 +438,8 @@ func forwardStop(req *sigpolicy.Requests, pid, pidfd int, pidfdErr error) {
 
 // waitPid waits for one of our two children, PID 1 and the lock keeper.
 // The run process starts no other child, so this is not a second reaper
-// competing with one.
+// competing with one. Under the waiter they are the waiter's children,
+// and it returns at once (ECHILD): the waiter reaps them.
 func waitPid(pid int) unix.WaitStatus {
 	var ws unix.WaitStatus
 	for {
