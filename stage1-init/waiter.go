@@ -25,6 +25,11 @@ const waiterFdEnv = "POD1_WAITER_FD"
 // point itself.
 type waiter struct {
 	report *os.File
+	// pidfd is the waiter's, opened while it was surely our parent:
+	// PID 1 watches it, and so learns of the waiter's death even if
+	// that came before PID 1 was cloned (CLONE_PARENT then makes the
+	// host's init PID 1's parent, whose death never comes).
+	pidfd int
 }
 
 // takeWaiter takes the report pipe the waiter passed, if any, out of the
@@ -35,16 +40,30 @@ func takeWaiter() (*waiter, error) {
 		return nil, nil
 	}
 	_ = os.Unsetenv(waiterFdEnv)
-	fd, err := strconv.Atoi(v)
+	fdv, pidv, _ := strings.Cut(v, ",")
+	fd, err := strconv.Atoi(fdv)
 	if err != nil || fd <= 2 {
 		return nil, fmt.Errorf("%s=%q: not a file descriptor above stderr", waiterFdEnv, v)
+	}
+	pid, err := strconv.Atoi(pidv)
+	if err != nil || pid <= 0 {
+		return nil, fmt.Errorf("%s=%q: no waiter pid", waiterFdEnv, v)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
 		return nil, fmt.Errorf("%s=%d: not a pipe", waiterFdEnv, fd)
 	}
 	unix.CloseOnExec(fd)
-	return &waiter{report: os.NewFile(uintptr(fd), "waiter-report")}, nil
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err == nil && os.Getppid() != pid {
+		unix.Close(pidfd)
+		err = errors.New("it is gone")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the waiter (pid %d): %w", pid, err)
+	}
+	unix.CloseOnExec(pidfd)
+	return &waiter{report: os.NewFile(uintptr(fd), "waiter-report"), pidfd: pidfd}, nil
 }
 
 // cloneFlags adds what the children run starts need under the waiter: the
@@ -56,17 +75,16 @@ func (w *waiter) cloneFlags() uintptr {
 	return unix.CLONE_PARENT
 }
 
-// parentPidfd is the pidfd PID 1 watches: that of its parent, the waiter
-// or run.
+// parentPidfd is the pidfd PID 1 watches: the waiter's, or run's; the
+// caller closes it.
 func (w *waiter) parentPidfd() int {
 	if w == nil {
 		return openSelfPidfd()
 	}
-	fd, err := unix.PidfdOpen(os.Getppid(), 0)
+	fd, err := unix.FcntlInt(uintptr(w.pidfd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return -1
 	}
-	unix.CloseOnExec(fd)
 	return fd
 }
 

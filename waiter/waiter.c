@@ -223,6 +223,7 @@ static int go_path(char *path, size_t size)
 static pid_t start_go(char **argv, const sigset_t *mask, int report)
 {
 	char path[4096], env[64];
+	pid_t self = getpid();
 	if (go_path(path, sizeof path)) {
 		say("stage1 binary %s: %s", GO_BINARY, strerror(errno));
 		return -1;
@@ -232,7 +233,9 @@ static pid_t start_go(char **argv, const sigset_t *mask, int report)
 		/* Not close-on-exec here; the Go run marks every fd above
 		 * stderr close-on-exec first thing. */
 		int w = dup(report);
-		snprintf(env, sizeof env, "%d", w);
+		/* Our pid too: the Go run checks that we are its parent
+		 * (not already dead) and watches us through a pidfd. */
+		snprintf(env, sizeof env, "%d,%d", w, (int)self);
 		setenv(REPORT_ENV, env, 1);
 		/* Terminal signals (Ctrl-C) reach us alone, and are passed
 		 * on once, as every other stop request. */
