@@ -97,7 +97,13 @@ func TestWaiter(t *testing.T) {
 			waitFor(t, 10*time.Second, "the hand-over", func() bool { return handedOver(pid) })
 			init := podPid(t, p)
 			ns := pidNS(init)
-			fds := fdsOf(pid)
+			var fds []string
+			// The waiter opens PID 1's pidfd once it has read the
+			// report and reaped the Go run.
+			waitFor(t, 10*time.Second, "the waiter's pidfd of PID 1", func() bool {
+				fds = fdsOf(pid)
+				return slices.ContainsFunc(fds, func(s string) bool { return strings.HasSuffix(s, "=anon_inode:[pidfd]") })
+			})
 			// stdio, the lock, PID 1's pidfd, the signalfd, and
 			// whatever the caller (this test) left inheritable.
 			mine := map[string]bool{}
