@@ -91,10 +91,21 @@ func (b *bench) newPod(apps []podApp) (*pod, error) {
 			return nil, err
 		}
 	}
-	for _, ep := range []string{"run", "stop", "gc"} {
+	for _, ep := range []string{"stop", "gc"} {
 		if err := os.Symlink(b.stage1Init, filepath.Join(s1, ep)); err != nil {
 			return nil, err
 		}
+	}
+	// The run entry point is the waiter, as in the image (make image
+	// WAITER=1, the default), unless POD1_WAITER=0.
+	run := b.stage1Init
+	if w := filepath.Join(b.repo, "bin/pod1-waiter"); os.Getenv("POD1_WAITER") != "0" {
+		if _, err := os.Stat(w); err == nil {
+			run = w
+		}
+	}
+	if err := os.Symlink(run, filepath.Join(s1, "run")); err != nil {
+		return nil, err
 	}
 	m, err := podManifest(apps)
 	if err != nil {
