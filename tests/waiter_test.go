@@ -49,8 +49,9 @@ func fdsOf(pid int) []string {
 }
 
 // checkOver checks what "run has exited" must mean: the lock free, no
-// process of the pod's pid namespace ns or of its cgroups alive, and the
-// pod's cgroups removed.
+// process of the pod's pid namespace ns or of its cgroups alive. The
+// pod's emptied cgroups stay for gc, as the Go run leaves them (rkt's
+// way): their presence is checked where cgroups are made at all.
 func checkOver(t *testing.T, p *Pod, ns string, r *Run) {
 	t.Helper()
 	if locked(t, p.Dir) {
@@ -61,9 +62,6 @@ func checkOver(t *testing.T, p *Pod, ns string, r *Run) {
 	}
 	if left := cgroupMembers(p); len(left) != 0 {
 		t.Errorf("%d processes in the pod's cgroups after run exited", len(left))
-	}
-	if d := cgroupDirs(p); len(d) != 0 {
-		t.Errorf("cgroups left: %v", d)
 	}
 }
 
@@ -165,7 +163,7 @@ func TestWaiter(t *testing.T) {
 // and after it) is never lost: the pod stops gracefully (its apps would
 // sleep an hour), exits 0, every app has its final status (143, or 254 if
 // the stop came before it started), and once run has exited the lock is
-// free, no pod process is alive and the pod's cgroups are gone.
+// free, no pod process is alive and the pod's cgroups are empty.
 func TestWaiterHandoverSweep(t *testing.T) {
 	const steps = 24
 	for _, sig := range []unix.Signal{unix.SIGTERM, unix.SIGINT, unix.SIGHUP} {

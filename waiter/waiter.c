@@ -15,8 +15,8 @@
  * sent as SIGTERM; SIGQUIT, SIGUSR1: a forced stop, sent as SIGUSR1; a
  * request only ever rises, and one that came before PID 1 was ready is
  * passed on once it is), ignores every other signal it can, reaps PID 1,
- * removes the pod's cgroups (deepest first; whatever is left in them is
- * killed), waits for the lock keeper, undoes the shared bind of a mutable
+ * empties the pod's cgroups (whatever is left in them is killed; the
+ * directories stay for gc, as the Go run leaves them), waits for the lock keeper, undoes the shared bind of a mutable
  * pod's app directory, and exits with PID 1's code, or 254 if PID 1 was
  * killed. If the Go run ends without a report (a bad flag, a failed set-up)
  * its code is the pod's, once every child is gone.
@@ -49,7 +49,7 @@ enum { LEVEL_NONE, LEVEL_STOP, LEVEL_FORCE };
 /* rkt's stage1 failure code. */
 #define CODE_FAILURE 254
 
-/* How long cgroup removal waits for what is left in the cgroups to die
+/* How long emptying the cgroups waits for what is left in them to die
  * (cgroups.RemoveTimeout). */
 #define REMOVE_TIMEOUT_MS 30000
 
@@ -106,9 +106,9 @@ static long now_ms(void)
 }
 
 /* kill_left kills whatever is left in the cgroup dir (an open directory):
- * on cgroup v2 with cgroup.kill (the whole subtree at once), else each pid
- * cgroup.procs lists. */
-static void kill_left(int dir)
+ * on cgroup v2 with cgroup.kill (the whole subtree at once), then each pid
+ * cgroup.procs lists. It returns how many pids the list held. */
+static int kill_left(int dir)
 {
 	int fd = openat(dir, "cgroup.kill", O_WRONLY | O_CLOEXEC);
 	if (fd >= 0) {
@@ -117,56 +117,58 @@ static void kill_left(int dir)
 	}
 	fd = openat(dir, "cgroup.procs", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return;
+		return 0;
 	FILE *f = fdopen(fd, "r");
 	if (!f) {
 		close(fd);
-		return;
+		return 0;
 	}
+	int n = 0;
 	long pid;
 	while (fscanf(f, "%ld", &pid) == 1)
-		if (pid > 0)
+		if (pid > 0) {
+			n++;
 			kill((pid_t)pid, SIGKILL);
+		}
 	fclose(f);
+	return n;
 }
 
-/* remove_tree removes the cgroup name in parent and everything below it,
- * deepest first; it returns 0 once it is gone, -1 if a directory is still
- * refused (something left in it). */
-static int remove_tree(int parent, const char *name, int depth)
+/* drain_tree kills what is left in the cgroup name in parent and in
+ * everything below it; it returns how many processes it found (0: the
+ * tree is empty). The directories stay. */
+static int drain_tree(int parent, const char *name, int depth)
 {
-	if (unlinkat(parent, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+	if (depth > 64)
 		return 0;
-	if (depth > 64 || (errno != EBUSY && errno != ENOTEMPTY))
-		return -1;
 	int dir = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dir < 0)
-		return errno == ENOENT ? 0 : -1;
+		return 0;
+	int n = kill_left(dir);
 	int fd = dup(dir);
 	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
 	if (!d) {
 		if (fd >= 0)
 			close(fd);
 		close(dir);
-		return -1;
+		return n;
 	}
 	struct dirent *e;
 	while ((e = readdir(d)))
 		if (e->d_type == DT_DIR && strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-			remove_tree(dir, e->d_name, depth + 1);
+			n += drain_tree(dir, e->d_name, depth + 1);
 	closedir(d);
-	int rc = unlinkat(parent, name, AT_REMOVEDIR) == 0 || errno == ENOENT ? 0 : -1;
-	if (rc)
-		kill_left(dir);
 	close(dir);
-	return rc;
+	return n;
 }
 
-/* remove_cgroup removes the pod's cgroup at path in one hierarchy. PID 1
- * has been reaped, so every process of the pod's pid namespace is gone;
- * the cheap case is three rmdirs. rmdir can fail with EBUSY for a moment
- * after the last process left. */
-static void remove_cgroup(const char *path)
+/* drain_cgroup empties the pod's cgroup at path in one hierarchy, as the
+ * Go run's cgroups.Drain does: the emptied cgroups stay for gc to remove
+ * (the gc entry point, rkt gc, rkt rm), as rkt's stage1 leaves its pod's,
+ * but nothing of the pod may outlive the lock. PID 1 has been reaped, so
+ * after every orderly end the tree is already empty and this only reads
+ * each directory's process list; what a killed PID 1 left is killed. */
+static void drain_cgroup(const char *path)
 {
 	char *slash = strrchr(path, '/');
 	if (path[0] != '/' || !slash || !slash[1]) {
@@ -181,13 +183,13 @@ static void remove_cgroup(const char *path)
 	parent_path[n] = 0;
 	int parent = open(parent_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (parent < 0) {
-		say("warning: remove cgroups: %s: %s", path, strerror(errno));
+		say("warning: empty cgroups: %s: %s", path, strerror(errno));
 		return;
 	}
 	long deadline = now_ms() + REMOVE_TIMEOUT_MS;
-	while (remove_tree(parent, slash + 1, 0)) {
+	while (drain_tree(parent, slash + 1, 0)) {
 		if (now_ms() > deadline) {
-			say("warning: remove cgroups: processes left in %s after 30s", path);
+			say("warning: empty cgroups: processes left in %s after 30s", path);
 			break;
 		}
 		msleep(2);
@@ -427,7 +429,7 @@ int main(int argc, char **argv)
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	for (int i = 3; i < nf; i++)
-		remove_cgroup(field[i]);
+		drain_cgroup(field[i]);
 	if (keeper > 0)
 		while (waitpid(keeper, NULL, 0) < 0 && errno == EINTR)
 			;
