@@ -10,7 +10,7 @@ export CGO_ENABLED := 0
 # The real rkt v1.30.0 stage0 the tests drive pod1 through (see rkt: below).
 RKT := build/rkt/rkt
 
-BINS := bin/stage1-init bin/net-setup bin/pod1 bin/probe bin/demo-hello
+BINS := bin/stage1-init bin/pod1-waiter bin/net-setup bin/pod1 bin/probe bin/demo-hello
 SRCS := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 
 .PHONY: all image demo test test-race lint tools check-static clean bench vm-test rkt conformance
@@ -19,6 +19,16 @@ all: $(BINS)
 
 bin/stage1-init: $(SRCS)
 	$(GO) build $(GOFLAGS_B) -o $@ ./stage1-init
+# The waiter (waiter/waiter.c) is the run entry point: the process that holds
+# the pod's lock and waits is C, not a Go runtime; it starts the Go run as
+# its child. WAITER=0 makes the Go run the entry point again (the image's run
+# link, and the integration tests' through POD1_WAITER). Built static with
+# the system's compiler and static libc (gcc, libc6-dev).
+WAITER    ?= 1
+WAITER_CC ?= gcc
+bin/pod1-waiter: waiter/waiter.c
+	@mkdir -p bin
+	$(WAITER_CC) -static -Os -s -Wall -Wextra -Werror -o $@ waiter/waiter.c
 bin/net-setup: $(SRCS)
 	$(GO) build $(GOFLAGS_B) -o $@ ./stage1-net
 # pod1 knows the Go build ID of the stage1-init built with it: `pod1 gc`
@@ -51,16 +61,18 @@ $(CNI_DIR)/.done:
 	GOBIN=$(abspath $(CNI_DIR)) GOFLAGS=-buildvcs=false $(GO) install -trimpath -ldflags "-s -w" $(FLANNEL_PKG)
 	touch $@
 
-build/stage1.aci: bin/stage1-init bin/net-setup $(CNI_DIR)/.done rootfs/manifest.json rootfs/hosts-fallback $(wildcard rootfs/net.d/*.conf) Makefile
+build/stage1.aci: bin/stage1-init bin/pod1-waiter bin/net-setup $(CNI_DIR)/.done rootfs/manifest.json rootfs/hosts-fallback $(wildcard rootfs/net.d/*.conf) Makefile
 	rm -rf build/stage1 && mkdir -p build/stage1/rootfs/rkt/status build/stage1/rootfs/rkt/env build/stage1/rootfs/opt/stage2 \
 		build/stage1/rootfs/etc/rkt/net.d build/stage1/rootfs/usr/lib/rkt/plugins/net
 	cp rootfs/manifest.json build/stage1/manifest
 	cp rootfs/hosts-fallback build/stage1/rootfs/etc/hosts-fallback
 	cp bin/stage1-init build/stage1/rootfs/stage1-init
+	cp bin/pod1-waiter build/stage1/rootfs/pod1-waiter
 	cp bin/net-setup build/stage1/rootfs/net-setup
 	cp rootfs/net.d/*.conf build/stage1/rootfs/etc/rkt/net.d/
 	cp $(addprefix $(CNI_DIR)/,$(CNI_PLUGINS) flannel) build/stage1/rootfs/usr/lib/rkt/plugins/net/
-	for ep in run stop gc enter app-add app-start app-stop app-rm attach; do ln -s stage1-init build/stage1/rootfs/$$ep; done
+	for ep in stop gc enter app-add app-start app-stop app-rm attach; do ln -s stage1-init build/stage1/rootfs/$$ep; done
+	ln -s $(if $(filter 1,$(WAITER)),pod1-waiter,stage1-init) build/stage1/rootfs/run
 	tar --owner=0 --group=0 --numeric-owner -C build/stage1 -cf $@.tmp manifest rootfs && mv $@.tmp $@
 
 build/demo-hello.aci: bin/demo-hello demo/manifest.json demo/passwd demo/group Makefile
@@ -86,7 +98,7 @@ demo: all image
 # clear message rather than pass silently.
 test: all image check-static $(RKT)
 	@if [ "$$(id -u)" != 0 ]; then echo "make test needs root (sudo make test): the tests start real pods"; exit 1; fi
-	POD1_RKT=$(abspath $(RKT)) $(GO) test -count=1 -timeout 14m ./...
+	POD1_RKT=$(abspath $(RKT)) POD1_WAITER=$(WAITER) $(GO) test -count=1 -timeout 14m ./...
 
 # make test-race runs the unit packages under the race detector. The race
 # detector needs cgo, and the stage1's binaries must be static (they run

@@ -36,8 +36,10 @@ var DefaultReadOnlyPaths = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc
 const maskName = ".pod1-masked"
 
 // protectPaths makes the read-only paths read-only and masks the masked
-// ones; it runs after every mount of the app, before pivot_root.
-func protectPaths(root *os.File, s *Spec) error {
+// ones; it runs after every mount of the app, before pivot_root. With
+// hasViews, /sys/fs is left to cgroupViewsOn, which masks it but for the
+// app's cgroups.
+func protectPaths(root *os.File, s *Spec, hasViews bool) error {
 	for _, p := range append(append([]string{}, s.ReadOnlyPaths...), s.MaskedPaths...) {
 		if c := path.Clean(p); c != p || !strings.HasPrefix(p, "/proc/") && !strings.HasPrefix(p, "/sys/") {
 			return fmt.Errorf("protected path %q is not a clean path under /proc or /sys", p)
@@ -59,6 +61,9 @@ func protectPaths(root *os.File, s *Spec) error {
 	defer src.Close()
 	defer func() { _ = unix.Unlinkat(int(dev.Fd()), maskName, 0) }()
 	for _, p := range s.MaskedPaths {
+		if p == sysFsDir && hasViews {
+			continue // cgroupViewsOn masks it, all but cgroup/
+		}
 		if err := mask(root, p, src); err != nil {
 			return fmt.Errorf("mask %s: %w", p, err)
 		}

@@ -49,8 +49,15 @@ func setupRoot(s *Spec) error {
 			return fmt.Errorf("mount %s on %s: %w", m.Kind, m.Target, err)
 		}
 	}
-	if err := protectPaths(root, s); err != nil {
+	views, err := ownCgroupViews(s)
+	if err != nil {
+		return fmt.Errorf("find the app's cgroups: %w", err)
+	}
+	if err := protectPaths(root, s, len(views) > 0); err != nil {
 		return err
+	}
+	if err := cgroupViewsOn(root, s, views); err != nil {
+		return fmt.Errorf("cgroups on %s/cgroup: %w", sysFsDir, err)
 	}
 	if s.ReadOnlyRootFS {
 		if err := remountFdReadOnly(root, 0); err != nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/layout"
 )
 
@@ -128,8 +129,14 @@ func (b *bench) exitedPod(dir string) (string, error) {
 	if err != nil || len(ents) != 1 {
 		return "", errors.Join(err, fmt.Errorf("want one pod in run/, found %d", len(ents)))
 	}
+	// The pod left its cgroups for gc, which never sees the template:
+	// they go now, as its gc entry point would remove them.
+	pd := filepath.Join(dir, "pods", "run", ents[0].Name())
+	if err := cgroups.RemovePod(pd, ents[0].Name()); err != nil {
+		return "", err
+	}
 	tmpl := filepath.Join(dir, "template")
-	return tmpl, os.Rename(filepath.Join(dir, "pods", "run", ents[0].Name()), tmpl)
+	return tmpl, os.Rename(pd, tmpl)
 }
 
 // clonePods fills pods/run with n hard-linked copies of the template.

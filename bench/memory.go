@@ -78,7 +78,7 @@ func (b *bench) measureMemory() *section {
 	s.targets = []targetLine{{4, "target: 4 MiB RSS"}}
 	s.desc = "RSS and PSS (from /proc/PID/smaps_rollup) summed over the runtime's own resident processes, the app " +
 		"(the static probe sleeping) and its children excluded, read " + settle.String() + " after the app started. " +
-		"pod1: the run process (which holds the lock and waits) and the pod's PID 1. nspawn + systemd: nspawn, the " +
+		"pod1: the run process (which holds the lock and waits), the pod's PID 1 and the lock keeper. nspawn + systemd: nspawn, the " +
 		"container's systemd, journald and whatever else the boot left running. crun: the `crun run` process that " +
 		"stays as the container's parent. conmon: the conmon monitor alone (crun exits after create and start). " +
 		"tini and catatonit: the PID 1 process alone, started by `unshare -pf --mount-proc` (unshare not counted)."
@@ -104,7 +104,7 @@ func (b *bench) measureMemory() *section {
 				}
 			}()
 			defer stopChild(c, unix.SIGTERM)
-			pid1, err := p.pid1(10 * time.Second)
+			_, err = p.pid1(10 * time.Second)
 			if err != nil {
 				return err
 			}
@@ -112,7 +112,9 @@ func (b *bench) measureMemory() *section {
 				return err
 			}
 			time.Sleep(settle)
-			return rec("pod1 stage1", r, []int{c.pid, pid1})
+			// The run process and its children, PID 1 and the
+			// lock keeper.
+			return rec("pod1 stage1", r, append([]int{c.pid}, children(c.pid)...))
 		}},
 		b.memPeer("systemd-nspawn + systemd + journald", func() (spec, error) {
 			root, err := b.sdTree("mem", sleepArgv, "")

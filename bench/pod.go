@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -89,10 +91,21 @@ func (b *bench) newPod(apps []podApp) (*pod, error) {
 			return nil, err
 		}
 	}
-	for _, ep := range []string{"run", "stop", "gc"} {
+	for _, ep := range []string{"stop", "gc"} {
 		if err := os.Symlink(b.stage1Init, filepath.Join(s1, ep)); err != nil {
 			return nil, err
 		}
+	}
+	// The run entry point is the waiter, as in the image (make image
+	// WAITER=1, the default), unless POD1_WAITER=0.
+	run := b.stage1Init
+	if w := filepath.Join(b.repo, "bin/pod1-waiter"); os.Getenv("POD1_WAITER") != "0" {
+		if _, err := os.Stat(w); err == nil {
+			run = w
+		}
+	}
+	if err := os.Symlink(run, filepath.Join(s1, "run")); err != nil {
+		return nil, err
 	}
 	m, err := podManifest(apps)
 	if err != nil {
@@ -230,11 +243,21 @@ func (p *pod) checkStatuses(want int) error {
 	return nil
 }
 
-// finish checks that the pod left no cgroup behind and removes its
-// directory.
+// finishPod collects the pod as rkt gc would (its gc entry point removes
+// the cgroups the pod leaves, emptied, until then), checks that nothing of
+// its cgroups is left, and removes its directory. It is outside every
+// timing.
 func (b *bench) finishPod(p *pod) error {
+	var gcErr error
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	gc := exec.CommandContext(ctx, filepath.Join(p.dir, layout.Stage1RootFS, "gc"), p.uuid)
+	gc.Dir = p.dir
+	if out, err := gc.CombinedOutput(); err != nil {
+		gcErr = fmt.Errorf("pod %s: gc: %w: %s", p.uuid, err, strings.TrimSpace(string(out)))
+	}
+	cancel()
 	left := cgroupsNamed("pod1-" + p.uuid)
-	err := os.RemoveAll(p.dir)
+	err := errors.Join(gcErr, os.RemoveAll(p.dir))
 	if len(left) > 0 {
 		b.leftovers = append(b.leftovers, left...)
 		return errors.Join(err, fmt.Errorf("pod %s left cgroups: %s", p.uuid, strings.Join(left, " ")))

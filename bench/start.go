@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/hostside/launch"
 )
 
@@ -182,9 +183,15 @@ func (b *bench) launcherPeer() *peer {
 		if c != nil {
 			defer c.close()
 		}
-		// rkt leaves the overlays mounted until gc: unmount them,
-		// deepest first, and drop the pod (untimed).
-		uerr := launch.UnmountAll(filepath.Join(dir, "pods"))
+		// rkt leaves the overlays mounted and the cgroups until gc:
+		// remove the cgroups, unmount the overlays, deepest first,
+		// and drop the pod (untimed).
+		var cerr error
+		pds, _ := filepath.Glob(filepath.Join(dir, "pods", "run", "*"))
+		for _, pd := range pds {
+			cerr = errors.Join(cerr, cgroups.RemovePod(pd, filepath.Base(pd)))
+		}
+		uerr := errors.Join(cerr, launch.UnmountAll(filepath.Join(dir, "pods")))
 		rerr := os.RemoveAll(filepath.Join(dir, "pods"))
 		if err != nil {
 			return err

@@ -144,6 +144,9 @@ func (g *Group) dirs() []string {
 	return ds
 }
 
+// Dirs lists the group's directories, one per hierarchy (dirs' order).
+func (g *Group) Dirs() []string { return g.dirs() }
+
 // Sub is the group name below g, which may not exist.
 func (g *Group) Sub(name string) *Group {
 	c := &Group{V1: map[string]string{}, Unified: g.Unified}

@@ -11,9 +11,9 @@ import (
 )
 
 // RemovePod removes the cgroups a pod's stage1 saved in its pod directory
-// dir (layout.CgroupsFile) when the run entry point could not (it was
-// killed): whatever is still in them is killed first, and it returns only
-// once they are empty. A pod that never got as far as making them has
+// dir (layout.CgroupsFile): the run entry point leaves them, emptied, for
+// gc, as rkt's stage1 does. Whatever is still in them (a killed run's
+// leftovers) is killed first, and it returns only once they are empty. A pod that never got as far as making them has
 // nothing to remove. The file is the pod's, so every directory it names
 // must be this pod's cgroup (uuid) in a real hierarchy: nothing else is
 // touched. It is the stage1 gc entry point's work, which `pod1 gc` also

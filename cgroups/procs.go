@@ -114,18 +114,6 @@ func (g *Group) Remove() error {
 	return errors.Join(errs...)
 }
 
-// RemoveEmpty deletes the group from every hierarchy with one rmdir each,
-// and fails at once if any is refused (children or processes left): the
-// cheap path for a group its owner has already emptied, before RemoveTree.
-func (g *Group) RemoveEmpty() error {
-	for _, d := range g.dirs() {
-		if err := unix.Rmdir(d); err != nil && !errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("remove cgroup %s: %w", d, err)
-		}
-	}
-	return nil
-}
-
 // SetPidsMax limits how many tasks (processes and threads) the group may
 // hold; a fork bomb in one app then fails with EAGAIN instead of starving
 // the pod (threats P9).
@@ -168,22 +156,14 @@ func fieldOf(file, key string) int {
 
 // RemoveTree kills anything left in the group and its children, waits
 // until no process is left in any of them, and removes them all, deepest
-// first: the cleanup of a pod whose PID 1 could not do it (killed), and
-// the gc entry point's. On cgroup v2, cgroup.kill kills a whole subtree at
+// first: the gc entry point's work, and the cleanup of a pod that failed
+// before it started. On cgroup v2, cgroup.kill kills a whole subtree at
 // once, forks in flight included; on v1 every listed process is killed
 // again until none is listed. It gives up, with an error, after
 // RemoveTimeout. It is idempotent.
 func (g *Group) RemoveTree() error {
-	deadline := time.Now().Add(RemoveTimeout)
-	for {
-		left := g.killTree()
-		if left == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("processes left in %s after %v", left, RemoveTimeout)
-		}
-		time.Sleep(2 * time.Millisecond)
+	if err := g.Drain(); err != nil {
+		return err
 	}
 	var errs []error
 	for _, d := range g.dirs() {
@@ -195,6 +175,43 @@ func (g *Group) RemoveTree() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Drain kills anything left in the group and its children and returns
+// once no process is left in any of them, or with an error after
+// RemoveTimeout; the directories stay. It is what the run entry point
+// does at the pod's end: the pod's emptied cgroups are left for gc to
+// remove, as rkt's stage1 leaves its pod's, but nothing of the pod may
+// outlive the lock. When nothing is left, as after every orderly end, it
+// only reads each directory's process list.
+func (g *Group) Drain() error {
+	if g.busyDir() == "" {
+		return nil
+	}
+	deadline := time.Now().Add(RemoveTimeout)
+	for {
+		left := g.killTree()
+		if left == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("processes left in %s after %v", left, RemoveTimeout)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// busyDir returns one directory of the group or its children that lists
+// a process, "" when none does.
+func (g *Group) busyDir() string {
+	for _, d := range g.dirs() {
+		for _, s := range subdirs(d) {
+			if pids, _ := (&Group{V1: map[string]string{"pids": s}}).Procs(); len(pids) > 0 {
+				return s
+			}
+		}
+	}
+	return ""
 }
 
 // RemoveTimeout bounds how long RemoveTree waits for the group's processes

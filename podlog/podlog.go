@@ -19,7 +19,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/coreos/go-systemd/v22/journal"
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/layout"
@@ -64,12 +63,6 @@ func StreamName(stream int) string {
 	return "stdout"
 }
 
-// JournalEnabled reports whether the host's journal listens. The journal
-// is reached by its socket's path (go-systemd's journal package sends to
-// /run/systemd/journal/socket each time): the sender, PID 1, must see the
-// host's /run/systemd/journal in its root.
-func JournalEnabled() bool { return journal.Enabled() }
-
 // Forwarder carries the output of every app of one pod.
 type Forwarder struct {
 	uuid    string
@@ -80,9 +73,12 @@ type Forwarder struct {
 	// console are the descriptors each stream's bytes are copied to
 	// (-1: none).
 	console [3]int
-	mu      sync.Mutex
-	apps    map[string]*appLog
-	streams sync.WaitGroup
+	// criKubelet writes the CRI files in kubelet's tagged format
+	// instead of rkt's.
+	criKubelet bool
+	mu         sync.Mutex
+	apps       map[string]*appLog
+	streams    sync.WaitGroup
 }
 
 // New returns the pod's forwarder. dir and cri are open directory fds it
@@ -101,11 +97,18 @@ func (f *Forwarder) SetConsole(stdout, stderr int) {
 	f.console[Stdout], f.console[Stderr] = stdout, stderr
 }
 
+// SetCRIFormat chooses the CRI files' format: kubelet's, with the F/P
+// tag after the stream, or (the default) rkt v1.30.0's, without it. It
+// must be called before Pipe.
+func (f *Forwarder) SetCRIFormat(kubelet bool) { f.criKubelet = kubelet }
+
 // appLog is one app's state across its runs.
 type appLog struct {
 	name    string
 	dropped atomic.Uint64
-	vars    [3]map[string]string // journal fields per stream
+	// jhdr are the journal fields of each stream but the message, in
+	// the native protocol's form.
+	jhdr [3][]byte
 	// refs counts its open streams; the files are open while it is
 	// positive (under Forwarder.mu).
 	refs int
@@ -181,12 +184,12 @@ func (f *Forwarder) acquire(app, criPath string) *appLog {
 	if a == nil {
 		a = &appLog{name: app}
 		for _, s := range []int{Stdout, Stderr} {
-			a.vars[s] = map[string]string{
+			a.jhdr[s] = journalHeader(s, map[string]string{
 				"SYSLOG_IDENTIFIER": app,
 				"POD1_POD_UUID":     f.uuid,
 				"POD1_APP":          app,
 				"POD1_STREAM":       StreamName(s),
-			}
+			})
 		}
 		f.apps[app] = a
 	}
@@ -220,7 +223,9 @@ func (f *Forwarder) release(a *appLog) {
 
 // carry reads one stream to its end: the bytes as they come to the
 // console, the lines to the sinks. A last line without a newline is
-// carried when the stream ends.
+// carried when the stream ends, as a partial line: no newline follows
+// it, and kubelet, which appends one to full lines only, gives back the
+// bytes the app wrote.
 func (f *Forwarder) carry(a *appLog, stream int, r *os.File, tee Tee) {
 	defer f.streams.Done()
 	defer f.release(a)
@@ -251,19 +256,24 @@ func (f *Forwarder) carry(a *appLog, stream int, r *os.File, tee Tee) {
 					start = i + 1
 				}
 			}
+			// A read that filled the buffer means output waits in the
+			// pipe: a bigger buffer takes it in fewer reads. It grows
+			// up to lineMax, as it does for a line that does not fit.
+			full := n == len(buf)
 			switch {
-			case start == 0 && n == len(buf) && n < lineMax:
-				buf = append(buf, make([]byte, min(len(buf), lineMax-len(buf)))...)
-			case start == 0 && n == len(buf):
+			case start == 0 && full && n == lineMax:
 				rec = f.line(a, stream, buf[:n], true, now, rec)
 				n = 0
 			case start > 0:
 				n = copy(buf, buf[start:n])
 			}
+			if full && len(buf) < lineMax {
+				buf = append(buf, make([]byte, min(len(buf), lineMax-len(buf)))...)
+			}
 		}
 		if err != nil {
 			if n > 0 {
-				f.line(a, stream, buf[:n], false, time.Now(), rec)
+				f.line(a, stream, buf[:n], true, time.Now(), rec)
 			}
 			return
 		}
@@ -271,17 +281,12 @@ func (f *Forwarder) carry(a *appLog, stream int, r *os.File, tee Tee) {
 }
 
 // line hands one line (without its newline) to the sinks. partial marks
-// a piece of a line longer than lineMax. rec is scratch space, returned
-// for reuse.
+// bytes no newline follows: a piece of a line longer than lineMax, or
+// the last bytes of a stream that ended without a newline. rec is
+// scratch space, returned for reuse.
 func (f *Forwarder) line(a *appLog, stream int, b []byte, partial bool, now time.Time, rec []byte) []byte {
-	if f.journal != nil {
-		prio := journal.PriInfo
-		if stream == Stderr {
-			prio = journal.PriErr
-		}
-		if !f.journal.put(journalEntry{msg: string(b), prio: prio, vars: a.vars[stream], app: a}) {
-			a.dropped.Add(1)
-		}
+	if f.journal != nil && !f.journal.put(b, a.jhdr[stream], a) {
+		a.dropped.Add(1)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -294,7 +299,11 @@ func (f *Forwarder) line(a *appLog, stream int, b []byte, partial bool, now time
 		failed = a.file.write(rec) != nil
 	}
 	if a.cri != nil {
-		rec = AppendCRIRecord(rec[:0], now, stream, b)
+		if f.criKubelet {
+			rec = AppendRecord(rec[:0], now, stream, partial, b)
+		} else {
+			rec = AppendCRIRecord(rec[:0], now, stream, b)
+		}
 		failed = a.cri.write(rec) != nil || failed
 	}
 	if failed {
@@ -318,6 +327,8 @@ func AppendCRIRecord(dst []byte, t time.Time, stream int, line []byte) []byte {
 
 // AppendRecord appends one line in the CRI log format kubelet reads:
 // "<RFC 3339 time, UTC, nanoseconds> <stdout|stderr> <F|P> <line>\n".
+// F is a full line, whose newline kubelet gives back; P (partial) is
+// bytes no newline follows, which kubelet joins to the next record.
 func AppendRecord(dst []byte, t time.Time, stream int, partial bool, line []byte) []byte {
 	dst = t.UTC().AppendFormat(dst, time.RFC3339Nano)
 	dst = append(dst, ' ')
@@ -452,148 +463,6 @@ func (w *rotatingFile) close() {
 }
 
 var errNotOpen = errors.New("log file not open")
-
-// journalEntry is one line waiting for the journal.
-type journalEntry struct {
-	msg  string
-	prio journal.Priority
-	vars map[string]string
-	app  *appLog
-}
-
-// journalQueue feeds the journal from one goroutine: a send that blocks
-// (journald busy or stopped) holds up the queue, never a stream. The
-// queue is a slice that grows with a burst and is let go once sent, so
-// it costs memory only while lines wait.
-type journalQueue struct {
-	mu sync.Mutex
-	q  []journalEntry
-	// inflight is the batch being sent, next the first of it not sent.
-	inflight []journalEntry
-	next     int
-	// n and bytes count the lines (and their bytes) queued or in flight.
-	n, bytes int
-	// closed: no more lines come; abandoned: the rest was counted as
-	// dropped, the sender stops.
-	closed, abandoned bool
-	wake              chan struct{}
-	done              chan struct{}
-	// report is told the first error of the journal (nil: not told).
-	report func(error)
-}
-
-func newJournalQueue() *journalQueue {
-	j := &journalQueue{wake: make(chan struct{}, 1), done: make(chan struct{})}
-	go j.run()
-	return j
-}
-
-// OnJournalError sets what is told the first time the journal refuses a
-// line (the lines themselves are counted as dropped).
-func (f *Forwarder) OnJournalError(report func(error)) {
-	if f.journal != nil {
-		f.journal.mu.Lock()
-		f.journal.report = report
-		f.journal.mu.Unlock()
-	}
-}
-
-func (j *journalQueue) put(e journalEntry) bool {
-	j.mu.Lock()
-	if j.closed || j.n >= journalQueueLen || j.bytes+len(e.msg) > journalQueueBytes {
-		j.mu.Unlock()
-		return false
-	}
-	j.q = append(j.q, e)
-	j.n++
-	j.bytes += len(e.msg)
-	j.mu.Unlock()
-	select {
-	case j.wake <- struct{}{}:
-	default:
-	}
-	return true
-}
-
-func (j *journalQueue) run() {
-	defer close(j.done)
-	for {
-		j.mu.Lock()
-		batch, closed := j.q, j.closed
-		j.q, j.inflight, j.next = nil, batch, 0
-		j.mu.Unlock()
-		if len(batch) == 0 {
-			if closed {
-				return
-			}
-			<-j.wake
-			continue
-		}
-		for i := range batch {
-			e := &batch[i]
-			err := journal.Send(e.msg, e.prio, e.vars)
-			j.mu.Lock()
-			if j.abandoned {
-				j.mu.Unlock()
-				return
-			}
-			j.next = i + 1
-			j.n--
-			j.bytes -= len(e.msg)
-			report := j.report
-			if err != nil && report != nil {
-				j.report = nil
-			}
-			j.mu.Unlock()
-			if err != nil {
-				e.app.dropped.Add(1)
-				if report != nil {
-					report(err)
-				}
-			}
-		}
-	}
-}
-
-// finish lets the journal take what is queued, at most for d, once no
-// stream can add more (ended); what is left counts as dropped.
-func (j *journalQueue) finish(ended bool, d time.Duration) {
-	j.mu.Lock()
-	j.closed = true
-	j.mu.Unlock()
-	select {
-	case j.wake <- struct{}{}:
-	default:
-	}
-	// As long as the journal takes lines, up to d; one that took none
-	// for journalStall is given up on.
-	deadline := time.Now().Add(d)
-	last := -1
-	for ended && time.Now().Before(deadline) {
-		j.mu.Lock()
-		n := j.n
-		j.mu.Unlock()
-		if n == last {
-			break
-		}
-		last = n
-		select {
-		case <-j.done:
-			return
-		case <-time.After(min(journalStall, max(time.Until(deadline), 0))):
-		}
-	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	j.abandoned = true
-	for _, e := range j.inflight[j.next:] {
-		e.app.dropped.Add(1)
-	}
-	for _, e := range j.q {
-		e.app.dropped.Add(1)
-	}
-	j.q, j.inflight = nil, nil
-}
 
 // ParseRecord splits a record written by AppendRecord (without its
 // newline): its time, stream, whether it is a partial line, and the line.

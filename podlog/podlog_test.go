@@ -73,7 +73,7 @@ func TestRecords(t *testing.T) {
 	want := []struct {
 		partial bool
 		line    string
-	}{{false, "one"}, {false, "two"}, {false, ""}, {false, "tab\there \xff"}, {true, long[:lineMax]}, {false, long[lineMax:]}, {false, "last"}}
+	}{{false, "one"}, {false, "two"}, {false, ""}, {false, "tab\there \xff"}, {true, long[:lineMax]}, {false, long[lineMax:]}, {true, "last"}}
 	for _, path := range []string{filepath.Join(dir, "web.log"), filepath.Join(cdir, "web_0.log")} {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -101,6 +101,107 @@ func TestRecords(t *testing.T) {
 				t.Errorf("%s: record %d is %q, want %q", path, i, rest[:min(len(rest), 40)], ("stdout " + tag + " " + want[i].line)[:min(len(want[i].line)+9, 40)])
 			}
 		}
+	}
+	if f.Dropped("web") != 0 {
+		t.Errorf("dropped %d", f.Dropped("web"))
+	}
+}
+
+// stripTimes checks that every record of a file starts with a UTC RFC
+// 3339 time with nanoseconds, as Go writes it, and ends with a newline,
+// and returns the file with each time replaced by "T", for comparing
+// the rest byte for byte.
+func stripTimes(t *testing.T, b []byte) string {
+	t.Helper()
+	var out strings.Builder
+	for _, rec := range strings.SplitAfter(string(b), "\n") {
+		if rec == "" {
+			continue
+		}
+		ts, rest, ok := strings.Cut(rec, " ")
+		tm, err := time.Parse(time.RFC3339Nano, ts)
+		if !ok || err != nil || tm.UTC().Format(time.RFC3339Nano) != ts || !strings.HasSuffix(rec, "\n") {
+			t.Fatalf("not a record: %q", rec[:min(len(rec), 60)])
+		}
+		out.WriteString("T " + rest)
+	}
+	return out.String()
+}
+
+// kubeletLines gives back the bytes of one stream from records in
+// kubelet's format, as kubelet reads them: a full (F) record's line with
+// a newline, a partial (P) one's without.
+func kubeletLines(t *testing.T, stripped string) string {
+	t.Helper()
+	var out strings.Builder
+	for _, rec := range strings.SplitAfter(stripped, "\n") {
+		if rec == "" {
+			continue
+		}
+		f := strings.SplitN(strings.TrimSuffix(rec, "\n"), " ", 4)
+		if len(f) != 4 || (f[2] != "F" && f[2] != "P") {
+			t.Fatalf("not a kubelet record: %q", rec[:min(len(rec), 60)])
+		}
+		out.WriteString(f[3])
+		if f[2] == "F" {
+			out.WriteString("\n")
+		}
+	}
+	return out.String()
+}
+
+// With the kubelet format chosen, a CRI file is kubelet's, byte for
+// byte: a full line F, a long line cut at lineMax into P records and an
+// F for its rest, a last line without a newline P; kubelet reading it
+// back gets exactly the bytes the app wrote. The default stays rkt's
+// untagged format (TestRecords).
+func TestKubeletCRIRecords(t *testing.T) {
+	cdir, cfd := openDir(t)
+	f := New("u", false, -1, cfd)
+	f.SetConsole(-1, -1)
+	f.SetCRIFormat(true)
+	long := strings.Repeat("y", 2*lineMax+5)
+	exact := strings.Repeat("z", lineMax)
+	out := []string{"one\n", "\n", long + "\n", exact + "\n", "last"}
+	write(t, f, "web", Stdout, "web_0.log", out...)
+	write(t, f, "web", Stderr, "web_0.log", "oops\n", "no newline")
+	f.Close(5 * time.Second)
+	b, err := os.ReadFile(filepath.Join(cdir, "web_0.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The two streams' records interleave as their readers run; each
+	// stream's are in order.
+	var stdout, stderr strings.Builder
+	for _, rec := range strings.SplitAfter(stripTimes(t, b), "\n") {
+		if strings.HasPrefix(rec, "T stderr ") {
+			stderr.WriteString(rec)
+		} else {
+			stdout.WriteString(rec)
+		}
+	}
+	wantOut := "T stdout F one\n" +
+		"T stdout F \n" +
+		"T stdout P " + long[:lineMax] + "\n" +
+		"T stdout P " + long[lineMax:2*lineMax] + "\n" +
+		"T stdout F " + long[2*lineMax:] + "\n" +
+		// A line of exactly lineMax bytes fills the buffer before its
+		// newline is read: a P record, then an empty F one.
+		"T stdout P " + exact + "\n" +
+		"T stdout F \n" +
+		"T stdout P last\n"
+	wantErr := "T stderr F oops\nT stderr P no newline\n"
+	for _, c := range []struct{ got, want string }{{stdout.String(), wantOut}, {stderr.String(), wantErr}} {
+		if c.got != c.want {
+			i := 0
+			for i < min(len(c.got), len(c.want)) && c.got[i] == c.want[i] {
+				i++
+			}
+			t.Errorf("CRI file differs at byte %d of the stream's records: got %q, want %q", i, c.got[i:min(len(c.got), i+40)], c.want[i:min(len(c.want), i+40)])
+		}
+	}
+	if kubeletLines(t, stdout.String()) != strings.Join(out, "") || kubeletLines(t, stderr.String()) != "oops\nno newline" {
+		t.Error("kubelet would not read back the bytes the app wrote")
 	}
 	if f.Dropped("web") != 0 {
 		t.Errorf("dropped %d", f.Dropped("web"))

@@ -39,7 +39,7 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 	if opts.Interactive && len(pm.Apps) != 1 {
 		return nil, errorf("--interactive", "the pod has %d apps; an interactive pod has exactly one", len(pm.Apps))
 	}
-	criDir, err := criLogDir(pm.Annotations)
+	criDir, criFormat, err := criLogs(pm.Annotations)
 	if err != nil {
 		return nil, errorf("pod manifest: annotations", "%w", err)
 	}
@@ -58,6 +58,7 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 		GracePeriod:  DefaultGracePeriod,
 		EmptyVolumes: shared,
 		CRIDir:       criDir,
+		CRIFormat:    criFormat,
 	}
 	if p.Hostname == "" {
 		p.Hostname = "rkt-" + opts.UUID
@@ -138,7 +139,7 @@ func LoadApp(podDir string, opts *Options, name string) (*App, []SharedVolume, e
 	if err != nil {
 		return nil, nil, err
 	}
-	criDir, err := criLogDir(pm.Annotations)
+	criDir, _, err := criLogs(pm.Annotations)
 	if err != nil {
 		return nil, nil, errorf("pod manifest: annotations", "%w", err)
 	}

@@ -104,6 +104,9 @@ type Pod struct {
 	// CRIDir is the host directory of the apps' CRI log files (rkt's
 	// k8s-plain log mode), or "".
 	CRIDir string `json:"criDir,omitempty"`
+	// CRIFormat is the CRI files' format: CRIFormatRkt or
+	// CRIFormatKubelet (pod1/cri-log-format).
+	CRIFormat string `json:"criFormat,omitempty"`
 	// Logs says where PID 1 sends the apps' output lines besides the
 	// console; the run entry point decides it.
 	Logs LogSinks `json:"logs"`

@@ -25,6 +25,19 @@ const (
 	maxKubernetesDirLn = 4096
 )
 
+// pod1's own CRI log option.
+const (
+	// AnnCRILogFormat (pod) chooses the CRI files' format:
+	// CRIFormatRkt, the default, or CRIFormatKubelet.
+	AnnCRILogFormat = "pod1/cri-log-format"
+	// CRIFormatRkt is "<time> <stream> <line>", what rkt v1.30.0's
+	// stage1 writes and its functional tests read.
+	CRIFormatRkt = "rkt"
+	// CRIFormatKubelet is "<time> <stream> <F|P> <line>", what current
+	// kubelets read.
+	CRIFormatKubelet = "kubelet"
+)
+
 // Stdio modes of one stream of an app.
 const (
 	// StdioNull is /dev/null: stdin's default (rkt gives an app no
@@ -128,22 +141,32 @@ func checkCRIPath(p string) error {
 	return nil
 }
 
-// criLogDir returns the pod's CRI log directory ("" when the pod does not
-// use rkt's k8s-plain log mode), validated.
-func criLogDir(pod types.Annotations) (string, error) {
+// criLogs returns the pod's CRI log directory ("" when the pod does not
+// use rkt's k8s-plain log mode) and the files' format, validated.
+func criLogs(pod types.Annotations) (dir, format string, err error) {
 	mode, ok := pod.Get(AnnLogMode)
+	format, fok := pod.Get(AnnCRILogFormat)
 	if !ok {
-		return "", nil
+		if fok {
+			return "", "", fmt.Errorf("annotation %s: only with %s=%s", AnnCRILogFormat, AnnLogMode, LogModeK8sPlain)
+		}
+		return "", "", nil
 	}
 	if mode != LogModeK8sPlain {
-		return "", fmt.Errorf("annotation %s: %q is not supported (want %s)", AnnLogMode, mode, LogModeK8sPlain)
+		return "", "", fmt.Errorf("annotation %s: %q is not supported (want %s)", AnnLogMode, mode, LogModeK8sPlain)
 	}
-	dir, ok := pod.Get(AnnKubernetesDir)
+	switch {
+	case !fok:
+		format = CRIFormatRkt
+	case format != CRIFormatRkt && format != CRIFormatKubelet:
+		return "", "", fmt.Errorf("annotation %s: %q is not one of %s, %s", AnnCRILogFormat, format, CRIFormatRkt, CRIFormatKubelet)
+	}
+	dir, ok = pod.Get(AnnKubernetesDir)
 	if !ok || dir == "" {
-		return "", fmt.Errorf("annotation %s: required with %s=%s", AnnKubernetesDir, AnnLogMode, LogModeK8sPlain)
+		return "", "", fmt.Errorf("annotation %s: required with %s=%s", AnnKubernetesDir, AnnLogMode, LogModeK8sPlain)
 	}
 	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir || len(dir) > maxKubernetesDirLn || strings.IndexByte(dir, 0) >= 0 {
-		return "", fmt.Errorf("annotation %s: %q is not a clean absolute path", AnnKubernetesDir, dir)
+		return "", "", fmt.Errorf("annotation %s: %q is not a clean absolute path", AnnKubernetesDir, dir)
 	}
-	return dir, nil
+	return dir, format, nil
 }

@@ -31,19 +31,26 @@ const (
 // namespace (PID 1's exit waits for that before its pidfd reports it).
 //
 // startLockKeeper starts it from exePath (the stage1 binary) for PID 1
-// pid and returns its pid.
-func startLockKeeper(exePath string, lock *os.File, pid int) (int, error) {
+// pid, with cloneFlags (the waiter's CLONE_PARENT), and returns its pid.
+func startLockKeeper(exePath string, lock *os.File, pid int, cloneFlags uintptr) (int, error) {
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return 0, fmt.Errorf("lock keeper: pidfd of PID 1: %w", err)
 	}
 	defer unix.Close(pidfd)
+	// The waiter's binary in its keeper role, when it is there: a C
+	// program that only waits holds next to nothing, where a Go runtime
+	// holds megabytes for the pod's whole life.
+	if w, wPath, err := readOnlyWaiter(); err == nil {
+		defer w.Close()
+		exePath = wPath
+	}
 	closed := ^uintptr(0)
 	kpid, err := syscall.ForkExec(exePath, []string{roleLockKeeper}, &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   []string{},
 		Files: []uintptr{closed, closed, os.Stderr.Fd(), lock.Fd(), uintptr(pidfd)},
-		Sys:   &syscall.SysProcAttr{Setsid: true},
+		Sys:   &syscall.SysProcAttr{Setsid: true, Cloneflags: cloneFlags},
 	})
 	if err != nil {
 		return 0, fmt.Errorf("lock keeper: %w", err)

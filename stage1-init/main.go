@@ -2,9 +2,11 @@
 // role is chosen by the name it is run under. rkt's stage0 runs it as the
 // entry points named in the stage1 image manifest: "run", "stop", "gc",
 // "enter", "attach", "app-add", "app-start", "app-stop" and "app-rm".
-// "run" re-executes it as the pod's PID 1 ("pod1-init") and as the lock
-// keeper that holds the pod's lock outside its pid namespace
-// ("pod1-lock"); PID 1 re-executes it as each app's first process
+// "run" re-executes it as the pod's PID 1 ("pod1-init") and, if the
+// image has no waiter binary (waiter/waiter.c, which plays that role), as
+// the lock keeper that holds the pod's lock outside its pid namespace
+// ("pod1-lock"). With the waiter (the default image), "run" is the waiter,
+// which starts this binary as "run" for the set-up. PID 1 re-executes it as each app's first process
 // ("pod1-app"), which becomes the app. Networking is the image's other
 // binary, net-setup (stage1-net).
 

@@ -287,7 +287,9 @@ func newForwarder(pod *podspec.Pod) *podlog.Forwarder {
 	if pod.CRIDir != "" {
 		cri = criDirFd
 	}
-	return podlog.New(pod.UUID, pod.Logs.Journal, dir, cri)
+	f := podlog.New(pod.UUID, pod.Logs.Journal, dir, cri)
+	f.SetCRIFormat(pod.CRIFormat == podspec.CRIFormatKubelet)
+	return f
 }
 
 // report hands a setup process's report to the supervisor, unless it is

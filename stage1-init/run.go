@@ -78,7 +78,11 @@ func runMain(args []string) int {
 	if f.opts.MDSToken != "" && !f.opts.NetHost() && !wantsNetworks(f.opts.Net) {
 		logx.Warnf("--mds-token: with --net=none the apps cannot reach the metadata service; AC_METADATA_URL is not set")
 	}
-	return cloneInitAndWait(pod, f, podDir, lock, req)
+	w, err := takeWaiter()
+	if err != nil {
+		return fail(err)
+	}
+	return cloneInitAndWait(pod, f, podDir, lock, req, w)
 }
 
 // prepareHost creates what the apps' mounts need in the pod directory.
@@ -213,7 +217,7 @@ func cloneFlags(f *runFlags) uintptr {
 // PID 1's runtime starts, sends it its configuration, and waits for it:
 // PID 1's exit code is the pod's. The supervision itself is PID 1's
 // (pid1.go, package supervisor).
-func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, req *sigpolicy.Requests) int {
+func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, req *sigpolicy.Requests, w *waiter) int {
 	if pod.Mutable {
 		// Before PID 1 is cloned: its mount namespace copies this.
 		undo, err := shareStage2(podDir)
@@ -246,7 +250,7 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 		pw.Close()
 		return fail(err)
 	}
-	self := openSelfPidfd()
+	self := w.parentPidfd()
 	// syscall.ForkExec, not os.StartProcess: the latter's first call in a
 	// process forks and reaps a throwaway child to probe clone(CLONE_PIDFD)
 	// (os.checkPidfd), a whole fork+exit+wait on the pod's start path
@@ -267,7 +271,7 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 		Env:   os.Environ(),
 		Files: pid1Files(pr, self, rw, logFds),
 		Sys: &syscall.SysProcAttr{
-			Cloneflags: cloneFlags(f),
+			Cloneflags: cloneFlags(f) | w.cloneFlags(),
 			// A process group of its own: the terminal's signals
 			// (Ctrl-C, Ctrl-\) reach run alone, which passes each on
 			// once, as it does every other stop request.
@@ -286,7 +290,7 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 		rr.Close()
 		return fail(fmt.Errorf("start pod init: %w", err))
 	}
-	keeper, kerr := startLockKeeper(exePath, lock, pid)
+	keeper, kerr := startLockKeeper(exePath, lock, pid, w.cloneFlags())
 	exe.Close()
 	if kerr == nil {
 		// Once PID 1 is gone, so is the keeper, at once: run
@@ -319,15 +323,14 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	}
 	if pod.Cgroup != nil {
 		defer func() {
-			// PID 1 removed the apps' cgroups and is gone from its
-			// own: three rmdirs per hierarchy, unless something was
-			// left (PID 1 killed), which RemoveTree kills and walks.
-			if initCg != nil && initCg.RemoveEmpty() == nil && pod.Cgroup.Sub(cgroups.AppsName).RemoveEmpty() == nil &&
-				pod.Cgroup.RemoveEmpty() == nil {
-				return
-			}
-			if err := pod.Cgroup.RemoveTree(); err != nil {
-				logx.Warnf("remove cgroups: %v", err)
+			// The pod's cgroups outlive it, empty, until gc removes
+			// them (the gc entry point, rkt gc and rkt rm), as rkt's
+			// stage1 leaves its pod's: rkt's tests look for them
+			// between the run and the gc. Nothing of the pod may
+			// outlive the lock, though: whatever PID 1 could not end
+			// (it was killed) is killed here first.
+			if err := pod.Cgroup.Drain(); err != nil {
+				logx.Warnf("empty cgroups: %v", err)
 			}
 		}()
 	}
@@ -373,6 +376,9 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	// Opened before waitPid can reap PID 1: the pidfd names it and
 	// nothing else, however late a request comes.
 	pidfd, perr := unix.PidfdOpen(pid, 0)
+	if w != nil {
+		return waitUnderWaiter(w, req, pid, pidfd, perr, pidErr, keeper, podDir, pod)
+	}
 	go forwardStop(req, pid, pidfd, perr)
 	time.AfterFunc(shedDelay, shedUnusedMemory)
 	ws := waitPid(pid)
@@ -384,6 +390,30 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	case ws.Signaled():
 		logx.Errorf("pod init killed by signal %v", ws.Signal())
 		return status.CodeStage1Failure
+	}
+	return status.CodeStage1Failure
+}
+
+// waitUnderWaiter is cloneInitAndWait's end when the waiter started us:
+// once PID 1 is ready and named in the pid file, the waiter takes over
+// (waiter.handOver) and we exit at once, leaving what is left to undo to
+// it. If the pid file could not be written, or the waiter is gone (PID 1
+// then stops the pod: its parent died), we pass our stop requests on,
+// wait for PID 1 to end and fail, undoing what we made.
+func waitUnderWaiter(w *waiter, req *sigpolicy.Requests, pid, pidfd int, perr, pidErr error, keeper int, podDir string, pod *podspec.Pod) int {
+	if pidErr == nil && perr == nil {
+		err := w.handOver(pid, keeper, podDir, pod)
+		if err == nil {
+			os.Exit(0)
+		}
+		logx.Errorf("hand-over to the waiter: %v", err)
+	}
+	go forwardStop(req, pid, pidfd, perr)
+	if perr == nil {
+		waitGone(pidfd)
+	}
+	if pidErr != nil {
+		return fail(pidErr)
 	}
 	return status.CodeStage1Failure
 }
@@ -407,7 +437,8 @@ func forwardStop(req *sigpolicy.Requests, pid, pidfd int, pidfdErr error) {
 
 // waitPid waits for one of our two children, PID 1 and the lock keeper.
 // The run process starts no other child, so this is not a second reaper
-// competing with one.
+// competing with one. Under the waiter they are the waiter's children,
+// and it returns at once (ECHILD): the waiter reaps them.
 func waitPid(pid int) unix.WaitStatus {
 	var ws unix.WaitStatus
 	for {

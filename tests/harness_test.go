@@ -51,13 +51,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "tests: the integration tests start real pods and need root (sudo make test)")
 		os.Exit(1)
 	}
-	for _, b := range []string{"stage1-init", "probe", "pod1"} {
+	for _, b := range []string{"stage1-init", "pod1-waiter", "probe", "pod1"} {
 		if _, err := os.Stat(bin(b)); err != nil {
 			fmt.Fprintf(os.Stderr, "tests: %s missing: run make first (%v)\n", bin(b), err)
 			os.Exit(1)
 		}
 	}
-	os.Exit(m.Run())
+	os.Exit(runCheckingCgroups(m))
 }
 
 // App is one app of a test pod.
@@ -210,9 +210,16 @@ func newPodRaw(t *testing.T, podManifest []byte, apps []App) *Pod {
 	for _, d := range []string{layout.StatusDirIn, layout.EnvDirIn, layout.Stage2DirIn} {
 		must(t, os.MkdirAll(filepath.Join(s1, d), 0o755))
 	}
-	for _, ep := range []string{"run", "stop", "gc", "enter", "app-add", "app-start", "app-stop", "app-rm", "attach"} {
+	for _, ep := range []string{"stop", "gc", "enter", "app-add", "app-start", "app-stop", "app-rm", "attach"} {
 		must(t, os.Symlink(bin("stage1-init"), filepath.Join(s1, ep)))
 	}
+	// The waiter is the run entry point, as in the image, unless
+	// POD1_WAITER=0 (make test WAITER=0).
+	run := "pod1-waiter"
+	if os.Getenv("POD1_WAITER") == "0" {
+		run = "stage1-init"
+	}
+	must(t, os.Symlink(bin(run), filepath.Join(s1, "run")))
 	must(t, os.WriteFile(filepath.Join(p.Dir, layout.PodManifest), podManifest, 0o640))
 	must(t, os.WriteFile(filepath.Join(p.Dir, layout.PodCreated), nil, 0o644))
 	for _, a := range apps {
@@ -332,9 +339,9 @@ func start(t *testing.T, p *Pod, o RunOpts) *Run {
 	t.Cleanup(func() {
 		r.cancel()
 		<-r.done
-		// A test that ends its pod by killing the stage1 (or whose
-		// timeout did) leaves the pod's cgroups, as rkt's gc would
-		// find them: the gc entry point removes them.
+		// Every pod leaves its cgroups (emptied, or, when the test
+		// killed the stage1, as the kill left them) for gc, as rkt's
+		// stage1 does: the gc entry point removes them.
 		if len(cgroupDirs(p)) > 0 {
 			gc := exec.Command(filepath.Join(p.Dir, layout.Stage1RootFS, "gc"), p.UUID)
 			gc.Dir = p.Dir

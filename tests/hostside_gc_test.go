@@ -224,3 +224,63 @@ func TestHostsideGCAfterStage1Killed(t *testing.T) {
 		t.Errorf("cgroups left: %v (had %v)", left, cg)
 	}
 }
+
+// A pod that ends in order leaves its cgroups, with no process in them,
+// until gc removes them, as rkt's stage1 does (rkt's TestGCCgroup and
+// TestRmCgroup look for them between the run and the gc): the gc entry
+// point, and pod1 gc in its own process.
+func TestPodCgroupsStayEmptyUntilGC(t *testing.T) {
+	t.Run("gc entry point", func(t *testing.T) {
+		p := newPod(t, []App{{Name: "a", Exec: probe("exit", "0")}}, nil)
+		if r := runPod(t, p, RunOpts{}); r.Code != 0 {
+			t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+		}
+		cg := cgroupDirs(p)
+		if len(cg) == 0 {
+			t.Fatal("no cgroups left after the pod's end, to be removed by gc")
+		}
+		assertNoProcessIn(t, cg)
+		if out, code := gcEntry(t, p); code != 0 {
+			t.Fatalf("gc: %d %s", code, out)
+		}
+		if left := cgroupDirs(p); len(left) != 0 {
+			t.Errorf("cgroups left after gc: %v", left)
+		}
+	})
+	t.Run("pod1 gc", func(t *testing.T) {
+		data := dataDir(t)
+		bp := runBG(t, data, probeACIDir(t), "--exec=/bin/probe", "--", "exit", "0")
+		if c := bp.wait(t); c != 0 {
+			t.Fatalf("exit %d: %s", c, bp.Stderr)
+		}
+		p := &Pod{UUID: bp.UUID}
+		cg := cgroupDirs(p)
+		if len(cg) == 0 {
+			t.Fatal("no cgroups left after the pod's end, to be removed by gc")
+		}
+		assertNoProcessIn(t, cg)
+		if _, errOut, code := pod1(t, data, "gc", "--grace-period=0s"); code != 0 {
+			t.Fatalf("gc: %d %s", code, errOut)
+		}
+		if left := cgroupDirs(p); len(left) != 0 {
+			t.Errorf("cgroups left after gc: %v", left)
+		}
+	})
+}
+
+// assertNoProcessIn fails if any of the cgroup directories, or any below
+// them, lists a process.
+func assertNoProcessIn(t *testing.T, dirs []string) {
+	t.Helper()
+	for _, d := range dirs {
+		_ = filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
+			if err != nil || !e.IsDir() {
+				return nil
+			}
+			if b, _ := os.ReadFile(filepath.Join(p, "cgroup.procs")); len(strings.TrimSpace(string(b))) > 0 {
+				t.Errorf("%s lists processes after the pod's end: %q", p, b)
+			}
+			return nil
+		})
+	}
+}

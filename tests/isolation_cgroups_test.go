@@ -352,3 +352,60 @@ func TestGCKillsLeftoversBeforeReturning(t *testing.T) {
 		t.Errorf("cgroups left: %v", d)
 	}
 }
+
+// An app sees its own cgroups at /sys/fs/cgroup, read-only, and nothing
+// else of any hierarchy: its limits are readable where runtimes look for
+// them (the JVM, Go's GOMAXPROCS), none can be raised, no cgroup can be
+// made. With /sys/fs masked (the default) the mask leaves cgroup/ alone;
+// with --disable-paths the views are on the sysfs's own cgroup/.
+func TestAppSeesItsOwnCgroupsReadOnly(t *testing.T) {
+	// Where the host keeps the memory limit decides where the app reads it.
+	limitDir, limitFile := "/sys/fs/cgroup/memory", "memory.limit_in_bytes"
+	if _, err := os.Stat("/sys/fs/cgroup/memory/memory.limit_in_bytes"); err != nil {
+		limitDir, limitFile = "/sys/fs/cgroup", "memory.max"
+	}
+	limit := limitDir + "/" + limitFile
+	cmd := probe("ls", "/sys/fs", "+", "ls", "/sys/fs/cgroup", "+", "ls", limitDir, "+", "cat", limit,
+		"+", "mkdir", "/sys/fs/cgroup/pod1-test", "+", "mkdir", limitDir+"/pod1-test", "+", "open-write", limit,
+		"+", "open-write", limitDir+"/cgroup.procs")
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{{"masked /sys/fs", nil}, {"disable-paths", []string{"--net=none", "--disable-paths"}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := isoPod(t, []App{{Name: "a", Exec: cmd}, {Name: "b", Exec: probe("exit", "0")}},
+				Isolators{"a": {isolator("resource/memory", map[string]any{"limit": "64Mi"})}}, nil)
+			r := runPod(t, p, RunOpts{Args: tc.args})
+			if r.Code != 0 {
+				t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+			}
+			out := r.Stdout.String()
+			defer func() {
+				if t.Failed() {
+					t.Logf("stdout:\n%s", out)
+				}
+			}()
+			if tc.args == nil && !strings.Contains(out, "ls /sys/fs cgroup\n") {
+				t.Errorf("/sys/fs shows more than cgroup/, or not it: %q", r.Lines("ls /sys/fs "))
+			}
+			if !strings.Contains(out, "cat 67108864\n") {
+				t.Errorf("the app does not read its memory limit at %s: %q", limit, r.Lines("cat "))
+			}
+			// Its own cgroup, not the pod's or the host's: no app's
+			// cgroup, no pod's, below what it sees.
+			for _, l := range r.Lines("ls /sys/fs/cgroup") {
+				if strings.Contains(l, "app-") || strings.Contains(l, "pod1-") || strings.Contains(l, " apps") {
+					t.Errorf("the app sees other cgroups: %q", l)
+				}
+			}
+			for _, w := range []string{
+				"mkdir /sys/fs/cgroup/pod1-test EROFS", "mkdir " + limitDir + "/pod1-test EROFS",
+				"open-write " + limit + " EROFS", "open-write " + limitDir + "/cgroup.procs EROFS",
+			} {
+				if !strings.Contains(out, w+"\n") {
+					t.Errorf("missing %q", w)
+				}
+			}
+		})
+	}
+}

@@ -35,12 +35,14 @@ func probeACIDir(t *testing.T) string {
 	return d
 }
 
-// dataDir is a throwaway rkt data directory; the overlays pod1 run leaves
-// mounted (as rkt run does, until gc) are unmounted at the end.
+// dataDir is a throwaway rkt data directory; the overlays and cgroups
+// pod1 run's pods leave (as rkt run's do, until gc) are unmounted and
+// removed at the end.
 func dataDir(t *testing.T) string {
 	t.Helper()
 	d := t.TempDir()
 	t.Cleanup(func() {
+		gcPodCgroupsUnder(t, d)
 		if err := launch.UnmountAll(d); err != nil {
 			t.Errorf("unmount: %v", err)
 		}

@@ -228,6 +228,8 @@ func TestCRILogs(t *testing.T) {
 		{"../escape.log", anns, "kubernetes-log-path: \"../escape.log\" must be a file name"},
 		{"x.log", map[string]string{"coreos.com/rkt/experiment/logmode": "k8s-plain"}, "kubernetes-log-dir: required"},
 		{"x.log", map[string]string{"coreos.com/rkt/experiment/logmode": "json"}, "logmode: \"json\" is not supported"},
+		{"x.log", withAnn(anns, "pod1/cri-log-format", "docker"), "pod1/cri-log-format: \"docker\" is not one of rkt, kubelet"},
+		{"x.log", map[string]string{"pod1/cri-log-format": "kubelet"}, "pod1/cri-log-format: only with coreos.com/rkt/experiment/logmode=k8s-plain"},
 	} {
 		p := mk(bad.path, bad.anns)
 		r := runPod(t, p, RunOpts{})
@@ -237,6 +239,70 @@ func TestCRILogs(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(filepath.Dir(logDir), "escape.log")); err == nil {
 		t.Error("a CRI log path escaped the log directory")
+	}
+}
+
+// withAnn is anns with name=value added.
+func withAnn(anns map[string]string, name, value string) map[string]string {
+	m := map[string]string{name: value}
+	for k, v := range anns {
+		m[k] = v
+	}
+	return m
+}
+
+// With pod1/cri-log-format=kubelet the CRI file is in the format current
+// kubelets read, byte for byte: "<time> <stream> F|P <line>", a line
+// longer than 16 KiB in P records of 16 KiB and an F record for its
+// rest, a last line without a newline a P record (kubelet adds a newline
+// to F records only, so it reads back what the app wrote).
+func TestCRILogsKubeletFormat(t *testing.T) {
+	logDir := t.TempDir()
+	apps := []App{{Name: "web", Exec: probe("out", "1", "2", "o", "+", "lines", "1", "40000", "/dev/null",
+		"+", "out", "2", "1", "e", "+", "raw", "1", "tail"),
+		Annotations: map[string]string{"coreos.com/rkt/experiment/kubernetes-log-path": "web_0.log"}}}
+	p := newPodRaw(t, manifestAnn(apps, nil, map[string]string{
+		"coreos.com/rkt/experiment/logmode":            "k8s-plain",
+		"coreos.com/rkt/experiment/kubernetes-log-dir": logDir,
+		"pod1/cri-log-format":                          "kubelet",
+	}), apps)
+	r := runPod(t, p, RunOpts{})
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(logDir, "web_0.log"))
+	must(t, err)
+	ts := regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z$`)
+	// The streams' records interleave as PID 1 reads them; each
+	// stream's are in order.
+	var out, errs strings.Builder
+	for _, l := range strings.SplitAfter(string(b), "\n") {
+		if l == "" {
+			continue
+		}
+		tm, rest, _ := strings.Cut(l, " ")
+		if !ts.MatchString(tm) || !strings.HasSuffix(l, "\n") {
+			t.Fatalf("not a CRI record: %q", l[:min(len(l), 60)])
+		}
+		if strings.HasPrefix(rest, "stderr ") {
+			errs.WriteString(rest)
+		} else {
+			out.WriteString(rest)
+		}
+	}
+	x := strings.Repeat("x", 16<<10)
+	wantOut := "stdout F o 0\nstdout F o 1\n" +
+		"stdout P " + x + "\nstdout P " + x + "\nstdout F " + strings.Repeat("x", 39999-2*len(x)) + "\n" +
+		"stdout P tail\n"
+	if got := out.String(); got != wantOut {
+		i := 0
+		for i < min(len(got), len(wantOut)) && got[i] == wantOut[i] {
+			i++
+		}
+		t.Errorf("stdout records differ at byte %d: got %q, want %q", i, got[i:min(len(got), i+40)], wantOut[i:min(len(wantOut), i+40)])
+	}
+	if got := errs.String(); got != "stderr F e 0\n" {
+		t.Errorf("stderr records %q", got)
 	}
 }
 

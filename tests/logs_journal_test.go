@@ -251,3 +251,128 @@ func TestJournalStalledOrKilled(t *testing.T) {
 		})
 	}
 }
+
+// PID 1 keeps one socket to journald for the pod's life: a journald
+// restarted while the pod runs (a new socket at the same path) gets the
+// lines written after its start, every one, and a line's bytes arrive
+// as written (an '=', a tab). (An app's arguments pass through the pod
+// manifest's JSON, which has no bytes that are not UTF-8.)
+func TestJournalRestarted(t *testing.T) {
+	ns := newLogNS(t, true)
+	const n = 300
+	odd := "k=v\tx  end="
+	p := newPod(t, []App{{Name: "a", Exec: probe("out", "1", "1", "before", "+", "wait-file", "/tmp/go",
+		"+", "out", "1", strconv.Itoa(n), "after", "+", "raw", "2", odd+"\n")}}, nil)
+	r := start(t, p, RunOpts{Wrapper: ns.wrapper(p)})
+	waitFor(t, 10*time.Second, "the first line in the journal", func() bool {
+		return len(ns.entries(t, p.UUID)) == 1
+	})
+	must(t, ns.journald.Process.Kill())
+	_ = ns.journald.Wait()
+	// The killed journald's socket file stays: the new one is up once
+	// it has made its own.
+	must(t, os.Remove(fmt.Sprintf("/proc/%d/root/run/systemd/journal/socket", ns.pid)))
+	ns.startJournald(t)
+	must(t, os.WriteFile(filepath.Join(p.Dir, "stage1/rootfs/opt/stage2/a/rootfs/tmp/go"), nil, 0o644))
+	if code := r.Wait(t); code != 0 {
+		t.Fatalf("exit %d: %s", code, r.Stderr)
+	}
+	var after []string
+	var oddGot string
+	for _, e := range ns.entries(t, p.UUID) {
+		switch e["POD1_STREAM"] {
+		case "stdout":
+			if m, _ := e["MESSAGE"].(string); strings.HasPrefix(m, "after ") {
+				after = append(after, m)
+			}
+		case "stderr":
+			oddGot, _ = e["MESSAGE"].(string)
+		}
+	}
+	var want []string
+	for i := 0; i < n; i++ {
+		want = append(want, fmt.Sprintf("after %d", i))
+	}
+	if strings.Join(after, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the restarted journald got %d of %d lines in order; first %q", len(after), n, first(after, 3))
+	}
+	if oddGot != odd {
+		t.Errorf("the odd line came back as %q, want %q", oddGot, odd)
+	}
+	if rec := readRecord(t, p, "a"); rec.LogDropped != 0 {
+		t.Errorf("%d lines dropped; stage1 said %s", rec.LogDropped, r.Stderr)
+	}
+}
+
+// A journald that falls behind gets the lines waiting for it sent
+// together, several lines of one stream in one entry (POD1_LINES says how
+// many), so that they reach it instead of being dropped once the queue
+// is full: here every line of a burst written while journald was
+// stopped arrives, in order, and none is dropped; pod1 logs prints them
+// one by one.
+func TestJournalBehindGetsLinesTogether(t *testing.T) {
+	ns := newLogNS(t, true)
+	data := dataDir(t)
+	const n = 12000
+	p := runInNS(t, ns, data, []string{"a", "out", "1", "1", "before", "+", "wait-file", "/tmp/go",
+		"+", "out", "1", strconv.Itoa(n), "flood", "+", "touch", "/tmp/flooded", "+", "wait-file", "/tmp/end"})
+	waitFor(t, 10*time.Second, "the first line in the journal", func() bool {
+		return len(ns.entries(t, p.UUID)) == 1
+	})
+	must(t, ns.journald.Process.Signal(unix.SIGSTOP))
+	t.Cleanup(func() { _ = ns.journald.Process.Signal(unix.SIGCONT) })
+	rootfs := filepath.Join(p.Dir, "stage1/rootfs/opt/stage2/a/rootfs")
+	must(t, os.WriteFile(filepath.Join(rootfs, "tmp/go"), nil, 0o644))
+	waitFor(t, 20*time.Second, "the burst written", func() bool {
+		_, err := os.Stat(filepath.Join(rootfs, "tmp/flooded"))
+		return err == nil
+	})
+	time.Sleep(200 * time.Millisecond)
+	must(t, ns.journald.Process.Signal(unix.SIGCONT))
+	var lines []string
+	together := 0
+	waitFor(t, 30*time.Second, "the burst in the journal", func() bool {
+		lines, together = nil, 0
+		for _, e := range ns.entries(t, p.UUID) {
+			msg, _ := e["MESSAGE"].(string)
+			ls := strings.Split(msg, "\n")
+			if k, ok := e["POD1_LINES"].(string); ok {
+				if k != strconv.Itoa(len(ls)) {
+					t.Fatalf("POD1_LINES %s for %d lines", k, len(ls))
+				}
+				together++
+			}
+			if e["POD1_STREAM"] != "stdout" || e["SYSLOG_IDENTIFIER"] != "a" || e["PRIORITY"] != "6" {
+				t.Fatalf("entry fields %v %v %v", e["POD1_STREAM"], e["SYSLOG_IDENTIFIER"], e["PRIORITY"])
+			}
+			lines = append(lines, ls...)
+		}
+		return len(lines) >= n+1
+	})
+	must(t, os.WriteFile(filepath.Join(rootfs, "tmp/end"), nil, 0o644))
+	p.wait(t)
+	want := []string{"before 0"}
+	for i := 0; i < n; i++ {
+		want = append(want, fmt.Sprintf("flood %d", i))
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the journal got %d lines, want %d in order; first %q", len(lines), len(want), first(lines, 3))
+	}
+	if together == 0 {
+		t.Error("every line was an entry of its own: none was sent together")
+	}
+	rec, err := status.ReadRecord(filepath.Join(p.Dir, "stage1/rootfs/rkt/status"), "a")
+	if err != nil || rec.LogDropped != 0 {
+		t.Errorf("record %+v (%v): lines dropped; stage1 said %s", rec, err, p.Stderr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), eventDeadline)
+	defer cancel()
+	out, err := ns.cmd(ctx, "/", bin("pod1"), "logs", "--dir="+data, p.UUID).Output()
+	if err != nil {
+		t.Fatalf("pod1 logs: %v", err)
+	}
+	if got := string(out); got != "a: "+strings.Join(want, "\na: ")+"\n" {
+		t.Errorf("pod1 logs printed %d lines; first %q", strings.Count(got, "\n"), got[:min(len(got), 80)])
+	}
+	t.Logf("%d lines, %d entries of several", n+1, together)
+}

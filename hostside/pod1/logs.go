@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -271,7 +272,11 @@ func journalctl(ctx context.Context, w *bufio.Writer, only string, args []string
 		if json.Unmarshal(sc.Bytes(), &e) != nil {
 			continue
 		}
-		printLine(w, e.App, only, e.message())
+		// An entry holds several lines when the journal was behind
+		// (podlog sends lines together then): one line each.
+		for _, l := range bytes.Split(e.message(), []byte{'\n'}) {
+			printLine(w, e.App, only, l)
+		}
 		cursor = e.Cursor
 		if following {
 			if err := w.Flush(); err != nil {

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/podspec"
+)
+
+// waiterFdEnv names, in the Go run's environment, the pipe on which it
+// reports to the waiter (waiter/waiter.c) when the waiter is the run entry
+// point and started it. The waiter is then the process stage0 exec'd: it
+// holds the lock, receives the stop requests and outlives us, and PID 1
+// and the lock keeper are its children (CLONE_PARENT), not ours.
+const waiterFdEnv = "POD1_WAITER_FD"
+
+// waiter is the Go run's link to the waiter, nil when run is the entry
+// point itself.
+type waiter struct {
+	report *os.File
+	// pidfd is the waiter's, opened while it was surely our parent:
+	// PID 1 watches it, and so learns of the waiter's death even if
+	// that came before PID 1 was cloned (CLONE_PARENT then makes the
+	// host's init PID 1's parent, whose death never comes).
+	pidfd int
+}
+
+// takeWaiter takes the report pipe the waiter passed, if any, out of the
+// environment (PID 1 gets run's environment).
+func takeWaiter() (*waiter, error) {
+	v, ok := os.LookupEnv(waiterFdEnv)
+	if !ok {
+		return nil, nil
+	}
+	_ = os.Unsetenv(waiterFdEnv)
+	fdv, pidv, _ := strings.Cut(v, ",")
+	fd, err := strconv.Atoi(fdv)
+	if err != nil || fd <= 2 {
+		return nil, fmt.Errorf("%s=%q: not a file descriptor above stderr", waiterFdEnv, v)
+	}
+	pid, err := strconv.Atoi(pidv)
+	if err != nil || pid <= 0 {
+		return nil, fmt.Errorf("%s=%q: no waiter pid", waiterFdEnv, v)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return nil, fmt.Errorf("%s=%d: not a pipe", waiterFdEnv, fd)
+	}
+	unix.CloseOnExec(fd)
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err == nil && os.Getppid() != pid {
+		unix.Close(pidfd)
+		err = errors.New("it is gone")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the waiter (pid %d): %w", pid, err)
+	}
+	unix.CloseOnExec(pidfd)
+	return &waiter{report: os.NewFile(uintptr(fd), "waiter-report"), pidfd: pidfd}, nil
+}
+
+// cloneFlags adds what the children run starts need under the waiter: the
+// waiter as their parent.
+func (w *waiter) cloneFlags() uintptr {
+	if w == nil {
+		return 0
+	}
+	return unix.CLONE_PARENT
+}
+
+// parentPidfd is the pidfd PID 1 watches: the waiter's, or run's; the
+// caller closes it.
+func (w *waiter) parentPidfd() int {
+	if w == nil {
+		return openSelfPidfd()
+	}
+	fd, err := unix.FcntlInt(uintptr(w.pidfd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	return fd
+}
+
+// handOver tells the waiter that PID 1 pid is ready and named in the pid
+// file, with the keeper and what is left to undo once PID 1 is gone; the
+// waiter does all that from here on. An error means the waiter is gone.
+func (w *waiter) handOver(pid, keeper int, podDir string, pod *podspec.Pod) error {
+	stage2 := "-"
+	if pod.Mutable {
+		stage2 = filepath.Join(podDir, layout.Stage2Dir)
+	}
+	fields := []string{strconv.Itoa(pid), strconv.Itoa(keeper), stage2}
+	if pod.Cgroup != nil {
+		fields = append(fields, pod.Cgroup.Dirs()...)
+	}
+	var b strings.Builder
+	for _, f := range fields {
+		if strings.IndexByte(f, 0) >= 0 {
+			return errors.New("waiter report: a NUL in a path")
+		}
+		b.WriteString(f)
+		b.WriteByte(0)
+	}
+	_, err := w.report.WriteString(b.String())
+	if cerr := w.report.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// waitGone waits until PID 1 (pidfd) has exited when it is not our child
+// (under the waiter, which reaps it): its status is the waiter's to read.
+func waitGone(pidfd int) {
+	p := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(p, -1); !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
+}
+
+// waiterBinary is the waiter's binary (waiter/waiter.c), next to ours; it
+// is also the lock keeper (startLockKeeper).
+const waiterBinary = "pod1-waiter"
+
+// readOnlyWaiter opens the waiter next to our own binary as a detached,
+// read-only mount of that one file (as readOnlySelf does ours), and
+// returns the path that executes it while the file is open.
+func readOnlyWaiter() (*os.File, string, error) {
+	self, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return nil, "", err
+	}
+	fd, err := unix.OpenTree(unix.AT_FDCWD, filepath.Join(filepath.Dir(self), waiterBinary), unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return nil, "", err
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOSUID}
+	var st unix.Stat_t
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		unix.Close(fd)
+		return nil, "", err
+	}
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, "", errors.New("not a regular file")
+	}
+	// Far above the fds the child's extra files are moved to before its
+	// execve (readOnlySelf).
+	high, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 256)
+	unix.Close(fd)
+	if err != nil {
+		return nil, "", err
+	}
+	return os.NewFile(uintptr(high), waiterBinary), "/proc/self/fd/" + strconv.Itoa(high), nil
+}

@@ -1,0 +1,239 @@
+package tests
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/layout"
+)
+
+// useWaiter makes the waiter (waiter/waiter.c) the pod's run entry point.
+func useWaiter(t *testing.T, p *Pod) {
+	t.Helper()
+	run := filepath.Join(p.Dir, layout.Stage1RootFS, "run")
+	must(t, os.Remove(run))
+	must(t, os.Symlink(bin("pod1-waiter"), run))
+}
+
+// handedOver reports whether the Go run the waiter pid started has handed
+// over and gone: only PID 1 and the lock keeper are left as its children.
+func handedOver(pid int) bool {
+	for _, c := range childrenOf(pid) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", c))
+		if strings.HasPrefix(string(b), "run\x00") {
+			return false
+		}
+	}
+	return len(childrenOf(pid)) == 2
+}
+
+// fdsOf lists the open fds of pid as "N=target".
+func fdsOf(pid int) []string {
+	ents, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	var fds []string
+	for _, e := range ents {
+		l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name()))
+		fds = append(fds, e.Name()+"="+l)
+	}
+	return fds
+}
+
+// checkOver checks what "run has exited" must mean: the lock free, no
+// process of the pod's pid namespace ns or of its cgroups alive, and the
+// pod's cgroups removed.
+func checkOver(t *testing.T, p *Pod, ns string, r *Run) {
+	t.Helper()
+	if locked(t, p.Dir) {
+		t.Errorf("the lock is held after run exited; stderr %s", r.Stderr)
+	}
+	if left := nsMembers(ns); ns != "" && len(left) != 0 {
+		t.Errorf("%d pod processes alive after run exited", len(left))
+	}
+	if left := cgroupMembers(p); len(left) != 0 {
+		t.Errorf("%d processes in the pod's cgroups after run exited", len(left))
+	}
+	if d := cgroupDirs(p); len(d) != 0 {
+		t.Errorf("cgroups left: %v", d)
+	}
+}
+
+// Once the waiter has taken over, it is what run was: it holds the lock
+// and nothing else of the host but stdio and PID 1's pidfd, ignores the
+// signals run ignores, passes a graceful or a forced stop on, and exits
+// with PID 1's code, or 254 if PID 1 was killed; the lock is free only
+// when every pod process is gone.
+func TestWaiter(t *testing.T) {
+	type mode struct {
+		name   string
+		sig    unix.Signal // to the waiter; 0: PID 1 SIGKILLed
+		status int         // each app's
+		code   int         // the pod's
+	}
+	for _, m := range []mode{
+		{"SIGTERM", unix.SIGTERM, 143, 0},
+		{"SIGINT", unix.SIGINT, 143, 0},
+		{"SIGHUP", unix.SIGHUP, 143, 0},
+		{"SIGQUIT", unix.SIGQUIT, 137, 0},
+		{"SIGUSR1", unix.SIGUSR1, 137, 0},
+		{"PID1-SIGKILL", 0, -1, 254},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			apps := []App{{Name: "a", Exec: probe("sleep", "1h")}, {Name: "b", Exec: probe("sleep", "1h")}}
+			p := newPod(t, apps, nil)
+			useWaiter(t, p)
+			r := start(t, p, RunOpts{})
+			pid := r.Cmd.Process.Pid
+			waitSupervisorReady(t, p)
+			waitFor(t, 10*time.Second, "the hand-over", func() bool { return handedOver(pid) })
+			init := podPid(t, p)
+			ns := pidNS(init)
+			var fds []string
+			// The waiter opens PID 1's pidfd once it has read the
+			// report and reaped the Go run.
+			waitFor(t, 10*time.Second, "the waiter's pidfd of PID 1", func() bool {
+				fds = fdsOf(pid)
+				return slices.ContainsFunc(fds, func(s string) bool { return strings.HasSuffix(s, "=anon_inode:[pidfd]") })
+			})
+			// stdio, the lock, PID 1's pidfd, the signalfd, and
+			// whatever the caller (this test) left inheritable.
+			mine := map[string]bool{}
+			for _, f := range fdsOf(os.Getpid()) {
+				mine[f] = true
+			}
+			var own []string
+			for _, f := range fds {
+				if n, _, _ := strings.Cut(f, "="); n > "2" && !mine[f] {
+					own = append(own, f)
+				}
+			}
+			slices.Sort(own)
+			if len(own) != 3 || !slices.ContainsFunc(own, func(s string) bool { return strings.HasSuffix(s, "=anon_inode:[pidfd]") }) ||
+				!slices.ContainsFunc(own, func(s string) bool { return strings.HasSuffix(s, "=anon_inode:[signalfd]") }) ||
+				!slices.ContainsFunc(own, func(s string) bool { return strings.HasSuffix(s, "="+p.Dir) }) {
+				t.Errorf("the waiter's fds: %v (all: %v)", own, fds)
+			}
+			// Ignored, as by run: none of these ends it.
+			for _, s := range []unix.Signal{unix.SIGUSR2, unix.SIGPIPE, unix.SIGALRM, unix.SIGTSTP, unix.SIGSEGV, unix.Signal(34), unix.Signal(64)} {
+				must(t, unix.Kill(pid, s))
+			}
+			if m.sig != 0 {
+				must(t, unix.Kill(pid, m.sig))
+			} else {
+				must(t, unix.Kill(init, unix.SIGKILL))
+			}
+			if code := r.Wait(t); code != m.code {
+				t.Errorf("pod exit %d, want %d; stderr %s", code, m.code, r.Stderr)
+			}
+			checkOver(t, p, ns, r)
+			for _, a := range apps {
+				if got := p.Status(t, a.Name); got != m.status {
+					t.Errorf("app %s: status %d, want %d; stderr %s", a.Name, got, m.status, r.Stderr)
+				}
+			}
+			if m.sig == 0 && !strings.Contains(r.Stderr.String(), "stage1: pod init killed by signal 9") {
+				t.Errorf("stderr %q: want the line on PID 1's death", r.Stderr)
+			}
+		})
+	}
+	t.Run("exit-code", func(t *testing.T) {
+		apps := []App{{Name: "a", Exec: probe("sleep", "300ms", "+", "exit", "3")}, {Name: "b", Exec: probe("sleep", "1h")}}
+		p := newPod(t, apps, nil)
+		useWaiter(t, p)
+		r := start(t, p, RunOpts{})
+		waitFor(t, 10*time.Second, "the hand-over", func() bool { return handedOver(r.Cmd.Process.Pid) })
+		ns := pidNS(podPid(t, p))
+		if code := r.Wait(t); code != 3 {
+			t.Errorf("pod exit %d, want 3; stderr %s", code, r.Stderr)
+		}
+		checkOver(t, p, ns, r)
+	})
+}
+
+// The hand-over sweep (issue 16): SIGTERM, SIGINT or SIGHUP sent to the
+// run process (the waiter) at stepped and random moments of the pod's
+// start (before PID 1 exists, while the Go run sets up, around its report
+// and after it) is never lost: the pod stops gracefully (its apps would
+// sleep an hour), exits 0, every app has its final status (143, or 254 if
+// the stop came before it started), and once run has exited the lock is
+// free, no pod process is alive and the pod's cgroups are gone.
+func TestWaiterHandoverSweep(t *testing.T) {
+	const steps = 24
+	for _, sig := range []unix.Signal{unix.SIGTERM, unix.SIGINT, unix.SIGHUP} {
+		t.Run(unix.SignalName(sig), func(t *testing.T) {
+			var wg sync.WaitGroup
+			sem := make(chan struct{}, 3)
+			var mu sync.Mutex
+			after := 0
+			for i := 0; i < steps; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					sem <- struct{}{}
+					defer func() { <-sem }()
+					t.Run(strconv.Itoa(i), func(t *testing.T) {
+						apps := []App{{Name: "a", Exec: probe("sleep", "1h")}, {Name: "b", Exec: probe("sleep", "1h")}}
+						p := newPod(t, apps, nil)
+						useWaiter(t, p)
+						r := start(t, p, RunOpts{})
+						pid := r.Cmd.Process.Pid
+						// Even steps from run's start, in steps of
+						// 1.5 ms; odd ones from the pid file, which
+						// the Go run writes just before its report,
+						// in steps of 300 µs; each with up to one
+						// step more at random.
+						// From the moment the waiter has its signal
+						// table in: before, the kernel's defaults
+						// apply, as they do to any program before its
+						// first instruction (docs/supervision.md).
+						waitFor(t, 5*time.Second, "the waiter's signal table", func() bool { return ignores(pid, unix.SIGUSR2) })
+						step := 1500 * time.Microsecond
+						if i%2 == 1 {
+							podPid(t, p)
+							step = 300 * time.Microsecond
+						}
+						time.Sleep(time.Duration(i/2)*step + rand.N(step))
+						over := handedOver(pid)
+						ns := ""
+						if init := childrenOf(pid); len(init) > 0 {
+							// PID 1 or the Go run: whichever is in
+							// a pid namespace of its own.
+							for _, c := range init {
+								if l := pidNS(c); l != pidNS(os.Getpid()) {
+									ns = l
+								}
+							}
+						}
+						must(t, unix.Kill(pid, sig))
+						if over {
+							mu.Lock()
+							after++
+							mu.Unlock()
+						}
+						code := r.Wait(t)
+						if code != 0 {
+							t.Errorf("pod exit %d; stderr %s", code, r.Stderr)
+						}
+						checkOver(t, p, ns, r)
+						for _, a := range apps {
+							if got := p.Status(t, a.Name); got != 143 && got != 254 {
+								t.Errorf("app %s: status %d, want 143 (or 254: not started); stderr %s", a.Name, got, r.Stderr)
+							}
+						}
+					})
+				}()
+			}
+			wg.Wait()
+			t.Logf("%d of %d signals came after the hand-over", after, steps)
+		})
+	}
+}

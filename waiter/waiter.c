@@ -1,0 +1,439 @@
+/*
+ * pod1-waiter: the stage1's run entry point when it is on (issue 16; see
+ * WAITER in the Makefile). It is what rkt's stage0 execs, and so the
+ * process rkt run (or pod1 run) is, holding the pod's lock through the fd
+ * stage0 left it, for the pod's whole life. It is a small C program so
+ * that the process that only waits does not carry a Go runtime.
+ *
+ * Before anything else it blocks every signal: a stop signal sent at any
+ * moment from its first instruction on is read from its signalfd, never
+ * lost. It starts the Go run (stage1-init, as "run") as its child, which validates and sets up everything as before
+ * and clones the pod's PID 1 and the lock keeper as children of this
+ * process (CLONE_PARENT), then reports on a pipe what it made and exits.
+ * From then on this process does what run did: passes each stop request
+ * on to PID 1 as sigpolicy says (SIGHUP, SIGINT, SIGTERM: a graceful stop,
+ * sent as SIGTERM; SIGQUIT, SIGUSR1: a forced stop, sent as SIGUSR1; a
+ * request only ever rises, and one that came before PID 1 was ready is
+ * passed on once it is), ignores every other signal it can, reaps PID 1,
+ * removes the pod's cgroups (deepest first; whatever is left in them is
+ * killed), waits for the lock keeper, undoes the shared bind of a mutable
+ * pod's app directory, and exits with PID 1's code, or 254 if PID 1 was
+ * killed. If the Go run ends without a report (a bad flag, a failed set-up)
+ * its code is the pod's, once every child is gone.
+ *
+ * The report, NUL-terminated fields: PID 1's pid, the keeper's pid, the
+ * bind to undo or "-", then the pod's cgroup in each hierarchy.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { LEVEL_NONE, LEVEL_STOP, LEVEL_FORCE };
+
+/* rkt's stage1 failure code. */
+#define CODE_FAILURE 254
+
+/* How long cgroup removal waits for what is left in the cgroups to die
+ * (cgroups.RemoveTimeout). */
+#define REMOVE_TIMEOUT_MS 30000
+
+__attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	int len = snprintf(buf, sizeof buf, "stage1: ");
+	len += vsnprintf(buf + len, sizeof buf - len, fmt, ap);
+	va_end(ap);
+	if (len >= (int)sizeof buf - 1)
+		len = sizeof buf - 2;
+	buf[len++] = '\n';
+	(void)!write(2, buf, len);
+}
+
+static long number(const char *s, const char *field)
+{
+	char *end;
+	errno = 0;
+	long n = strtol(s, &end, 10);
+	if (errno || end == s || *end || n < 0) {
+		say("waiter: %s: not a number", field);
+		exit(CODE_FAILURE);
+	}
+	return n;
+}
+
+/* The kernel's struct sigaction: set directly, so that signals 32 and 33,
+ * which glibc's sigaction refuses, are ignored too. */
+struct ksigaction {
+	unsigned long handler, flags, restorer, mask;
+};
+
+static void ignore(int sig)
+{
+	struct ksigaction act = { .handler = (unsigned long)SIG_IGN };
+	syscall(SYS_rt_sigaction, sig, &act, NULL, sizeof act.mask);
+}
+
+static void msleep(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+static long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* kill_left kills whatever is left in the cgroup dir (an open directory):
+ * on cgroup v2 with cgroup.kill (the whole subtree at once), else each pid
+ * cgroup.procs lists. */
+static void kill_left(int dir)
+{
+	int fd = openat(dir, "cgroup.kill", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)!write(fd, "1", 1);
+		close(fd);
+	}
+	fd = openat(dir, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	FILE *f = fdopen(fd, "r");
+	if (!f) {
+		close(fd);
+		return;
+	}
+	long pid;
+	while (fscanf(f, "%ld", &pid) == 1)
+		if (pid > 0)
+			kill((pid_t)pid, SIGKILL);
+	fclose(f);
+}
+
+/* remove_tree removes the cgroup name in parent and everything below it,
+ * deepest first; it returns 0 once it is gone, -1 if a directory is still
+ * refused (something left in it). */
+static int remove_tree(int parent, const char *name, int depth)
+{
+	if (unlinkat(parent, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+		return 0;
+	if (depth > 64 || (errno != EBUSY && errno != ENOTEMPTY))
+		return -1;
+	int dir = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dir < 0)
+		return errno == ENOENT ? 0 : -1;
+	int fd = dup(dir);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		close(dir);
+		return -1;
+	}
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (e->d_type == DT_DIR && strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			remove_tree(dir, e->d_name, depth + 1);
+	closedir(d);
+	int rc = unlinkat(parent, name, AT_REMOVEDIR) == 0 || errno == ENOENT ? 0 : -1;
+	if (rc)
+		kill_left(dir);
+	close(dir);
+	return rc;
+}
+
+/* remove_cgroup removes the pod's cgroup at path in one hierarchy. PID 1
+ * has been reaped, so every process of the pod's pid namespace is gone;
+ * the cheap case is three rmdirs. rmdir can fail with EBUSY for a moment
+ * after the last process left. */
+static void remove_cgroup(const char *path)
+{
+	char *slash = strrchr(path, '/');
+	if (path[0] != '/' || !slash || !slash[1]) {
+		say("waiter: cgroup %s: not an absolute path", path);
+		return;
+	}
+	char parent_path[4096];
+	size_t n = slash == path ? 1 : (size_t)(slash - path);
+	if (n >= sizeof parent_path)
+		return;
+	memcpy(parent_path, path, n);
+	parent_path[n] = 0;
+	int parent = open(parent_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (parent < 0) {
+		say("warning: remove cgroups: %s: %s", path, strerror(errno));
+		return;
+	}
+	long deadline = now_ms() + REMOVE_TIMEOUT_MS;
+	while (remove_tree(parent, slash + 1, 0)) {
+		if (now_ms() > deadline) {
+			say("warning: remove cgroups: processes left in %s after 30s", path);
+			break;
+		}
+		msleep(2);
+	}
+	close(parent);
+}
+
+/* The name the Go run dispatches on, and the variable naming the report
+ * pipe's fd in its environment. */
+#define GO_RUN_ROLE "run"
+#define REPORT_ENV "POD1_WAITER_FD"
+#define GO_BINARY "stage1-init"
+
+/* go_path finds the Go stage1 binary next to ours. It is run by path, as
+ * stage0 runs us: it is a host process, outside the pod, and makes the
+ * read-only copies of itself that PID 1 and the lock keeper run from. */
+static int go_path(char *path, size_t size)
+{
+	ssize_t n = readlink("/proc/self/exe", path, size - sizeof GO_BINARY - 1);
+	if (n <= 0)
+		return -1;
+	path[n] = 0;
+	char *slash = strrchr(path, '/');
+	if (!slash)
+		return -1;
+	strcpy(slash + 1, GO_BINARY);
+	return 0;
+}
+
+/* start_go starts the Go run as our child with argv (our own, argv[0]
+ * replaced), the signal mask we were started with, and the report pipe's
+ * write end. It returns its pid, or -1. */
+static pid_t start_go(char **argv, const sigset_t *mask, int report)
+{
+	char path[4096], env[64];
+	pid_t self = getpid();
+	if (go_path(path, sizeof path)) {
+		say("stage1 binary %s: %s", GO_BINARY, strerror(errno));
+		return -1;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* Not close-on-exec here; the Go run marks every fd above
+		 * stderr close-on-exec first thing. */
+		int w = dup(report);
+		/* Our pid too: the Go run checks that we are its parent
+		 * (not already dead) and watches us through a pidfd. */
+		snprintf(env, sizeof env, "%d,%d", w, (int)self);
+		setenv(REPORT_ENV, env, 1);
+		/* Terminal signals (Ctrl-C) reach us alone, and are passed
+		 * on once, as every other stop request. */
+		setpgid(0, 0);
+		sigprocmask(SIG_SETMASK, mask, NULL);
+		argv[0] = GO_RUN_ROLE;
+		extern char **environ;
+		execve(path, argv, environ);
+		say("exec %s: %s", GO_BINARY, strerror(errno));
+		_exit(CODE_FAILURE);
+	}
+	return pid;
+}
+
+static void forward(int pidfd, long level)
+{
+	if (pidfd >= 0 && level > LEVEL_NONE)
+		syscall(SYS_pidfd_send_signal, pidfd, level == LEVEL_FORCE ? SIGUSR1 : SIGTERM, NULL, 0);
+}
+
+/* read_requests reads the stop signals that came, raises level, and
+ * passes each on to PID 1 (pidfd; -1 while it is not ready). A repeated
+ * request is passed on again, as run did: it changes nothing in PID 1. */
+static void read_requests(int sfd, long *level, int pidfd)
+{
+	struct signalfd_siginfo si[8];
+	ssize_t n = read(sfd, si, sizeof si);
+	for (ssize_t i = 0; i < n / (ssize_t)sizeof si[0]; i++) {
+		int s = si[i].ssi_signo;
+		long want = s == SIGQUIT || s == SIGUSR1 ? LEVEL_FORCE : LEVEL_STOP;
+		if (want > *level)
+			*level = want;
+		forward(pidfd, *level);
+	}
+}
+
+static int code_of(int status)
+{
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	return CODE_FAILURE;
+}
+
+/* shed drops our binary's mapped pages from our page tables once we only
+ * wait (stage1-init's shedUnusedMemory does the same for the Go
+ * processes): they stay in the page cache, and the few the waiting code
+ * uses fault back in. */
+static void shed(void)
+{
+	extern char __executable_start[], etext[];
+	long page = sysconf(_SC_PAGESIZE);
+	uintptr_t lo = (uintptr_t)__executable_start & ~(uintptr_t)(page - 1);
+	madvise((void *)lo, (uintptr_t)etext - lo, MADV_DONTNEED);
+}
+
+/* The lock keeper (stage1-init/lockkeeper.go starts it): holds the pod's
+ * lock on fd 3 until the pidfd on fd 4 says PID 1 has exited. */
+#define KEEPER_ROLE "pod1-lock"
+
+static int keeper_main(void)
+{
+	shed();
+	struct pollfd p = { .fd = 4, .events = POLLIN };
+	for (;;) {
+		if (poll(&p, 1, -1) >= 0)
+			return 0;
+		if (errno != EINTR) {
+			say("lock keeper: %s", strerror(errno));
+			return 1;
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	(void)argc;
+	const char *base = strrchr(argv[0], '/');
+	if (!strcmp(base ? base + 1 : argv[0], KEEPER_ROLE))
+		return keeper_main();
+	/* First thing: every signal blocked. The stop signals stay so, and
+	 * the signalfd reads them; the others are unblocked once their
+	 * disposition is set. */
+	sigset_t all, start_mask, stops;
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &start_mask);
+	sigemptyset(&stops);
+	sigaddset(&stops, SIGHUP);
+	sigaddset(&stops, SIGINT);
+	sigaddset(&stops, SIGTERM);
+	sigaddset(&stops, SIGQUIT);
+	sigaddset(&stops, SIGUSR1);
+	int sfd = signalfd(-1, &stops, SFD_CLOEXEC);
+	/* Every other signal is ignored, as sigpolicy says run ignores it;
+	 * SIGCHLD keeps its default, which leaves our children to wait. */
+	for (int s = 1; s <= 64; s++)
+		if (!sigismember(&stops, s) && s != SIGKILL && s != SIGSTOP && s != SIGCHLD)
+			ignore(s);
+	sigprocmask(SIG_SETMASK, &stops, NULL);
+	if (sfd < 0) {
+		say("signalfd: %s", strerror(errno));
+		return CODE_FAILURE;
+	}
+
+	int rp[2];
+	if (pipe2(rp, O_CLOEXEC)) {
+		say("report pipe: %s", strerror(errno));
+		return CODE_FAILURE;
+	}
+	pid_t run = start_go(argv, &start_mask, rp[1]);
+	close(rp[1]);
+	if (run < 0)
+		return CODE_FAILURE;
+
+	/* The report: read until the Go run closes it (it exits right after
+	 * writing it, or fails without). Stop requests meanwhile raise the
+	 * level, passed on once PID 1 is known. */
+	static char report[65536];
+	size_t got = 0;
+	long level = LEVEL_NONE;
+	struct pollfd pf[2] = { { .fd = sfd, .events = POLLIN }, { .fd = rp[0], .events = POLLIN } };
+	for (;;) {
+		if (poll(pf, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			say("poll: %s", strerror(errno));
+			break;
+		}
+		if (pf[0].revents & POLLIN)
+			read_requests(sfd, &level, -1);
+		if (pf[1].revents & (POLLIN | POLLHUP)) {
+			ssize_t n = read(rp[0], report + got, sizeof report - 1 - got);
+			if (n > 0) {
+				got += n;
+				continue;
+			}
+			if (n < 0 && errno == EINTR)
+				continue;
+			break;
+		}
+	}
+	close(rp[0]);
+	int status = 0;
+	while (waitpid(run, &status, 0) < 0 && errno == EINTR)
+		;
+	/* Split the report into its fields. */
+	char *field[1024];
+	int nf = 0;
+	for (size_t i = 0; i < got && nf < 1024;) {
+		field[nf++] = report + i;
+		while (i < got && report[i])
+			i++;
+		i++;
+	}
+	if (nf < 3 || got == 0 || report[got - 1] != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		/* The Go run failed (it said why) or was killed: whatever
+		 * it started (PID 1, the keeper) is our child and it has
+		 * ended it; wait for them all, then fail as it did. */
+		while (wait(NULL) > 0 || errno == EINTR)
+			;
+		if (WIFSIGNALED(status))
+			return 128 + WTERMSIG(status);
+		return code_of(status);
+	}
+	pid_t pid = (pid_t)number(field[0], "PID");
+	pid_t keeper = (pid_t)number(field[1], "KEEPER");
+	const char *stage2 = field[2];
+	/* PID 1 is our child and not yet waited for: its pid names it. */
+	int pidfd = syscall(SYS_pidfd_open, pid, 0);
+	if (pidfd < 0) {
+		say("pidfd of PID 1: %s", strerror(errno));
+		kill(pid, SIGUSR1);
+	}
+	forward(pidfd, level);
+	shed();
+	struct pollfd fds[2] = { { .fd = sfd, .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
+	while (pidfd >= 0) {
+		if (poll(fds, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (fds[0].revents & POLLIN)
+			read_requests(sfd, &level, pidfd);
+		/* Readable once PID 1 has exited, after every process of its
+		 * pid namespace. */
+		if (fds[1].revents & (POLLIN | POLLHUP))
+			break;
+	}
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	for (int i = 3; i < nf; i++)
+		remove_cgroup(field[i]);
+	if (keeper > 0)
+		while (waitpid(keeper, NULL, 0) < 0 && errno == EINTR)
+			;
+	if (strcmp(stage2, "-"))
+		umount2(stage2, MNT_DETACH);
+	if (WIFSIGNALED(status))
+		say("pod init killed by signal %d", WTERMSIG(status));
+	return code_of(status);
+}
