@@ -60,7 +60,7 @@ func TestUserNSHandOverDoesNotBlockPID1(t *testing.T) {
 	r := start(t, p, RunOpts{Args: []string{"--net=none", "--debug", privateUsers}})
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("stage1 stderr:\n%s", r.Stderr)
+			t.Logf("pod %s, stage1 stderr:\n%s", p.UUID, r.Stderr)
 		}
 	})
 	// Well within the report deadline (the point of the test), and
@@ -93,4 +93,5 @@ func TestUserNSHandOverDoesNotBlockPID1(t *testing.T) {
 	if r.Code != 0 {
 		t.Errorf("pod exit %d, want 0", r.Code)
 	}
+	t.Logf("pod %s", p.UUID)
 }
