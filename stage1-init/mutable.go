@@ -41,6 +41,11 @@ func (p *pid1) handleCall(c *control.Call) {
 		err = p.addApp(c.Req.App, c.Req.AppSpec)
 	case control.OpStart:
 		err = p.sup.StartApp(c.Req.App)
+		// Answered once the app's process is known (a user namespace's
+		// set-up reports it), without the loop waiting for it.
+		if err == nil && p.sup.WhenStarted(c.Req.App, func() { reply(c, nil) }) {
+			return
+		}
 	case control.OpStop:
 		// Answered when the app is finished.
 		p.sup.StopApp(c.Req.App, c.Req.Force, func(err error) {

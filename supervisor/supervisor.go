@@ -208,8 +208,10 @@ type App struct {
 	setupTime   time.Time
 	// awaiting: a report of the current run's set-up process is to come.
 	awaiting bool
-	// waiters are answered when the app is finished (app/stop, app/rm).
+	// waiters are answered when the app is finished (app/stop, app/rm);
+	// started when it leaves Starting (app/start).
 	waiters []func(error)
+	started []func()
 }
 
 // State is the app's state.
@@ -331,7 +333,28 @@ func (s *Supervisor) Fire(a *App, e Event, in *Input) {
 		in.Err = fmt.Errorf("app %q: %v while %v: %w", a.Name, e, a.state, errImpossible)
 		s.os.Logf(Bug, "%v", in.Err)
 	}
+	was := a.state
 	c.do(s, a, in)
+	if was == Starting && a.state != Starting && len(a.started) > 0 {
+		fs := a.started
+		a.started = nil
+		for _, f := range fs {
+			f()
+		}
+	}
+}
+
+// WhenStarted calls f once the app named name has left Starting (its
+// process known, or its set-up over), and reports whether it will: false
+// when the app is not Starting, and f is not called. app/start is
+// answered so, as it was when PID 1 waited for the hand-over.
+func (s *Supervisor) WhenStarted(name string, f func()) bool {
+	a := s.Find(name)
+	if a == nil || a.state != Starting {
+		return false
+	}
+	a.started = append(a.started, f)
+	return true
 }
 
 var errImpossible = errors.New("impossible")

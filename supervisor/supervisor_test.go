@@ -679,3 +679,33 @@ func TestLogLevels(t *testing.T) {
 		t.Fatalf("levels %v, want %v; lines %q", f.levels, want, f.logs)
 	}
 }
+
+// app/start of an app in a user namespace is answered once it leaves
+// Starting, not before; WhenStarted of an app not Starting declines.
+func TestWhenStarted(t *testing.T) {
+	f := newFakeOS(t)
+	s := newPod(f, true)
+	c := appCfg("a", podspec.RestartNever)
+	c.Spec.UserNS = &idmap.Range{HostID: 100000, Size: 65536}
+	if err := s.AddApp(&c, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s.WhenStarted("a", func() { t.Fatal("called for an idle app") }) {
+		t.Fatal("accepted for an idle app")
+	}
+	if err := s.StartApp("a"); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	if !s.WhenStarted("a", func() { n++ }) {
+		t.Fatal("declined for a starting app")
+	}
+	s.Exit(s.Find("a"), exit0, f.now)
+	if n != 0 {
+		t.Fatal("answered before the report")
+	}
+	s.Report(s.Find("a"), 4242)
+	if n != 1 || s.Find("a").State() != Running {
+		t.Fatalf("answered %d times, state %v", n, s.Find("a").State())
+	}
+}

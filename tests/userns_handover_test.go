@@ -2,7 +2,6 @@ package tests
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -41,28 +40,27 @@ func hungFUSE(t *testing.T, dir string) {
 }
 
 // The user-namespace hand-over does not block PID 1. App "stuck" runs in
-// a user namespace, and its set-up process hangs in a mount on a hung file
-// system (its mount point is below a FUSE mount whose server never
-// answers), so it never reports the app's process. Meanwhile PID 1 starts
-// the other app, records its end at once, and carries out a stop at once:
-// the set-up is killed (137), and the pod ends long before the set-up's
-// report deadline (30 s). Blocking on the report, as PID 1 did, it would
-// start "b" only after that deadline, and act on the stop no sooner.
+// a user namespace, and its set-up process hangs on a hung file system:
+// the image's /etc is a FUSE mount whose server never answers, where the
+// set-up binds /etc/hosts (run, which checks the pod before PID 1 starts,
+// never looks there: the app's ids are numbers). So the set-up never
+// reports the app's process. Meanwhile PID 1 starts the other app, records
+// its end at once, and carries out a stop at once: the set-up is killed
+// (137), and the pod ends long before the set-up's report deadline
+// (30 s). Blocking on the report, as PID 1 did, it would start "b" only
+// after that deadline, and act on the stop no sooner.
 func TestUserNSHandOverDoesNotBlockPID1(t *testing.T) {
-	vol := t.TempDir()
 	p := newPod(t, []App{
-		{Name: "stuck", Exec: probe("sleep", "1h"),
-			MPoints: []map[string]any{{"name": "vol", "path": "/stall/in"}},
-			Rootfs:  func(t *testing.T, root string) { must(t, os.Mkdir(filepath.Join(root, "stall"), 0o755)) }},
+		{Name: "stuck", Exec: probe("sleep", "1h")},
 		{Name: "b", Exec: probe("sleep", "200ms")},
-	}, []map[string]any{{"name": "vol", "kind": "host", "source": vol}})
+	}, nil)
 	shiftOwnership(t, p, usersBase)
-	hungFUSE(t, filepath.Join(p.Dir, layout.AppRootfs("stuck"), "stall"))
+	hungFUSE(t, filepath.Join(p.Dir, layout.AppRootfs("stuck"), "etc"))
 	t0 := time.Now()
 	r := start(t, p, RunOpts{Args: []string{"--net=none", "--debug", privateUsers}})
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("stage1 stderr:\n%s", r.Stderr)
+			t.Logf("pod %s, stage1 stderr:\n%s", p.UUID, r.Stderr)
 		}
 	})
 	// Well within the report deadline (the point of the test), and
@@ -95,4 +93,5 @@ func TestUserNSHandOverDoesNotBlockPID1(t *testing.T) {
 	if r.Code != 0 {
 		t.Errorf("pod exit %d, want 0", r.Code)
 	}
+	t.Logf("pod %s", p.UUID)
 }
