@@ -80,9 +80,12 @@ func enterMain(args []string) int {
 		return fail(fmt.Errorf("enter: app %q: %w", app, err))
 	}
 	spec.Env = withCallerTerm(spec.Env, os.Getenv("TERM"))
-	rec, err := status.ReadRecord(layout.StatusDir, app)
+	rec, err := awaitStarted(app, startingWait)
 	if err != nil {
 		return fail(fmt.Errorf("enter: app %q: read record: %w", app, err))
+	}
+	if rec.State == status.StateRunning && rec.Pid <= 0 {
+		return fail(fmt.Errorf("enter: app %q is still starting after %v", app, startingWait))
 	}
 	if rec.State != status.StateRunning || rec.Pid <= 0 {
 		return fail(fmt.Errorf("enter: app %q is not running (%s)", app, rec.State))
@@ -298,6 +301,28 @@ func forwardSignals(sigs chan os.Signal, pid int) {
 // record says "running" from the clone on, while the process is still the
 // stage1 (argv[0] pod1-app) setting up the app's mounts and root: joining
 // its mount namespace then would land in the pod's, not the app's.
+// startingWait bounds how long enter waits for an app that is starting:
+// PID 1's own deadline for a user-namespace set-up's report.
+const startingWait = 30 * time.Second
+
+// awaitStarted reads the app's record until it names the app's process.
+// An app in a user namespace is "running" without a pid while its set-up
+// process works (supervisor's Starting): PID 1 no longer waits for the
+// set-up, so enter does, as it did when PID 1's wait held everything up.
+// It returns the last record read, which may still have no pid at the
+// deadline, or one that is no longer running (the start failed or the
+// app was stopped meanwhile).
+func awaitStarted(app string, timeout time.Duration) (*status.Record, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		rec, err := status.ReadRecord(layout.StatusDir, app)
+		if err != nil || rec.State != status.StateRunning || rec.Pid > 0 || time.Now().After(deadline) {
+			return rec, err
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func awaitExec(pid int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {

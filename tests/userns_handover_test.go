@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,7 +79,32 @@ func TestUserNSHandOverDoesNotBlockPID1(t *testing.T) {
 	if rec.State != status.StateRunning || rec.Pid != 0 || p.Status(t, "stuck") != -1 {
 		t.Fatalf("stuck while its set-up hangs: record %+v, status %d", rec, p.Status(t, "stuck"))
 	}
+	// enter waits for a starting app instead of failing at once with
+	// "not running": it is still waiting a second later, and ends when
+	// the stop ends the start, saying the app is not running any more.
+	type entered struct {
+		stderr string
+		code   int
+	}
+	enterDone := make(chan entered, 1)
+	go func() {
+		_, e, code := podEnter(t, p, "stuck", "/bin/probe", "true")
+		enterDone <- entered{e, code}
+	}()
+	select {
+	case e := <-enterDone:
+		t.Fatalf("enter on the starting app ended at once: %d %s", e.code, e.stderr)
+	case <-time.After(time.Second):
+	}
 	must(t, r.Cmd.Process.Signal(unix.SIGTERM))
+	select {
+	case e := <-enterDone:
+		if e.code == 0 || !strings.Contains(e.stderr, `app "stuck" is not running (exited)`) {
+			t.Errorf("enter on the app stopped while starting: %d %s", e.code, e.stderr)
+		}
+	case <-time.After(prompt):
+		t.Errorf("enter still waiting %v after the stop", prompt)
+	}
 	select {
 	case <-r.done:
 	case <-time.After(prompt):
