@@ -28,6 +28,7 @@ WAITER    ?= 1
 WAITER_CC ?= gcc
 bin/pod1-waiter: waiter/waiter.c
 	@mkdir -p bin
+	@command -v $(WAITER_CC) >/dev/null 2>&1 || { echo "bin/pod1-waiter: no C compiler ($(WAITER_CC)): install Debian's gcc and libc6-dev (sudo apt-get install gcc libc6-dev)"; exit 1; }
 	$(WAITER_CC) -static -Os -s -Wall -Wextra -Werror -o $@ waiter/waiter.c
 bin/net-setup: $(SRCS)
 	$(GO) build $(GOFLAGS_B) -o $@ ./stage1-net
