@@ -343,14 +343,11 @@ func realStage1Image(t *testing.T, p *Pod) {
 	must(t, os.WriteFile(filepath.Join(p.Dir, "stage1/manifest"), m, 0o644))
 }
 
-// The same attack through the real rkt (when a build of it is at
-// /var/tmp/rkt-bin/rkt): rkt run with this stage1, the app plants its
-// /proc, rkt enter runs the command asked for and never the app's code.
+// The same attack through the real rkt (the build's, as the other rkt
+// tests use): rkt run with this stage1, the app plants its /proc, rkt
+// enter runs the command asked for and never the app's code.
 func TestRktEnterNeverRunsWhatTheAppPlanted(t *testing.T) {
-	const rkt = "/var/tmp/rkt-bin/rkt"
-	if _, err := os.Stat(rkt); err != nil {
-		t.Skip("no rkt at " + rkt)
-	}
+	rkt := rktBin(t)
 	d := probeACIDir(t)
 	m, _ := json.Marshal(map[string]any{
 		"acKind": "ImageManifest", "acVersion": "0.8.11", "name": "pod1.dev/probe",

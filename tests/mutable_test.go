@@ -453,12 +453,17 @@ func copyFile(t *testing.T, from, to string) {
 // more children, which is what the host would do to a pod out of cgroups.)
 func TestLimitsThatCannotBeSetFailTheStart(t *testing.T) {
 	p, _ := sandbox(t, nil)
-	v2, _ := filepath.Glob("/sys/fs/cgroup/unified/pod1-" + p.UUID)
-	if len(v2) == 0 {
-		v2, _ = filepath.Glob("/sys/fs/cgroup/pod1-" + p.UUID)
+	// The pod's cgroup in the v2 hierarchy, wherever the caller's own
+	// cgroup put it (under a session scope on a systemd host): the one
+	// with cgroup.controllers.
+	var v2 []string
+	for _, d := range cgroupDirs(p) {
+		if _, err := os.Stat(filepath.Join(d, "cgroup.controllers")); err == nil {
+			v2 = append(v2, d)
+		}
 	}
 	if len(v2) != 1 {
-		t.Skip("no cgroup v2 hierarchy to constrain")
+		t.Skipf("no cgroup v2 hierarchy to constrain (the pod's cgroups: %v)", cgroupDirs(p))
 	}
 	// stage1/ is the one descendant it has; no app cgroup can be made.
 	must(t, os.WriteFile(filepath.Join(v2[0], "cgroup.max.descendants"), []byte("1"), 0))
