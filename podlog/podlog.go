@@ -106,6 +106,10 @@ func (f *Forwarder) SetCRIFormat(kubelet bool) { f.criKubelet = kubelet }
 type appLog struct {
 	name    string
 	dropped atomic.Uint64
+	// consoleDropped counts the bytes of output the console (the
+	// stage1's stdout or stderr) did not take: it went away, or stayed
+	// full past writeAll's bound. They reached the other sinks.
+	consoleDropped atomic.Uint64
 	// jhdr are the journal fields of each stream but the message, in
 	// the native protocol's form.
 	jhdr [3][]byte
@@ -130,6 +134,21 @@ func (f *Forwarder) Dropped(app string) uint64 {
 		return 0
 	}
 	return a.dropped.Load()
+}
+
+// ConsoleDropped returns how many bytes of app's output the console did
+// not take.
+func (f *Forwarder) ConsoleDropped(app string) uint64 {
+	if f == nil {
+		return 0
+	}
+	f.mu.Lock()
+	a := f.apps[app]
+	f.mu.Unlock()
+	if a == nil {
+		return 0
+	}
+	return a.consoleDropped.Load()
 }
 
 // Tee receives a copy of a stream's bytes as they arrive (rkt attach's
@@ -242,7 +261,9 @@ func (f *Forwarder) carry(a *appLog, stream int, r *os.File, tee Tee) {
 		m, err := r.Read(buf[n:])
 		if m > 0 {
 			if fd := f.console[stream]; fd >= 0 {
-				writeAll(fd, buf[n:n+m])
+				if lost := writeAll(fd, buf[n:n+m]); lost > 0 {
+					a.consoleDropped.Add(uint64(lost))
+				}
 			}
 			if tee != nil {
 				tee.Write(buf[n : n+m])
@@ -344,8 +365,9 @@ func AppendRecord(dst []byte, t time.Time, stream int, partial bool, line []byte
 
 // writeAll writes b to our descriptor fd (the console), whole: raw
 // writes, so that a console that went away (EPIPE) is an error here and
-// never a SIGPIPE death of PID 1.
-func writeAll(fd int, b []byte) {
+// never a SIGPIPE death of PID 1. It returns how many bytes of b the
+// console did not take (counted in the app's record, never silent).
+func writeAll(fd int, b []byte) int {
 	for len(b) > 0 {
 		n, err := unix.Write(fd, b)
 		switch {
@@ -356,14 +378,15 @@ func writeAll(fd int, b []byte) {
 			// room, a bounded while.
 			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
 			if k, _ := unix.Poll(pfd, 1000); k <= 0 {
-				return
+				return len(b)
 			}
 			continue
 		case err != nil || n <= 0:
-			return
+			return len(b)
 		}
 		b = b[n:]
 	}
+	return 0
 }
 
 // Close waits, at most timeout, for every stream to end (the caller has

@@ -154,6 +154,7 @@ func (o *appOS) Release(a *supervisor.App) bool {
 
 func (o *appOS) WriteRecord(a *supervisor.App) {
 	a.Rec.LogDropped = o.logs.Dropped(a.Name)
+	a.Rec.ConsoleDropped = o.logs.ConsoleDropped(a.Name)
 	if err := o.dir.WriteRecord(&a.Rec); err != nil {
 		o.logf("app %q: write record: %v", a.Name, err)
 	}

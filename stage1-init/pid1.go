@@ -262,11 +262,12 @@ func (p *pid1) loop() int {
 	p.os.removeCgroups()
 	// Every writer is gone: the pipes hold the apps' last lines, which
 	// are carried before the lock is released. The records then get the
-	// final count of lines the sinks could not take.
+	// final count of lines the sinks, and bytes the console, could not
+	// take.
 	p.os.logs.Close(logDrainTimeout)
 	p.os.attach.Close()
 	for _, a := range p.sup.Apps() {
-		if a.Rec.LogDropped != p.os.logs.Dropped(a.Name) {
+		if a.Rec.LogDropped != p.os.logs.Dropped(a.Name) || a.Rec.ConsoleDropped != p.os.logs.ConsoleDropped(a.Name) {
 			p.os.WriteRecord(a)
 		}
 	}

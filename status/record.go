@@ -55,6 +55,10 @@ type Record struct {
 	// take (a full or dead journal, a full disk): they reached the
 	// console only.
 	LogDropped uint64 `json:"logDropped,omitempty"`
+	// ConsoleDropped counts the bytes of the app's output the console
+	// (the stdout or stderr of rkt run) did not take, because it went
+	// away or stayed full: they reached the log sinks only.
+	ConsoleDropped uint64 `json:"consoleDropped,omitempty"`
 }
 
 // MarshalRecord encodes a record; times are RFC 3339 with nanoseconds

@@ -282,6 +282,7 @@ type RunOpts struct {
 	Timeout   time.Duration
 	Wrapper   []string  // a command the run entry point is started through
 	Stdin     io.Reader // the stage1's stdin; default /dev/null
+	Stdout    *os.File  // the stage1's stdout; default Run.Stdout
 }
 
 // start execs the pod's run entry point like stage0: cwd = pod dir, the
@@ -321,6 +322,9 @@ func start(t *testing.T, p *Pod, o RunOpts) *Run {
 	cmd.ExtraFiles = append([]*os.File{lock}, o.ExtraFds...)
 	r := &Run{Cmd: cmd, Stdout: &bytes.Buffer{}, Stderr: &bytes.Buffer{}, cancel: cancel, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = r.Stdout, r.Stderr
+	if o.Stdout != nil {
+		cmd.Stdout = o.Stdout
+	}
 	cmd.Stdin = o.Stdin
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.WaitDelay = time.Second
