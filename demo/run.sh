@@ -10,8 +10,11 @@ if [ "$(id -u)" != 0 ]; then
 fi
 DATA=$(mktemp -d /tmp/pod1-demo.XXXXXX)
 cleanup() {
-	# The launcher leaves the pod's overlays mounted, as rkt run does
-	# until rkt gc: unmount them, deepest first, then drop the data dir.
+	# The pod's overlays stay mounted and its emptied cgroups stay, as
+	# rkt run leaves them until rkt gc: collect it (its stage1's gc entry
+	# point removes the cgroups), unmount whatever is left, deepest
+	# first, then drop the data dir.
+	bin/pod1 gc --dir="$DATA" --grace-period=0s >/dev/null 2>&1
 	awk -v d="$DATA" '$5 ~ "^"d {print length($5), $5}' /proc/self/mountinfo |
 		sort -rn | cut -d' ' -f2- | while read -r m; do umount "$m"; done
 	rm -rf "$DATA"
