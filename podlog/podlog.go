@@ -122,8 +122,8 @@ type appLog struct {
 	cri  *rotatingFile
 }
 
-// Dropped returns how many lines of app no sink could take.
-func (f *Forwarder) Dropped(app string) uint64 {
+// counter reads one of app's counters, 0 for an app it never saw.
+func (f *Forwarder) counter(app string, c func(*appLog) *atomic.Uint64) uint64 {
 	if f == nil {
 		return 0
 	}
@@ -133,22 +133,18 @@ func (f *Forwarder) Dropped(app string) uint64 {
 	if a == nil {
 		return 0
 	}
-	return a.dropped.Load()
+	return c(a).Load()
+}
+
+// Dropped returns how many lines of app no sink could take.
+func (f *Forwarder) Dropped(app string) uint64 {
+	return f.counter(app, func(a *appLog) *atomic.Uint64 { return &a.dropped })
 }
 
 // ConsoleDropped returns how many bytes of app's output the console did
 // not take.
 func (f *Forwarder) ConsoleDropped(app string) uint64 {
-	if f == nil {
-		return 0
-	}
-	f.mu.Lock()
-	a := f.apps[app]
-	f.mu.Unlock()
-	if a == nil {
-		return 0
-	}
-	return a.consoleDropped.Load()
+	return f.counter(app, func(a *appLog) *atomic.Uint64 { return &a.consoleDropped })
 }
 
 // Tee receives a copy of a stream's bytes as they arrive (rkt attach's
