@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/appc/spec/schema/types"
 	"github.com/pod1/pod1/safefile"
@@ -41,11 +42,27 @@ func openFile(path, storeDir string, lim Limits) (*Image, error) {
 		return nil, fmt.Errorf("image %s: %w", path, err)
 	}
 	defer f.Close()
-	h := sha512.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return nil, fmt.Errorf("image %s: hash: %w", path, err)
+	// The file is hashed (every byte read) unless it is the very file an
+	// earlier run hashed, unchanged since (known.go), and that run's store
+	// entry is still there.
+	now := time.Now()
+	ident, identErr := identityOf(f)
+	storeID, known := "", false
+	if identErr == nil {
+		storeID, known = knownStoreID(storeDir, ident)
 	}
-	storeID := hex.EncodeToString(h.Sum(nil))[:keyHexLen]
+	if known {
+		if _, err := os.Lstat(filepath.Join(storeDir, storeID)); err != nil {
+			known = false
+		}
+	}
+	if !known {
+		h := sha512.New()
+		if _, err := io.Copy(h, f); err != nil {
+			return nil, fmt.Errorf("image %s: hash: %w", path, err)
+		}
+		storeID = hex.EncodeToString(h.Sum(nil))[:keyHexLen]
+	}
 	entry := filepath.Join(storeDir, storeID)
 
 	if _, err := os.Lstat(entry); errors.Is(err, fs.ErrNotExist) {
@@ -66,6 +83,12 @@ func openFile(path, storeDir string, lim Limits) (*Image, error) {
 	id, err := readID(entry)
 	if err != nil {
 		return nil, fmt.Errorf("image %s: store entry %s: %w", path, entry, err)
+	}
+	if !known && identErr == nil {
+		// Only a file that did not change while it was read is recorded.
+		if after, err := identityOf(f); err == nil && after == ident {
+			rememberStoreID(storeDir, ident, storeID, now)
+		}
 	}
 	return &Image{
 		Source:       path,
