@@ -1,9 +1,9 @@
 package gc
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
@@ -24,7 +24,7 @@ func removeTree(path string, progress func()) error {
 		return fmt.Errorf("open %s: %w", filepath.Dir(path), err)
 	}
 	defer unix.Close(parent)
-	r := &remover{progress: progress}
+	r := &remover{progress: progress, buf: make([]byte, 32<<10)}
 	// The pod path itself is unlinked first if it is no directory.
 	if err := r.removeAt(parent, filepath.Base(path), false); err != nil {
 		return fmt.Errorf("remove %s: %w", path, err)
@@ -34,6 +34,11 @@ func removeTree(path string, progress func()) error {
 
 type remover struct {
 	progress func()
+	// buf takes each directory's entries (getdents64). A pod's
+	// directories are small: one call usually lists one whole. The
+	// entries are read straight from the fd, without an os.File (whose
+	// set-up costs an fcntl, a finalizer and allocations per directory).
+	buf []byte
 }
 
 func (r *remover) removeAt(parent int, name string, isDir bool) error {
@@ -62,19 +67,18 @@ func (r *remover) removeAt(parent int, name string, isDir bool) error {
 	if err != nil {
 		return fmt.Errorf("open %s: %w", name, err)
 	}
-	d := os.NewFile(uintptr(fd), name)
-	defer d.Close()
+	defer unix.Close(fd)
 	// Each pass lists the directory to its end and removes what it
 	// listed. One pass is enough unless entries appear meanwhile; the
 	// passes are bounded so that something creating entries as fast as
 	// they go cannot keep gc here.
 	for pass := 0; ; pass++ {
-		ents, err := d.ReadDir(-1)
+		ents, err := r.list(fd)
 		if err != nil {
 			return fmt.Errorf("list %s: %w", name, err)
 		}
 		for _, e := range ents {
-			if err := r.removeAt(fd, e.Name(), e.IsDir()); err != nil {
+			if err := r.removeAt(fd, e.name, e.isDir); err != nil {
 				return fmt.Errorf("%s/%w", name, err)
 			}
 		}
@@ -85,7 +89,7 @@ func (r *remover) removeAt(parent int, name string, isDir bool) error {
 		if !errors.Is(err, unix.ENOTEMPTY) || pass == 3 {
 			return fmt.Errorf("rmdir %s: %w", name, err)
 		}
-		if _, err := d.Seek(0, 0); err != nil {
+		if _, err := unix.Seek(fd, 0, 0); err != nil {
 			return err
 		}
 	}
@@ -97,5 +101,46 @@ func (r *remover) removed() {
 	if r.progress != nil {
 		r.progress()
 		r.progress = nil
+	}
+}
+
+type dirent struct {
+	name  string
+	isDir bool
+}
+
+// list reads a directory's entries to its end ("." and ".." left out).
+// An entry whose type the file system does not report (DT_UNKNOWN) is
+// taken as a file: removeAt then finds it is a directory (EISDIR).
+func (r *remover) list(fd int) ([]dirent, error) {
+	var out []dirent
+	for {
+		n, err := unix.Getdents(fd, r.buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return out, nil
+		}
+		b := r.buf[:n]
+		for len(b) >= 19 {
+			// struct linux_dirent64: ino u64, off s64, reclen u16,
+			// type u8, name NUL-terminated.
+			reclen := int(b[16]) | int(b[17])<<8
+			if reclen < 19 || reclen > len(b) {
+				return nil, fmt.Errorf("getdents64: bad record length %d", reclen)
+			}
+			typ, nm := b[18], b[19:reclen]
+			if i := bytes.IndexByte(nm, 0); i >= 0 {
+				nm = nm[:i]
+			}
+			if name := string(nm); name != "." && name != ".." {
+				out = append(out, dirent{name: name, isDir: typ == unix.DT_DIR})
+			}
+			b = b[reclen:]
+		}
 	}
 }
