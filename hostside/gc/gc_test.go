@@ -55,8 +55,10 @@ func TestRemoveTree(t *testing.T) {
 	root := t.TempDir()
 	pod := filepath.Join(root, "pod")
 	mkdirs(t, filepath.Join(pod, "a/b/c"), filepath.Join(pod, "d"))
-	for i := 0; i < 600; i++ {
-		if err := os.WriteFile(filepath.Join(pod, "d", "f"+string(rune('a'+i%26))+time.Duration(i).String()), nil, 0o644); err != nil {
+	// More entries than one getdents64 call into the remover's buffer
+	// returns.
+	for i := 0; i < 2000; i++ {
+		if err := os.WriteFile(filepath.Join(pod, "d", "file-of-a-longer-name-"+string(rune('a'+i%26))+time.Duration(i).String()), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
