@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/layout"
 )
 
@@ -256,8 +257,8 @@ func (b *bench) finishPod(p *pod) error {
 		gcErr = fmt.Errorf("pod %s: gc: %w: %s", p.uuid, err, strings.TrimSpace(string(out)))
 	}
 	cancel()
-	left := cgroupsNamed("pod1-" + p.uuid)
-	err := errors.Join(gcErr, os.RemoveAll(p.dir))
+	left, findErr := cgroups.Named(cgroups.PodName(p.uuid))
+	err := errors.Join(gcErr, findErr, os.RemoveAll(p.dir))
 	if len(left) > 0 {
 		b.leftovers = append(b.leftovers, left...)
 		return errors.Join(err, fmt.Errorf("pod %s left cgroups: %s", p.uuid, strings.Join(left, " ")))
@@ -266,29 +267,8 @@ func (b *bench) finishPod(p *pod) error {
 }
 
 // cgroupsNamed finds cgroup directories with this name in any hierarchy,
-// at any depth up to five.
+// at any depth (cgroups.Named; what it could not read is not listed).
 func cgroupsNamed(name string) []string {
-	var out []string
-	var walk func(dir string, depth int)
-	walk = func(dir string, depth int) {
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			return
-		}
-		for _, e := range ents {
-			if !e.IsDir() {
-				continue
-			}
-			p := filepath.Join(dir, e.Name())
-			if e.Name() == name {
-				out = append(out, p)
-				continue
-			}
-			if depth < 5 {
-				walk(p, depth+1)
-			}
-		}
-	}
-	walk("/sys/fs/cgroup", 0)
-	return out
+	dirs, _ := cgroups.Named(name)
+	return dirs
 }
