@@ -111,7 +111,7 @@ func assertAppGone(t *testing.T, data, uuid, app string) {
 	}
 	pod, _ := cgroups.Named(cgroups.PodName(uuid))
 	for _, d := range pod {
-		if _, err := os.Lstat(filepath.Join(d, "apps", "app-"+app)); err == nil {
+		if _, err := os.Lstat(filepath.Join(d, cgroups.AppsName, "app-"+app)); err == nil {
 			t.Errorf("app %s: cgroup left in %s", app, d)
 		}
 	}
