@@ -78,7 +78,7 @@ func newLogNS(t *testing.T, withJournald bool) *logNS {
 		if !ok {
 			t.Fatal("mount namespace setup failed")
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(eventDeadline):
 		t.Fatal("mount namespace setup timed out")
 	}
 	ns.pid = ns.holder.Process.Pid

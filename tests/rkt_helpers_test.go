@@ -170,7 +170,9 @@ func (r *rktEnv) start(verb string, args ...string) *rktPod {
 	} else {
 		full = append([]string{verb, "--uuid-file-save=" + uf}, args...)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// The pod lives until the test stops it or its cleanup cancels it: no
+	// lifetime of a fixed length, which a slow machine would outlive.
+	ctx, cancel := context.WithCancel(context.Background())
 	c, o, e := r.cmd(ctx, nil, full...)
 	p := &rktPod{cmd: c, out: o, errb: e, cancel: cancel, done: make(chan struct{})}
 	must(r.t, c.Start())
