@@ -154,8 +154,8 @@ func stopChild(c *child, sig unix.Signal) {
 func (b *bench) memPeer(name string, mk func() (spec, error), tool string, rec func(string, *row, []int) error) *peer {
 	var sp spec
 	return &peer{name: name, setup: func() error {
-		if b.tools[tool] == "" {
-			return fmt.Errorf("not installed here")
+		if err := b.notInstalled(tool); err != nil {
+			return err
 		}
 		var err error
 		sp, err = mk()
@@ -220,8 +220,8 @@ func (b *bench) conmonPeer(argv []string, rec func(string, *row, []int) error) *
 	name := "conmon (+ crun)"
 	var dir string
 	return &peer{name: name, setup: func() error {
-		if b.tools["conmon"] == "" || b.tools["crun"] == "" {
-			return fmt.Errorf("not installed here (conmon and crun)")
+		if err := b.notInstalled("conmon", "crun"); err != nil {
+			return err
 		}
 		var err error
 		dir, err = b.bundle("conmon-sleep", argv)

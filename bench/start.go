@@ -112,14 +112,29 @@ func (b *bench) measureStart() *section {
 
 // need says which of the named tools are missing.
 func (b *bench) need(tools ...string) func() error {
-	return func() error {
-		for _, t := range tools {
-			if b.tools[t] == "" {
-				return fmt.Errorf("not installed here (%s)", t)
-			}
+	return func() error { return b.notInstalled(tools...) }
+}
+
+// debianPackage is the package of each tool the bench looks for.
+var debianPackage = map[string]string{
+	"crun": "crun", "runc": "runc", "systemd-nspawn": "systemd-container", "tini": "tini",
+	"catatonit": "catatonit", "conmon": "conmon", "unshare": "util-linux", "nsenter": "util-linux",
+	"chroot": "coreutils", "ip": "iproute2",
+}
+
+// notInstalled names the tools of tools missing from this host, with
+// their Debian packages, or is nil.
+func (b *bench) notInstalled(tools ...string) error {
+	var miss []string
+	for _, t := range tools {
+		if b.tools[t] == "" {
+			miss = append(miss, fmt.Sprintf("%s (Debian package %s)", t, debianPackage[t]))
 		}
+	}
+	if len(miss) == 0 {
 		return nil
 	}
+	return fmt.Errorf("not installed here: %s; `sudo make bench` installs the peers", strings.Join(miss, ", "))
 }
 
 // timed runs a command to its end and records fork-to-reaped.
@@ -138,8 +153,8 @@ func (b *bench) timed(r *row, s spec) error {
 func (b *bench) ociPeer(tool string, args []string) *peer {
 	var dir string
 	return &peer{name: tool, setup: func() error {
-		if b.tools[tool] == "" {
-			return fmt.Errorf("not installed here")
+		if err := b.notInstalled(tool); err != nil {
+			return err
 		}
 		var err error
 		dir, err = b.bundle(tool+"-true", args)
@@ -157,8 +172,8 @@ func (b *bench) ociPeer(tool string, args []string) *peer {
 func (b *bench) nspawnBootPeer() *peer {
 	var root string
 	return &peer{name: "systemd-nspawn + systemd + journald", setup: func() error {
-		if b.tools["systemd-nspawn"] == "" {
-			return fmt.Errorf("not installed here")
+		if err := b.notInstalled("systemd-nspawn"); err != nil {
+			return err
 		}
 		var err error
 		root, err = b.sdTree("true", []string{"/true"}, "")
