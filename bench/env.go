@@ -41,7 +41,12 @@ type bench struct {
 	log       *os.File
 	sections  []*section
 	targets   []target
-	started   time.Time
+	// memDetail is the memory section's per-process figures of the last
+	// round, by row.
+	memDetail map[string]string
+	// loads are the 1-minute load average as each measurement began.
+	loads   []string
+	started time.Time
 }
 
 func (b *bench) logf(format string, a ...any) {
