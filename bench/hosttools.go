@@ -25,7 +25,7 @@ func (b *bench) measureHostTools(n int) []*section {
 		"removes them. The pods are one real pod run by `pod1 run --no-overlay` and cloned by hard links under new "+
 		"UUIDs; gc gets a fresh set each round (untimed). The floor of gc is `rm -rf` of the same pods, cloned the same way, "+
 		"interleaved with gc round by round: what removing the files costs, without gc's checks, stage1 gc "+
-		"entry points and syncs.", n)
+		"entry points and syncs; gc works on a few pods at a time and rm on one, so gc can go below it.", n)
 	list := s.row("pod1 list", true)
 	gc := s.row("pod1 gc --grace-period=0s", true)
 	rm := s.row(gcFloorRow, false)
