@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -32,6 +30,15 @@ type podApp struct {
 	ann  map[string]string
 }
 
+// podOpts are a bench pod's settings beyond its apps.
+type podOpts struct {
+	// ann are the pod manifest's annotations (besides mutable=false).
+	ann map[string]string
+	// goRun makes the Go stage1-init the run entry point, as
+	// POD1_WAITER=0 and make image WAITER=0 do, instead of the waiter.
+	goRun bool
+}
+
 // pod is a prepared pod directory.
 type pod struct {
 	dir, uuid string
@@ -51,7 +58,7 @@ func annotations(m map[string]string) []map[string]string {
 	return out
 }
 
-func podManifest(apps []podApp) ([]byte, error) {
+func podManifest(apps []podApp, podAnn map[string]string) ([]byte, error) {
 	var as []map[string]any
 	for _, a := range apps {
 		ra := map[string]any{
@@ -67,10 +74,12 @@ func podManifest(apps []podApp) ([]byte, error) {
 		}
 		as = append(as, ra)
 	}
+	ann := annotations(podAnn)
+	ann = append(ann, map[string]string{"name": layout.AnnMutable, "value": "false"})
 	return json.Marshal(map[string]any{
 		"acVersion": "1.30.0", "acKind": "PodManifest", "apps": as,
 		"volumes": []any{}, "isolators": nil,
-		"annotations": []map[string]string{{"name": layout.AnnMutable, "value": "false"}},
+		"annotations": ann,
 		"ports":       []any{},
 	})
 }
@@ -80,7 +89,10 @@ var imageManifestJSON = []byte(`{"acKind":"ImageManifest","acVersion":"0.8.11","
 	`"app":{"exec":["/true"],"user":"0","group":"0"}}`)
 
 // newPod prepares a pod directory under the bench's work dir.
-func (b *bench) newPod(apps []podApp) (*pod, error) {
+func (b *bench) newPod(apps []podApp) (*pod, error) { return b.newPodOpts(apps, podOpts{}) }
+
+// newPodOpts is newPod with pod-level settings.
+func (b *bench) newPodOpts(apps []podApp, o podOpts) (*pod, error) {
 	uuid, err := newUUID()
 	if err != nil {
 		return nil, err
@@ -98,9 +110,10 @@ func (b *bench) newPod(apps []podApp) (*pod, error) {
 		}
 	}
 	// The run entry point is the waiter, as in the image (make image
-	// WAITER=1, the default), unless POD1_WAITER=0.
+	// WAITER=1, the default), unless POD1_WAITER=0 or the pod asks for
+	// the Go run.
 	run := b.stage1Init
-	if w := filepath.Join(b.repo, "bin/pod1-waiter"); os.Getenv("POD1_WAITER") != "0" {
+	if w := filepath.Join(b.repo, "bin/pod1-waiter"); os.Getenv("POD1_WAITER") != "0" && !o.goRun {
 		if _, err := os.Stat(w); err == nil {
 			run = w
 		}
@@ -108,7 +121,7 @@ func (b *bench) newPod(apps []podApp) (*pod, error) {
 	if err := os.Symlink(run, filepath.Join(s1, "run")); err != nil {
 		return nil, err
 	}
-	m, err := podManifest(apps)
+	m, err := podManifest(apps, o.ann)
 	if err != nil {
 		return nil, err
 	}
@@ -249,16 +262,19 @@ func (p *pod) checkStatuses(want int) error {
 // its cgroups is left, and removes its directory. It is outside every
 // timing.
 func (b *bench) finishPod(p *pod) error {
+	// Through start/run, never os/exec: the bench's reaper waits for
+	// any child (wait4(-1)) and would take the exit os/exec's Wait is
+	// waiting for ("waitid: no child processes").
 	var gcErr error
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	gc := exec.CommandContext(ctx, filepath.Join(p.dir, layout.Stage1RootFS, "gc"), p.uuid)
-	gc.Dir = p.dir
-	if out, err := gc.CombinedOutput(); err != nil {
-		gcErr = fmt.Errorf("pod %s: gc: %w: %s", p.uuid, err, strings.TrimSpace(string(out)))
+	c, err := b.gcPod(p)
+	if c != nil {
+		c.close()
 	}
-	cancel()
+	if err != nil {
+		gcErr = fmt.Errorf("pod %s: gc: %w", p.uuid, err)
+	}
 	left, findErr := cgroups.Named(cgroups.PodName(p.uuid))
-	err := errors.Join(gcErr, findErr, os.RemoveAll(p.dir))
+	err = errors.Join(gcErr, findErr, os.RemoveAll(p.dir))
 	if len(left) > 0 {
 		b.leftovers = append(b.leftovers, left...)
 		return errors.Join(err, fmt.Errorf("pod %s left cgroups: %s", p.uuid, strings.Join(left, " ")))
