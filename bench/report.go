@@ -127,7 +127,7 @@ func (b *bench) evaluateTargets() {
 	mem := func() string {
 		m := fmt.Sprintf("pod1 %s MiB RSS (%s MiB PSS)", num(rss), num(pss))
 		if d := b.memDetail["pod1 stage1"]; d != "" {
-			m += ": " + d
+			m += "; last round: " + d
 		}
 		if sdn != "" {
 			m += fmt.Sprintf("; nspawn + systemd + journald %s MiB RSS", num(sdRss))
@@ -213,7 +213,8 @@ func (b *bench) markdown() string {
 		b.rounds, b.warmup, min(b.rounds, 3), min(b.rounds, 2), min(b.rounds, 10), b.rounds, b.warmup, min(b.rounds, 5))
 	p("- Peers: %s.\n", strings.Join(b.versions, "; "))
 	p("- Load average (1 minute) as each measurement began: %s; at the end %s. The machine may be shared: "+
-		"ratios within one run are what the targets judge.\n", strings.Join(b.loads, ", "), loadavg())
+		"ratios within one run are what the targets judge. The burst reaping rows make all their orphans runnable at once: "+
+		"the averages read after them are the bench's own load as much as anyone's.\n", strings.Join(b.loads, ", "), loadavg())
 	for _, n := range b.setupNotes {
 		p("- %s\n", n)
 	}
