@@ -61,7 +61,14 @@ func (r *rktEnv) attach(t *testing.T, uuid string, args ...string) *attachSessio
 	}()
 	t.Cleanup(func() {
 		cancel()
-		<-s.done
+		// Its output ends when every holder of the pipe is gone; one
+		// that outlives the killed rkt attach must fail the test, not
+		// hang it until the package's timeout.
+		select {
+		case <-s.done:
+		case <-time.After(eventDeadline):
+			t.Errorf("rkt attach's output still open %v after it was killed", eventDeadline)
+		}
 	})
 	return s
 }
