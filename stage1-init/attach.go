@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/appc/spec/schema/types"
+	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/podattach"
@@ -46,6 +47,9 @@ func attachMain(args []string) int {
 	if _, err := types.NewACName(*app); err != nil {
 		return fail(fmt.Errorf("attach: --app: %q: %w", *app, err))
 	}
+	if *action != "list" && !diesWithCaller() {
+		return 0 // the caller is gone already: nobody to proxy for
+	}
 	var err error
 	switch *action {
 	case "list":
@@ -66,4 +70,21 @@ func attachMain(args []string) int {
 		return status.CodeStage1Failure
 	}
 	return 0
+}
+
+// diesWithCaller makes the kernel kill this process when the one that
+// started it (rkt attach) dies, and reports false if that has happened
+// already. A proxy whose caller was killed would otherwise live on,
+// reparented, holding the caller's caller's pipes open (it never writes
+// to an app that says nothing, so it never sees EPIPE) and the app's
+// attach sockets. It has nothing to clean up: the terminal's modes are
+// rkt's business, and PID 1 takes a closed connection in its stride.
+func diesWithCaller() bool {
+	ppid := os.Getppid()
+	if err := unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0); err != nil {
+		logx.Warnf("attach: PR_SET_PDEATHSIG: %v", err)
+		return true
+	}
+	// Died between our start and the prctl: we were reparented.
+	return os.Getppid() == ppid
 }

@@ -26,6 +26,7 @@ type attachSession struct {
 	errs  chan string
 	done  chan struct{}
 	code  int
+	kill  context.CancelFunc // SIGKILL to rkt attach
 }
 
 func (r *rktEnv) attach(t *testing.T, uuid string, args ...string) *attachSession {
@@ -40,7 +41,7 @@ func (r *rktEnv) attach(t *testing.T, uuid string, args ...string) *attachSessio
 	errOut, err := c.StderrPipe()
 	must(t, err)
 	must(t, c.Start())
-	s := &attachSession{in: in, lines: make(chan string, 100), errs: make(chan string, 100), done: make(chan struct{})}
+	s := &attachSession{in: in, lines: make(chan string, 100), errs: make(chan string, 100), done: make(chan struct{}), kill: cancel}
 	scan := func(rd io.Reader, ch chan string) {
 		sc := bufio.NewScanner(rd)
 		for sc.Scan() {
@@ -160,6 +161,35 @@ func TestRktAttachStream(t *testing.T) {
 	_, err = io.WriteString(c.in, "third\n")
 	must(t, err)
 	expect(t, c.lines, "got third")
+	r.rkt("stop", p.UUID)
+	p.wait(t)
+}
+
+// A killed rkt attach takes the stage1's attach proxy with it: the proxy
+// would otherwise live on, reparented, holding the caller's output open
+// (so a reader of rkt attach's output never sees its end) and the app's
+// sockets. The app goes on, and a new attach reaches it.
+func TestRktAttachEndsWithItsCaller(t *testing.T) {
+	r, p := attachEnv(t)
+	r.rkt("app", "add", p.UUID, "pod1.test/echo", "--name=echo", "--stdin=stream", "--stdout=stream", "--stderr=stream")
+	r.rkt("app", "start", p.UUID, "--app=echo")
+	r.attachable(t, p.UUID, "echo")
+	a := r.attach(t, p.UUID)
+	_, err := io.WriteString(a.in, "first\n")
+	must(t, err)
+	expect(t, a.lines, "got first")
+	a.kill()
+	start := time.Now()
+	select {
+	case <-a.done:
+		t.Logf("rkt attach's output ended %v after rkt attach was killed", time.Since(start))
+	case <-time.After(eventDeadline):
+		t.Fatalf("rkt attach's output still open %v after it was killed: its proxy outlived it", eventDeadline)
+	}
+	b := r.attach(t, p.UUID)
+	_, err = io.WriteString(b.in, "second\n")
+	must(t, err)
+	expect(t, b.lines, "got second")
 	r.rkt("stop", p.UUID)
 	p.wait(t)
 }
