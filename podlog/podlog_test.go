@@ -349,3 +349,49 @@ func TestTee(t *testing.T) {
 	}
 	f.Close(time.Second)
 }
+
+// The console is one file when its stdout and stderr are the same file,
+// through one descriptor or two opens of it; two pipes, a missing
+// stream, or no console at all are not.
+func TestConsoleIsOne(t *testing.T) {
+	r1, w1, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r1.Close()
+	defer w1.Close()
+	r2, w2, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	defer w2.Close()
+	p := filepath.Join(t.TempDir(), "console")
+	a, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, c := range []struct {
+		name         string
+		stdout, errs int
+		want         bool
+	}{
+		{"one pipe", int(w1.Fd()), int(w1.Fd()), true},
+		{"one file opened twice", int(a.Fd()), int(b.Fd()), true},
+		{"two pipes", int(w1.Fd()), int(w2.Fd()), false},
+		{"no stderr", int(w1.Fd()), -1, false},
+		{"none", -1, -1, false},
+	} {
+		f := New("u", false, -1, -1)
+		f.SetConsole(c.stdout, c.errs)
+		if got := f.ConsoleIsOne(); got != c.want {
+			t.Errorf("%s: ConsoleIsOne %v, want %v", c.name, got, c.want)
+		}
+	}
+}
