@@ -102,7 +102,8 @@ func (f *Forwarder) SetConsole(stdout, stderr int) {
 // stderr then lands in one place, where its order is the app's only if
 // both streams come through one pipe. Two pipes read by two goroutines
 // lose it: bytes written to stdout, then to stderr, are both waiting
-// when PID 1 gets to them, and nothing says which came first.
+// when PID 1 gets to them, and nothing says which came first. A device
+// other than a terminal (/dev/null) keeps no order to lose.
 func (f *Forwarder) ConsoleIsOne() bool {
 	o, e := f.console[Stdout], f.console[Stderr]
 	if o < 0 || e < 0 {
@@ -112,7 +113,14 @@ func (f *Forwarder) ConsoleIsOne() bool {
 	if unix.Fstat(o, &so) != nil || unix.Fstat(e, &se) != nil {
 		return false
 	}
-	return so.Dev == se.Dev && so.Ino == se.Ino
+	if so.Dev != se.Dev || so.Ino != se.Ino {
+		return false
+	}
+	if so.Mode&unix.S_IFMT == unix.S_IFCHR {
+		_, err := unix.IoctlGetTermios(o, unix.TCGETS)
+		return err == nil
+	}
+	return true
 }
 
 // SetCRIFormat chooses the CRI files' format: kubelet's, with the F/P

@@ -351,8 +351,9 @@ func TestTee(t *testing.T) {
 }
 
 // The console is one file when its stdout and stderr are the same file,
-// through one descriptor or two opens of it; two pipes, a missing
-// stream, or no console at all are not.
+// through one descriptor or two opens of it; two pipes, /dev/null (no
+// order to keep), a missing stream, or no console at all are not. (A
+// terminal is: tests/logs_console_test.go.)
 func TestConsoleIsOne(t *testing.T) {
 	r1, w1, err := os.Pipe()
 	if err != nil {
@@ -377,6 +378,11 @@ func TestConsoleIsOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
 	for _, c := range []struct {
 		name         string
 		stdout, errs int
@@ -385,6 +391,7 @@ func TestConsoleIsOne(t *testing.T) {
 		{"one pipe", int(w1.Fd()), int(w1.Fd()), true},
 		{"one file opened twice", int(a.Fd()), int(b.Fd()), true},
 		{"two pipes", int(w1.Fd()), int(w2.Fd()), false},
+		{"/dev/null", int(null.Fd()), int(null.Fd()), false},
 		{"no stderr", int(w1.Fd()), -1, false},
 		{"none", -1, -1, false},
 	} {
