@@ -352,8 +352,7 @@ func TestTee(t *testing.T) {
 
 // The console is one file when its stdout and stderr are the same file,
 // through one descriptor or two opens of it; two pipes, /dev/null (no
-// order to keep), a missing stream, or no console at all are not. (A
-// terminal is: tests/logs_console_test.go.)
+// order to keep), a missing stream, or no console at all are not.
 func TestConsoleIsOne(t *testing.T) {
 	r1, w1, err := os.Pipe()
 	if err != nil {
@@ -383,11 +382,29 @@ func TestConsoleIsOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer null.Close()
+	m, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(m)
+	if err := unix.IoctlSetPointerInt(m, unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetUint32(m, unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tty, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tty.Close()
 	for _, c := range []struct {
 		name         string
 		stdout, errs int
 		want         bool
 	}{
+		{"a terminal", int(tty.Fd()), int(tty.Fd()), true},
 		{"one pipe", int(w1.Fd()), int(w1.Fd()), true},
 		{"one file opened twice", int(a.Fd()), int(b.Fd()), true},
 		{"two pipes", int(w1.Fd()), int(w2.Fd()), false},
