@@ -367,7 +367,7 @@ func TestConsoleIsOne(t *testing.T) {
 	defer r2.Close()
 	defer w2.Close()
 	p := filepath.Join(t.TempDir(), "console")
-	a, err := os.Create(p)
+	a, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
