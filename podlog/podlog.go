@@ -97,6 +97,32 @@ func (f *Forwarder) SetConsole(stdout, stderr int) {
 	f.console[Stdout], f.console[Stderr] = stdout, stderr
 }
 
+// ConsoleIsOne reports whether the console's stdout and stderr are one
+// file (a terminal, or "2>&1"): what an app writes to its stdout and
+// stderr then lands in one place, where its order is the app's only if
+// both streams come through one pipe. Two pipes read by two goroutines
+// lose it: bytes written to stdout, then to stderr, are both waiting
+// when PID 1 gets to them, and nothing says which came first. A device
+// other than a terminal (/dev/null) keeps no order to lose.
+func (f *Forwarder) ConsoleIsOne() bool {
+	o, e := f.console[Stdout], f.console[Stderr]
+	if o < 0 || e < 0 {
+		return false
+	}
+	var so, se unix.Stat_t
+	if unix.Fstat(o, &so) != nil || unix.Fstat(e, &se) != nil {
+		return false
+	}
+	if so.Dev != se.Dev || so.Ino != se.Ino {
+		return false
+	}
+	if so.Mode&unix.S_IFMT == unix.S_IFCHR {
+		_, err := unix.IoctlGetTermios(o, unix.TCGETS)
+		return err == nil
+	}
+	return true
+}
+
 // SetCRIFormat chooses the CRI files' format: kubelet's, with the F/P
 // tag after the stream, or (the default) rkt v1.30.0's, without it. It
 // must be called before Pipe.

@@ -349,3 +349,73 @@ func TestTee(t *testing.T) {
 	}
 	f.Close(time.Second)
 }
+
+// The console is one file when its stdout and stderr are the same file,
+// through one descriptor or two opens of it; two pipes, /dev/null (no
+// order to keep), a missing stream, or no console at all are not.
+func TestConsoleIsOne(t *testing.T) {
+	r1, w1, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r1.Close()
+	defer w1.Close()
+	r2, w2, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Close()
+	defer w2.Close()
+	p := filepath.Join(t.TempDir(), "console")
+	a, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	m, err := unix.Open("/dev/ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(m)
+	if err := unix.IoctlSetPointerInt(m, unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetUint32(m, unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tty, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tty.Close()
+	for _, c := range []struct {
+		name         string
+		stdout, errs int
+		want         bool
+	}{
+		{"a terminal", int(tty.Fd()), int(tty.Fd()), true},
+		{"one pipe", int(w1.Fd()), int(w1.Fd()), true},
+		{"one file opened twice", int(a.Fd()), int(b.Fd()), true},
+		{"two pipes", int(w1.Fd()), int(w2.Fd()), false},
+		{"/dev/null", int(null.Fd()), int(null.Fd()), false},
+		{"no stderr", int(w1.Fd()), -1, false},
+		{"none", -1, -1, false},
+	} {
+		f := New("u", false, -1, -1)
+		f.SetConsole(c.stdout, c.errs)
+		if got := f.ConsoleIsOne(); got != c.want {
+			t.Errorf("%s: ConsoleIsOne %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -295,8 +295,20 @@ func (o *appOS) stdio(a *supervisor.App) (fds [3]int, close func(), err error) {
 		o.logs.Carry(a.Name, podlog.Stdout, a.Cfg.Stdio.CRIPath, att.Master, att.TTYTee)
 	}
 	modes := [3]string{a.Cfg.Stdio.Stdin, a.Cfg.Stdio.Stdout, a.Cfg.Stdio.Stderr}
+	// An app's stdout and stderr that go to one console file (rkt run's
+	// terminal, "2>&1") are one pipe, so that the console shows them in
+	// the order the app wrote them, as it would holding the terminal
+	// itself; rkt's stage1 gives them one journal stream too. Two pipes
+	// reorder them: rkt's TestNetCustomBridge waits for the last line the
+	// app writes to stdout and timed out when the app's next line, on
+	// stderr, reached the terminal first. The logs then tag both streams
+	// stdout. CRI files keep the streams apart: their format tags them.
+	merged := modes[1] == podspec.StdioLog && modes[2] == podspec.StdioLog &&
+		a.Cfg.Stdio.CRIPath == "" && o.logs.ConsoleIsOne()
 	for i, m := range modes {
 		switch {
+		case merged && i == podlog.Stderr:
+			fds[i] = fds[podlog.Stdout]
 		case m == podspec.StdioInteractive:
 			fds[i] = i
 		case m == podspec.StdioTTY || m == podspec.StdioStream && i == 0:

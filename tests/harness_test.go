@@ -284,6 +284,7 @@ type RunOpts struct {
 	Wrapper   []string  // a command the run entry point is started through
 	Stdin     io.Reader // the stage1's stdin; default /dev/null
 	Stdout    *os.File  // the stage1's stdout; default Run.Stdout
+	Stderr    *os.File  // the stage1's stderr; default Run.Stderr
 }
 
 // start execs the pod's run entry point like stage0: cwd = pod dir, the
@@ -325,6 +326,9 @@ func start(t *testing.T, p *Pod, o RunOpts) *Run {
 	cmd.Stdout, cmd.Stderr = r.Stdout, r.Stderr
 	if o.Stdout != nil {
 		cmd.Stdout = o.Stdout
+	}
+	if o.Stderr != nil {
+		cmd.Stderr = o.Stderr
 	}
 	cmd.Stdin = o.Stdin
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

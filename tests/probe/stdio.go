@@ -50,6 +50,21 @@ func stdio(cmd string, a []string) (ok bool, err error) {
 				return true, err
 			}
 		}
+	case "interleave":
+		// interleave N: "out <i>" on stdout then "err <i>" on stderr,
+		// N times, one write each, as fast as they are taken.
+		n, err := strconv.Atoi(arg(a, 0))
+		if err != nil {
+			return true, err
+		}
+		for i := 0; i < n; i++ {
+			if _, err := unix.Write(1, []byte(fmt.Sprintf("out %d\n", i))); err != nil {
+				return true, err
+			}
+			if _, err := unix.Write(2, []byte(fmt.Sprintf("err %d\n", i))); err != nil {
+				return true, err
+			}
+		}
 	case "echo-lines":
 		// echo-lines: a prompt, then each line of stdin back on stdout
 		// (and on stderr) with whether stdin is a terminal and the
