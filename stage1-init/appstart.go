@@ -14,7 +14,7 @@ import (
 	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/podattach"
 	"github.com/pod1/pod1/podlog"
-	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/podplan"
 	"github.com/pod1/pod1/supervisor"
 )
 
@@ -272,7 +272,7 @@ func hostPid(pid int) int {
 }
 
 // stdio returns the descriptors the app gets as its stdin, stdout and
-// stderr, per its modes (podspec.Stdio): /dev/null, ours (the caller's,
+// stderr, per its modes (podplan.Stdio): /dev/null, ours (the caller's,
 // for an interactive pod), a new log pipe, or the ends rkt attach's
 // clients are served through (podattach; a stream's output is logged as
 // well). close releases our copies once the app has its own.
@@ -297,11 +297,11 @@ func (o *appOS) stdio(a *supervisor.App) (fds [3]int, close func(), err error) {
 	modes := [3]string{a.Cfg.Stdio.Stdin, a.Cfg.Stdio.Stdout, a.Cfg.Stdio.Stderr}
 	for i, m := range modes {
 		switch {
-		case m == podspec.StdioInteractive:
+		case m == podplan.StdioInteractive:
 			fds[i] = i
-		case m == podspec.StdioTTY || m == podspec.StdioStream && i == 0:
+		case m == podplan.StdioTTY || m == podplan.StdioStream && i == 0:
 			fds[i] = att.Fds[i]
-		case m == podspec.StdioLog || m == podspec.StdioStream:
+		case m == podplan.StdioLog || m == podplan.StdioStream:
 			var tee podlog.Tee
 			if att != nil && att.Tees[i] != nil {
 				tee = att.Tees[i]

@@ -37,6 +37,9 @@ const (
 	criDirFd = 8
 )
 
+// noFd closes a descriptor's slot in syscall.ProcAttr.Files.
+const noFd = ^uintptr(0)
+
 // pid1Files returns the fds run passes to PID 1, indexed by their number
 // there; logs are the log and CRI directories, noFd where the pod has none.
 func pid1Files(config *os.File, parent int, ready *os.File, logs [2]uintptr) []uintptr {

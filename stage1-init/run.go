@@ -1,3 +1,5 @@
+//go:build !pod1init
+
 package main
 
 import (
@@ -23,13 +25,6 @@ import (
 	"github.com/pod1/pod1/sigpolicy"
 	"github.com/pod1/pod1/status"
 )
-
-// fail prints the one line a setup failure gets and returns rkt's stage1
-// failure code.
-func fail(err error) int {
-	logx.Errorf("%v", err)
-	return status.CodeStage1Failure
-}
 
 // runMain is the run entry point (contract §2-§4). It validates everything
 // before it changes anything, then clones the pod's PID 1 into new
@@ -255,7 +250,9 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	// process forks and reaps a throwaway child to probe clone(CLONE_PIDFD)
 	// (os.checkPidfd), a whole fork+exit+wait on the pod's start path
 	// (bench/profile.md) for a pidfd we never use.
-	exe, exePath, err := readOnlySelf()
+	// PID 1 is the start-path binary, not this one: it links only what
+	// PID 1 and the apps' set-up need (bench/profile.md, issue 16).
+	exe, exePath, err := readOnlySibling(initBinary)
 	if err != nil {
 		pr.Close()
 		pw.Close()
@@ -290,8 +287,8 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 		rr.Close()
 		return fail(fmt.Errorf("start pod init: %w", err))
 	}
-	keeper, kerr := startLockKeeper(exePath, lock, pid, w.cloneFlags())
 	exe.Close()
+	keeper, kerr := startLockKeeper(lock, pid, w.cloneFlags())
 	if kerr == nil {
 		// Once PID 1 is gone, so is the keeper, at once: run
 		// returns only after it, with the lock free.
@@ -480,9 +477,6 @@ func shareStage2(podDir string) (func(), error) {
 	}
 	return undo, nil
 }
-
-// noFd closes a descriptor's slot in syscall.ProcAttr.Files.
-const noFd = ^uintptr(0)
 
 // openLogSinks decides where the apps' output lines go (the journal when
 // it listens, else files in the pod's log directory, plus the CRI log
