@@ -131,4 +131,3 @@ func waitGone(pidfd int) {
 // waiterBinary is the waiter's binary (waiter/waiter.c), next to ours; it
 // is also the lock keeper (startLockKeeper).
 const waiterBinary = "pod1-waiter"
-
