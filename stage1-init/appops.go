@@ -52,7 +52,13 @@ func appOpMain(role string, args []string) int {
 	if *name == "" {
 		return fail(errors.New("--app: missing"))
 	}
-	adoptHalfAdded(*name)
+	// An add takes care of its own app; any other operation may be
+	// about an app whose add was interrupted.
+	if role == roleAppAdd {
+		adoptHalfAdded(*name)
+	} else {
+		adoptHalfAdded("")
+	}
 	req := &control.Request{App: *name, Force: *force}
 	switch role {
 	case roleAppAdd:
@@ -118,7 +124,7 @@ func resolveAddedApp(uuid, name string) (json.RawMessage, error) {
 // written) but whose app/add never reached PID 1 (no saved spec, which
 // PID 1 writes first thing when it adds an app): it is resolved here, on
 // the host side, as app/add would have, and handed to PID 1. skip is the
-// app the current operation is about (an add takes care of it). Failures
+// app an add is about (the add itself takes care of it), else "". Failures
 // are logged: the operation asked for goes on.
 func adoptHalfAdded(skip string) {
 	podDir, err := os.Getwd()
