@@ -128,6 +128,9 @@ type pid1 struct {
 	// readyBy, when not zero, is when the pod says it is ready even if
 	// the spare it killed is not yet reaped.
 	readyBy time.Time
+	// shedAt, when not zero, is when the loop sheds the memory only
+	// start-up used (shedUnusedMemory).
+	shedAt time.Time
 }
 
 // ready marks the pod ready (contract §4).
@@ -136,7 +139,7 @@ func (p *pid1) ready() {
 	if err := markReady(); err != nil {
 		p.os.logf("supervisor-status: %v", err)
 	}
-	time.AfterFunc(shedDelay, shedUnusedMemory)
+	p.shedAt = time.Now().Add(shedDelay)
 }
 
 // actOnRequest carries out the stop asked so far, if any: repeating one is
@@ -230,6 +233,16 @@ func (p *pid1) loop() int {
 		}
 		if p.sup.Over() {
 			break
+		}
+		if !p.shedAt.IsZero() {
+			// In the loop itself, not in a timer's goroutine: see
+			// shedUnusedMemory.
+			if !time.Now().Before(p.shedAt) {
+				p.shedAt = time.Time{}
+				shedUnusedMemory()
+			} else if next.IsZero() || p.shedAt.Before(next) {
+				next = p.shedAt
+			}
 		}
 		timer.Reset(time.Until(next))
 		if next.IsZero() {
