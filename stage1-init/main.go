@@ -2,13 +2,15 @@
 // role is chosen by the name it is run under. rkt's stage0 runs it as the
 // entry points named in the stage1 image manifest: "run", "stop", "gc",
 // "enter", "attach", "app-add", "app-start", "app-stop" and "app-rm".
-// "run" re-executes it as the pod's PID 1 ("pod1-init") and, if the
-// image has no waiter binary (waiter/waiter.c, which plays that role), as
-// the lock keeper that holds the pod's lock outside its pid namespace
-// ("pod1-lock"). With the waiter (the default image), "run" is the waiter,
-// which starts this binary as "run" for the set-up. PID 1 re-executes it as each app's first process
-// ("pod1-app"), which becomes the app. Networking is the image's other
-// binary, net-setup (stage1-net).
+// "run" executes the start-path binary next to it, pod1-init (this package
+// built with the tag pod1init: dispatch_init.go), as the pod's PID 1, and,
+// if the image has no waiter binary (waiter/waiter.c, which plays that
+// role), itself as the lock keeper that holds the pod's lock outside its
+// pid namespace ("pod1-lock"). With the waiter (the default image), "run"
+// is the waiter, which starts this binary as "run" for the set-up. PID 1
+// re-executes its own binary as each app's first process ("pod1-app"),
+// which becomes the app. Networking is the image's other binary, net-setup
+// (stage1-net).
 
 // The runtime's cgroup-aware GOMAXPROCS (Go 1.25) keeps descriptors open on
 // the cgroup files of wherever the process started, the host's cgroup
