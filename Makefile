@@ -165,6 +165,7 @@ lint:
 	$(GO) vet -tags pod1init ./stage1-init
 	@if [ ! -x "$(GOLANGCI_LINT)" ]; then echo "golangci-lint is not installed: make tools"; exit 1; fi
 	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --build-tags pod1init ./stage1-init
 
 # make bench runs pod1 side by side with its peers (bench/, as root, a few
 # minutes) and writes docs/benchmarks.md and docs/benchmarks.svg. It builds
