@@ -447,13 +447,32 @@ func (s *Supervisor) RmApp(name string, reply func(error)) bool {
 	return true
 }
 
+// timed reports whether a's state has a deadline Tick acts on.
+func timed(a *App) bool {
+	switch a.state {
+	case Cleaning, Backoff, Starting, Stopping:
+		return true
+	}
+	return false
+}
+
 // Tick fires the deadlines that are due: restarts whose delay is over,
 // SIGKILLs whose grace period is, set-ups that did not report in time, and
 // the looks at cgroups being emptied.
 // It returns when it next has something to do (zero: nothing planned).
 func (s *Supervisor) Tick() time.Time {
 	now := s.os.Now()
-	for _, a := range slices.Clone(s.apps) {
+	// Cloned (Fire may change the list) only when some app waits on the
+	// clock: an idle pod's PID 1 runs this every second, and allocates
+	// nothing then (its loop keeps few pages in memory: stage1-init's
+	// shedUnusedMemory).
+	apps := s.apps
+	if slices.ContainsFunc(apps, timed) {
+		apps = slices.Clone(apps)
+	} else {
+		apps = nil
+	}
+	for _, a := range apps {
 		switch a.state {
 		case Cleaning:
 			switch {
