@@ -41,7 +41,12 @@ type bench struct {
 	log       *os.File
 	sections  []*section
 	targets   []target
-	started   time.Time
+	// memDetail is the memory section's per-process figures of the last
+	// round, by row.
+	memDetail map[string]string
+	// loads are the 1-minute load average as each measurement began.
+	loads   []string
+	started time.Time
 }
 
 func (b *bench) logf(format string, a ...any) {
@@ -76,8 +81,17 @@ func (b *bench) setup() error {
 		return os.RemoveAll(b.work)
 	})
 	b.tools = map[string]string{}
+	var missing []string
 	for _, t := range []string{"crun", "runc", "systemd-nspawn", "tini", "catatonit", "conmon", "unshare", "chroot", "nsenter", "ip"} {
-		b.tools[t] = lookPath(t)
+		if b.tools[t] = lookPath(t); b.tools[t] == "" {
+			missing = append(missing, t)
+		}
+	}
+	// bin/bench run by hand finds only what is installed (make bench
+	// installs the peers): say up front which rows will be empty.
+	if err := b.notInstalled(missing...); err != nil {
+		b.logf("peers %v: their rows are skipped", err)
+		b.setupNotes = append(b.setupNotes, fmt.Sprintf("**Peers %v**: their rows are skipped, with this reason.", err))
 	}
 	if err := b.makeFixture(); err != nil {
 		return fmt.Errorf("fixture: %w", err)

@@ -110,7 +110,11 @@ func removeCgroupTree(dir string) error {
 // ("cgroups in hybrid mode not supported, drop all controllers from
 // cgroupv2"), and on this kind of machine hugetlb is the one left there.
 // Each such controller is bound to a v1 hierarchy of its own for the run
-// and unbound after, which gives it back to cgroup2.
+// and unbound after, which gives it back to cgroup2. The kernel binds a
+// controller to v1 only while cgroup2 does not use it (EBUSY otherwise):
+// one enabled in the cgroup2 root's subtree_control is first disabled
+// there, if no cgroup below uses it (a limit, a charge, or passing it on),
+// and enabled again at the end.
 func (b *bench) ensureHybridForCrun() {
 	if b.tools["crun"] == "" {
 		return
@@ -126,13 +130,39 @@ func (b *bench) ensureHybridForCrun() {
 		}
 	}
 	for _, ctrl := range strings.Fields(readFile(filepath.Join(v2, "cgroup.controllers"))) {
+		note := ""
+		if containsWord(readFile(filepath.Join(v2, "cgroup.subtree_control")), ctrl) {
+			if user := cgroup2User(v2, ctrl); user != "" {
+				b.logf("crun: %s is in use on cgroup2 (%s): left alone, crun cannot run here", ctrl, user)
+				b.setupNotes = append(b.setupNotes, fmt.Sprintf("crun 1.8 refuses a hybrid cgroup layout while a controller is left on cgroup2; "+
+					"%s is, and is in use there (%s), so the bench left it: crun's rows fail.", ctrl, user))
+				continue
+			}
+			if err := writeControl(v2, "-"+ctrl); err != nil {
+				b.logf("crun: disable %s in %s: %v", ctrl, v2, err)
+				continue
+			}
+			b.atExit(func() error { return writeControl(v2, "+"+ctrl) })
+			note = fmt.Sprintf(" It was enabled in %s/cgroup.subtree_control (for the cgroups below, none of which used it): the bench "+
+				"disabled it there first, and enabled it again after.", v2)
+		}
 		dir := filepath.Join("/sys/fs/cgroup", ctrl)
 		made, err := mkdirMade(dir)
 		if err != nil {
 			b.logf("crun: %s: %v", ctrl, err)
 			continue
 		}
-		if err := unix.Mount("cgroup", dir, "cgroup", 0, ctrl); err != nil {
+		// A controller just disabled on cgroup2 is freed when its
+		// cgroups' states go offline, which the kernel does after an
+		// RCU grace period: EBUSY until then.
+		for try := 0; ; try++ {
+			err = unix.Mount("cgroup", dir, "cgroup", 0, ctrl)
+			if !errors.Is(err, unix.EBUSY) || try == 100 {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
 			b.logf("crun: bind %s to v1: %v", ctrl, err)
 			if made {
 				_ = os.Remove(dir)
@@ -140,7 +170,8 @@ func (b *bench) ensureHybridForCrun() {
 			continue
 		}
 		b.setupNotes = append(b.setupNotes, fmt.Sprintf("crun 1.8 refuses a hybrid cgroup layout while a controller is left on cgroup2 "+
-			"(\"cgroups in hybrid mode not supported\"); %s was: the bench mounted `cgroup -o %s` on %s for the run and unmounted it after.", ctrl, ctrl, dir))
+			"(\"cgroups in hybrid mode not supported\"); %s was: the bench mounted `cgroup -o %s` on %s for the run and unmounted it after.%s",
+			ctrl, ctrl, dir, note))
 		b.atExit(func() error {
 			var err error
 			for try := 0; try < 50; try++ {
@@ -159,6 +190,61 @@ func (b *bench) ensureHybridForCrun() {
 		})
 	}
 }
+
+// writeControl writes one "+ctrl" or "-ctrl" to a cgroup2 directory's
+// subtree_control. A controller just unbound from v1 comes back to
+// cgroup2 once its v1 hierarchy is gone, asynchronously: retried a while.
+func writeControl(dir, op string) error {
+	var err error
+	for try := 0; try < 100; try++ {
+		if err = os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte(op), 0); err == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("%s in %s/cgroup.subtree_control: %w", op, dir, err)
+}
+
+// cgroup2User names a cgroup below root that uses ctrl, or "" if none
+// does: one that passes it on (its subtree_control), sets a limit of it
+// (a ctrl.*max file not at its maximum) or is charged (a non-zero
+// ctrl.*current).
+func cgroup2User(root, ctrl string) string {
+	user := ""
+	_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err != nil || user != "" {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || p == filepath.Join(root, d.Name()) {
+			return nil // the root's own files
+		}
+		name := d.Name()
+		v := strings.TrimSpace(readFile(p))
+		switch {
+		case name == "cgroup.subtree_control" && containsWord(v, ctrl):
+			user = p + ": " + v
+		case strings.HasPrefix(name, ctrl+".") && strings.HasSuffix(name, ".max") && !unlimited(v):
+			user = p + ": " + v
+		case strings.HasPrefix(name, ctrl+".") && strings.HasSuffix(name, ".current") && v != "0" && v != "":
+			user = p + ": " + v
+		}
+		return nil
+	})
+	return user
+}
+
+// unlimited says whether a cgroup limit reads as none: "max", or a number
+// at the page counter's maximum (about 2^63 bytes), which is how the
+// kernel shows "max" written to a hugetlb limit.
+func unlimited(v string) bool {
+	if v == "max" {
+		return true
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	return err == nil && n >= 1<<62
+}
+
+func containsWord(s, w string) bool { return indexOf(strings.Fields(s), w) >= 0 }
 
 // mkdirMade creates dir if missing and says whether it did.
 func mkdirMade(dir string) (bool, error) {

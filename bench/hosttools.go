@@ -23,9 +23,12 @@ func (b *bench) measureHostTools(n int) []*section {
 	s.desc = fmt.Sprintf("`pod1 --dir=D list` (the table) over %d exited pods in D/pods/run, and `pod1 --dir=D gc "+
 		"--grace-period=0s`, which marks all of them exited-garbage, runs each pod's stage1 gc entry point, and "+
 		"removes them. The pods are one real pod run by `pod1 run --no-overlay` and cloned by hard links under new "+
-		"UUIDs; gc gets a fresh set each round (untimed).", n)
+		"UUIDs; gc gets a fresh set each round (untimed). The floor of gc is `rm -rf` of the same pods, cloned the same way, "+
+		"interleaved with gc round by round: what removing the files costs, without gc's checks, stage1 gc "+
+		"entry points and syncs; gc works on a few pods at a time and rm on one, so gc can go below it.", n)
 	list := s.row("pod1 list", true)
 	gc := s.row("pod1 gc --grace-period=0s", true)
+	rm := s.row(gcFloorRow, false)
 	for _, c := range []struct {
 		r   *row
 		cmd string
@@ -75,6 +78,21 @@ func (b *bench) measureHostTools(n int) []*section {
 	if gc.note == "" {
 		for i := 0; i < 3; i++ {
 			if err := clonePods(dir, tmpl, n); err != nil {
+				rm.fail(err)
+			} else if err := rm.record(false, func(r *row) error {
+				c, err := run(spec{argv: []string{lookPath("rm"), "-rf", "--", filepath.Join(dir, "pods", "run")}}, 120*time.Second)
+				if c != nil {
+					defer c.close()
+				}
+				if err != nil {
+					return err
+				}
+				r.m[0].add(ms(c.elapsed()))
+				return os.MkdirAll(filepath.Join(dir, "pods", "run"), 0o755)
+			}); err != nil {
+				b.logf("host: rm -rf: %v", err)
+			}
+			if err := clonePods(dir, tmpl, n); err != nil {
 				gc.fail(err)
 				continue
 			}
@@ -100,6 +118,9 @@ func (b *bench) measureHostTools(n int) []*section {
 	fmt.Fprintln(os.Stderr)
 	return []*section{s}
 }
+
+// gcFloorRow is the row of `rm -rf` of as many pods as gc removes.
+const gcFloorRow = "floor of gc: rm -rf of the same pods"
 
 // pod1Has says whether bin/pod1 has the command: its --help exits 0.
 func (b *bench) pod1Has(cmd string) error {

@@ -172,8 +172,8 @@ func (b *bench) measureLogs() []*section {
 	}()
 	nsSetup := func(j bool) func() error {
 		return func() error {
-			if b.tools["unshare"] == "" || b.tools["nsenter"] == "" {
-				return fmt.Errorf("unshare and nsenter are needed")
+			if err := b.notInstalled("unshare", "nsenter"); err != nil {
+				return err
 			}
 			if j {
 				if _, err := os.Stat("/lib/systemd/systemd-journald"); err != nil {
@@ -203,8 +203,8 @@ func (b *bench) measureLogs() []*section {
 	nspawnPeer := func(name, tree, extra string) *peer {
 		var root string
 		return &peer{name: name, setup: func() error {
-			if b.tools["systemd-nspawn"] == "" {
-				return fmt.Errorf("not installed here")
+			if err := b.notInstalled("systemd-nspawn"); err != nil {
+				return err
 			}
 			var err error
 			root, err = b.sdTree(tree, []string{"/probe", "lines", strconv.Itoa(logLines),

@@ -114,7 +114,9 @@ func benchMain() int {
 		if !want(st.id) {
 			continue
 		}
-		fmt.Fprintf(os.Stderr, "bench: %s (load %s) ", st.id, loadavg())
+		l := loadavg()
+		b.loads = append(b.loads, st.id+" "+l)
+		fmt.Fprintf(os.Stderr, "bench: %s (load %s) ", st.id, l)
 		t := time.Now()
 		b.sections = append(b.sections, st.run()...)
 		b.logf("%s done in %v", st.id, time.Since(t).Round(time.Millisecond))

@@ -72,7 +72,7 @@ func (b *bench) measureNet() *section {
 	var n int
 	floor := &peer{name: floorRow, setup: func() error {
 		if b.tools["ip"] == "" {
-			return fmt.Errorf("not installed here (ip)")
+			return b.notInstalled("ip")
 		}
 		_, err := os.Stat(conf)
 		return err

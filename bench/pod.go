@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/layout"
 )
 
@@ -29,6 +28,15 @@ type podApp struct {
 	name string
 	exec []string
 	ann  map[string]string
+}
+
+// podOpts are a bench pod's settings beyond its apps.
+type podOpts struct {
+	// ann are the pod manifest's annotations (besides mutable=false).
+	ann map[string]string
+	// goRun makes the Go stage1-init the run entry point, as
+	// POD1_WAITER=0 and make image WAITER=0 do, instead of the waiter.
+	goRun bool
 }
 
 // pod is a prepared pod directory.
@@ -50,7 +58,7 @@ func annotations(m map[string]string) []map[string]string {
 	return out
 }
 
-func podManifest(apps []podApp) ([]byte, error) {
+func podManifest(apps []podApp, podAnn map[string]string) ([]byte, error) {
 	var as []map[string]any
 	for _, a := range apps {
 		ra := map[string]any{
@@ -66,10 +74,12 @@ func podManifest(apps []podApp) ([]byte, error) {
 		}
 		as = append(as, ra)
 	}
+	ann := annotations(podAnn)
+	ann = append(ann, map[string]string{"name": layout.AnnMutable, "value": "false"})
 	return json.Marshal(map[string]any{
 		"acVersion": "1.30.0", "acKind": "PodManifest", "apps": as,
 		"volumes": []any{}, "isolators": nil,
-		"annotations": []map[string]string{{"name": layout.AnnMutable, "value": "false"}},
+		"annotations": ann,
 		"ports":       []any{},
 	})
 }
@@ -79,7 +89,10 @@ var imageManifestJSON = []byte(`{"acKind":"ImageManifest","acVersion":"0.8.11","
 	`"app":{"exec":["/true"],"user":"0","group":"0"}}`)
 
 // newPod prepares a pod directory under the bench's work dir.
-func (b *bench) newPod(apps []podApp) (*pod, error) {
+func (b *bench) newPod(apps []podApp) (*pod, error) { return b.newPodOpts(apps, podOpts{}) }
+
+// newPodOpts is newPod with pod-level settings.
+func (b *bench) newPodOpts(apps []podApp, o podOpts) (*pod, error) {
 	uuid, err := newUUID()
 	if err != nil {
 		return nil, err
@@ -97,9 +110,10 @@ func (b *bench) newPod(apps []podApp) (*pod, error) {
 		}
 	}
 	// The run entry point is the waiter, as in the image (make image
-	// WAITER=1, the default), unless POD1_WAITER=0.
+	// WAITER=1, the default), unless POD1_WAITER=0 or the pod asks for
+	// the Go run.
 	run := b.stage1Init
-	if w := filepath.Join(b.repo, "bin/pod1-waiter"); os.Getenv("POD1_WAITER") != "0" {
+	if w := filepath.Join(b.repo, "bin/pod1-waiter"); os.Getenv("POD1_WAITER") != "0" && !o.goRun {
 		if _, err := os.Stat(w); err == nil {
 			run = w
 		}
@@ -107,7 +121,7 @@ func (b *bench) newPod(apps []podApp) (*pod, error) {
 	if err := os.Symlink(run, filepath.Join(s1, "run")); err != nil {
 		return nil, err
 	}
-	m, err := podManifest(apps)
+	m, err := podManifest(apps, o.ann)
 	if err != nil {
 		return nil, err
 	}
@@ -248,16 +262,19 @@ func (p *pod) checkStatuses(want int) error {
 // its cgroups is left, and removes its directory. It is outside every
 // timing.
 func (b *bench) finishPod(p *pod) error {
+	// Through start/run, never os/exec: the bench's reaper waits for
+	// any child (wait4(-1)) and would take the exit os/exec's Wait is
+	// waiting for ("waitid: no child processes").
 	var gcErr error
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	gc := exec.CommandContext(ctx, filepath.Join(p.dir, layout.Stage1RootFS, "gc"), p.uuid)
-	gc.Dir = p.dir
-	if out, err := gc.CombinedOutput(); err != nil {
-		gcErr = fmt.Errorf("pod %s: gc: %w: %s", p.uuid, err, strings.TrimSpace(string(out)))
+	c, err := b.gcPod(p)
+	if c != nil {
+		c.close()
 	}
-	cancel()
-	left := cgroupsNamed("pod1-" + p.uuid)
-	err := errors.Join(gcErr, os.RemoveAll(p.dir))
+	if err != nil {
+		gcErr = fmt.Errorf("pod %s: gc: %w", p.uuid, err)
+	}
+	left, findErr := cgroups.Named(cgroups.PodName(p.uuid))
+	err = errors.Join(gcErr, findErr, os.RemoveAll(p.dir))
 	if len(left) > 0 {
 		b.leftovers = append(b.leftovers, left...)
 		return errors.Join(err, fmt.Errorf("pod %s left cgroups: %s", p.uuid, strings.Join(left, " ")))
@@ -266,29 +283,8 @@ func (b *bench) finishPod(p *pod) error {
 }
 
 // cgroupsNamed finds cgroup directories with this name in any hierarchy,
-// at any depth up to five.
+// at any depth (cgroups.Named; what it could not read is not listed).
 func cgroupsNamed(name string) []string {
-	var out []string
-	var walk func(dir string, depth int)
-	walk = func(dir string, depth int) {
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			return
-		}
-		for _, e := range ents {
-			if !e.IsDir() {
-				continue
-			}
-			p := filepath.Join(dir, e.Name())
-			if e.Name() == name {
-				out = append(out, p)
-				continue
-			}
-			if depth < 5 {
-				walk(p, depth+1)
-			}
-		}
-	}
-	walk("/sys/fs/cgroup", 0)
-	return out
+	dirs, _ := cgroups.Named(name)
+	return dirs
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pod1/pod1/podspec"
 )
 
 // measureReap is issue §3: an app leaves n orphans to the pod's PID 1, all
@@ -38,7 +40,10 @@ func (b *bench) reapSection(n int, mode, title, desc string) *section {
 		"exit) the helper lists the pod's /proc, yielding its CPU between listings, until only PID 1 and itself are " +
 		"left (zero zombies). \"last exit → " +
 		"zero zombies\" is therefore an upper bound that includes the helper's own wake-up and one /proc listing. " +
-		"tini and catatonit run as PID 1 of `unshare -pf --mount-proc`. Warm-up rounds use a tenth of the orphans."
+		"tini and catatonit run as PID 1 of `unshare -pf --mount-proc`. Warm-up rounds use a tenth of the orphans. " +
+		fmt.Sprintf("pod1's pod gets `%s` and its app `%s` of %d, above the orphans (the pod's default is 15%% of the host's "+
+			"pid_max). ", podspec.AnnPodPidsMax, podspec.AnnPidsMax, n+1000) +
+		"The host's kernel.pid_max must leave room for them: the row fails with EAGAIN otherwise."
 	orphan := map[string]string{"burst": "orphan", "timed": "orphan-timed"}[mode]
 	helper := func(root string) []string {
 		k := n
@@ -72,11 +77,15 @@ func (b *bench) reapSection(n int, mode, title, desc string) *section {
 		}
 		return fmt.Errorf("no result line in the output: %s", out)
 	}
+	// The app's and the pod's pids.max both above the orphans: the pod's
+	// default is 15% of the host's pid_max (systemd's DefaultTasksMax),
+	// which is below 20000 where pid_max is 32768.
 	pidsMax := strconv.Itoa(n + 1000)
 	peers := []*peer{
 		{name: "pod1 stage1", pod1: true, round: func(r *row) error {
-			p, err := b.newPod([]podApp{{name: "app", exec: helper("/"),
-				ann: map[string]string{"pod1/pids-max": pidsMax}}})
+			p, err := b.newPodOpts([]podApp{{name: "app", exec: helper("/"),
+				ann: map[string]string{podspec.AnnPidsMax: pidsMax}}},
+				podOpts{ann: map[string]string{podspec.AnnPodPidsMax: pidsMax}})
 			if err != nil {
 				return err
 			}

@@ -67,7 +67,9 @@ func (b *bench) measureStart() *section {
 	s.desc = "From fork+exec of the runtime to its exit being reaped by the bench, for one app running the same " +
 		"129-byte static `true` (exit_group(0)) in every peer. pod1's stage1 alone: a pod directory prepared as " +
 		"rkt's stage0 leaves it (contract §5), then exec of `stage1/rootfs/run --net=none UUID` with the pod dir " +
-		"flock'd on RKT_LOCK_FD; the app's status file is checked after each run. pod1 end to end: `pod1 run` " +
+		"flock'd on RKT_LOCK_FD; the app's status file is checked after each run. The run entry point is the C waiter, " +
+		"as in the image; the row \"Go run as entry point\" is the same pod with the Go stage1-init as run (make image WAITER=0), " +
+		"so the waiter's gain is a ratio of one run. pod1 end to end: `pod1 run` " +
 		"from an ACI (image store warm, overlays mounted as rkt does; unmounted after, untimed). crun and runc run " +
 		"a default `crun spec` bundle on the same rootfs (pid, mount, ipc, uts and network namespaces). " +
 		"systemd-nspawn runs the app as its PID 1 with a private network; nspawn + systemd boots the host's " +
@@ -76,6 +78,24 @@ func (b *bench) measureStart() *section {
 	peers := []*peer{
 		{name: "pod1 stage1 (prepared pod)", pod1: true, round: func(r *row) error {
 			p, err := b.newPod([]podApp{{name: "app", exec: trueArgv}})
+			if err != nil {
+				return err
+			}
+			c, err := b.runPodToEnd(p, 20*time.Second)
+			if err != nil {
+				return err
+			}
+			defer c.close()
+			r.m[0].add(ms(c.elapsed()))
+			return b.finishPod(p)
+		}},
+		{name: goRunRow, pod1: true, setup: func() error {
+			if _, err := os.Stat(filepath.Join(b.repo, "bin/pod1-waiter")); err != nil || os.Getenv("POD1_WAITER") == "0" {
+				return fmt.Errorf("the row above already has the Go run as entry point (no bin/pod1-waiter, or POD1_WAITER=0)")
+			}
+			return nil
+		}, round: func(r *row) error {
+			p, err := b.newPodOpts([]podApp{{name: "app", exec: trueArgv}}, podOpts{goRun: true})
 			if err != nil {
 				return err
 			}
@@ -99,6 +119,7 @@ func (b *bench) measureStart() *section {
 		b.nspawnBootPeer(),
 	}
 	b.interleave(s, peers, b.rounds, b.warmup)
+	s.row(goRunRow, true).vs = "pod1 stage1 (prepared pod)"
 	for _, r := range s.rows {
 		switch {
 		case strings.HasPrefix(r.name, "floor") && len(r.m[0].vals) > 0:
@@ -112,14 +133,29 @@ func (b *bench) measureStart() *section {
 
 // need says which of the named tools are missing.
 func (b *bench) need(tools ...string) func() error {
-	return func() error {
-		for _, t := range tools {
-			if b.tools[t] == "" {
-				return fmt.Errorf("not installed here (%s)", t)
-			}
+	return func() error { return b.notInstalled(tools...) }
+}
+
+// debianPackage is the package of each tool the bench looks for.
+var debianPackage = map[string]string{
+	"crun": "crun", "runc": "runc", "systemd-nspawn": "systemd-container", "tini": "tini",
+	"catatonit": "catatonit", "conmon": "conmon", "unshare": "util-linux", "nsenter": "util-linux",
+	"chroot": "coreutils", "ip": "iproute2",
+}
+
+// notInstalled names the tools of tools missing from this host, with
+// their Debian packages, or is nil.
+func (b *bench) notInstalled(tools ...string) error {
+	var miss []string
+	for _, t := range tools {
+		if b.tools[t] == "" {
+			miss = append(miss, fmt.Sprintf("%s (Debian package %s)", t, debianPackage[t]))
 		}
+	}
+	if len(miss) == 0 {
 		return nil
 	}
+	return fmt.Errorf("not installed here: %s; `sudo make bench` installs the peers", strings.Join(miss, ", "))
 }
 
 // timed runs a command to its end and records fork-to-reaped.
@@ -138,8 +174,8 @@ func (b *bench) timed(r *row, s spec) error {
 func (b *bench) ociPeer(tool string, args []string) *peer {
 	var dir string
 	return &peer{name: tool, setup: func() error {
-		if b.tools[tool] == "" {
-			return fmt.Errorf("not installed here")
+		if err := b.notInstalled(tool); err != nil {
+			return err
 		}
 		var err error
 		dir, err = b.bundle(tool+"-true", args)
@@ -157,8 +193,8 @@ func (b *bench) ociPeer(tool string, args []string) *peer {
 func (b *bench) nspawnBootPeer() *peer {
 	var root string
 	return &peer{name: "systemd-nspawn + systemd + journald", setup: func() error {
-		if b.tools["systemd-nspawn"] == "" {
-			return fmt.Errorf("not installed here")
+		if err := b.notInstalled("systemd-nspawn"); err != nil {
+			return err
 		}
 		var err error
 		root, err = b.sdTree("true", []string{"/true"}, "")

@@ -55,7 +55,7 @@ func (b *bench) measureStop() *section {
 	// SIGTERM keeps it running. Shown once, bounded.
 	r := s.row("systemd-nspawn (app as PID 1), app ignores SIGTERM", false)
 	if b.tools["systemd-nspawn"] == "" {
-		r.note = "not installed here"
+		r.note = b.notInstalled("systemd-nspawn").Error()
 	} else if err := b.nspawnIgnoreOnce(ignArgv); err != nil {
 		r.note = err.Error()
 	}
@@ -115,8 +115,8 @@ func (b *bench) pod1StopPeer(name string, argv []string, ann map[string]string, 
 func (b *bench) nspawnStopPeer(name string, boot bool, argv []string, extra, ready string) *peer {
 	var sp spec
 	return &peer{name: name, setup: func() error {
-		if b.tools["systemd-nspawn"] == "" {
-			return fmt.Errorf("not installed here")
+		if err := b.notInstalled("systemd-nspawn"); err != nil {
+			return err
 		}
 		if !boot {
 			sp = spec{argv: b.nspawnArgs(b.fixture, append([]string{"--kill-signal=SIGTERM"}, argv...)...)}

@@ -34,7 +34,18 @@ func fakeUnified(t *testing.T) (top string, scopeProc *exec.Cmd) {
 		t.Skip("cgroup2 offers no free controller to test with")
 	}
 	// The real root may pass hugetlb on (it is exempt from the
-	// no-internal-process rule); nothing else uses it there.
+	// no-internal-process rule); nothing else uses it there. It is
+	// taken back at the end (this cleanup runs after the one removing
+	// the subtree): left on, it is a host change that outlives the
+	// test, and a hybrid layout with a controller on cgroup2 is one
+	// crun refuses and on which hugetlb cannot be bound to v1.
+	if b, _ := os.ReadFile(filepath.Join(v2, "cgroup.subtree_control")); !containsField(string(b), "hugetlb") {
+		t.Cleanup(func() {
+			if err := os.WriteFile(filepath.Join(v2, "cgroup.subtree_control"), []byte("-hugetlb"), 0); err != nil {
+				t.Errorf("disable hugetlb again in %s: %v", v2, err)
+			}
+		})
+	}
 	must(t, enable(v2, "hugetlb"))
 	top = filepath.Join(v2, "pod1-test-unified-"+strconv.Itoa(os.Getpid()))
 	scope := filepath.Join(top, "user.slice", "user-0.slice", "session-1.scope")
@@ -61,6 +72,22 @@ func fakeUnified(t *testing.T) (top string, scopeProc *exec.Cmd) {
 	must(t, scopeProc.Start())
 	t.Cleanup(func() { _ = scopeProc.Process.Kill(); _ = scopeProc.Wait() })
 	return top, scopeProc
+}
+
+// The fake hierarchy leaves the real root's subtree_control as it found
+// it: the controller it enabled there for the test is disabled again.
+// It runs first, while no other test of the package has touched the root.
+func TestFakeUnifiedLeavesTheRootAsFound(t *testing.T) {
+	v2, _, err := mounts()
+	if err != nil || v2 == "" {
+		t.Skip("no cgroup2 mount")
+	}
+	before, _ := os.ReadFile(filepath.Join(v2, "cgroup.subtree_control"))
+	t.Run("fake", func(t *testing.T) { fakeUnified(t) })
+	after, _ := os.ReadFile(filepath.Join(v2, "cgroup.subtree_control"))
+	if string(after) != string(before) {
+		t.Fatalf("%s/cgroup.subtree_control was %q before the test, %q after", v2, before, after)
+	}
 }
 
 // On a systemd-like unified tree the caller's scope holds processes, so the

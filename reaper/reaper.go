@@ -52,6 +52,10 @@ type Reaper struct {
 	exited    chan struct{}
 	drained   chan struct{}
 	started   chan struct{}
+	// noChild, when set (by a test), hears of each time the watcher
+	// found no child and waits for a Start: the moment a test must reach
+	// to exercise the first child after none.
+	noChild chan<- struct{}
 }
 
 // New returns an empty Reaper.
@@ -283,6 +287,12 @@ func (r *Reaper) watch() {
 		case errors.Is(err, unix.EINTR):
 			continue
 		case errors.Is(err, unix.ECHILD):
+			if r.noChild != nil {
+				select {
+				case r.noChild <- struct{}{}:
+				default:
+				}
+			}
 			<-r.started
 			continue
 		default:

@@ -209,9 +209,18 @@ func TestExitedReportsExitsWithoutSIGCHLD(t *testing.T) {
 	r := New()
 	// Nothing of an earlier test may be left to wake us.
 	drainChildren()
+	noChild := make(chan struct{}, 1)
+	r.noChild = noChild
 	exited := r.Wakeup()
-	time.Sleep(20 * time.Millisecond) // let the watcher find no child
 	for _, code := range []int{7, 9} {
+		// Each child must come after the watcher found none, or the
+		// case under test (waitid's ECHILD, then a Start) is not
+		// exercised at all.
+		select {
+		case <-noChild:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the watcher never found itself without a child")
+		}
 		pid := startHelper(t, r, code, "exit", code)
 		waitExited(t, exited)
 		var got []Exit

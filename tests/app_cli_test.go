@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/hostside/launch"
 	"github.com/pod1/pod1/hostside/pods"
 	"github.com/pod1/pod1/layout"
@@ -108,8 +109,11 @@ func assertAppGone(t *testing.T, data, uuid, app string) {
 	if m, _ := launch.MountsUnder(filepath.Join(dir, layout.Stage2Dir, app)); len(m) != 0 {
 		t.Errorf("app %s: mounts left: %v", app, m)
 	}
-	if m, _ := filepath.Glob("/sys/fs/cgroup/*/pod1-" + uuid + "/apps/app-" + app); len(m) != 0 {
-		t.Errorf("app %s: cgroups left: %v", app, m)
+	pod, _ := cgroups.Named(cgroups.PodName(uuid))
+	for _, d := range pod {
+		if _, err := os.Lstat(filepath.Join(d, cgroups.AppsName, "app-"+app)); err == nil {
+			t.Errorf("app %s: cgroup left in %s", app, d)
+		}
 	}
 	p, err := pods.Read(data, uuid)
 	must(t, err)

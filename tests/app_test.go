@@ -68,6 +68,9 @@ func TestUserAndGroupResolvedInsideTheImage(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := newPod(t, []App{{Name: "a", Exec: probe("ids"), User: c.user, Group: c.group, Groups: c.groups, Rootfs: c.rootfs}}, nil)
 			t0 := time.Now()
+			// A FIFO or /dev/zero read as a database would never end:
+			// runPod's event deadline turns that hang into a failure,
+			// so no bound on the time is needed to catch it.
 			r := runPod(t, p, RunOpts{})
 			if strings.HasPrefix(c.want, "ids ") {
 				if r.Code != 0 || r.Line(t, "ids ") != c.want {
@@ -76,9 +79,7 @@ func TestUserAndGroupResolvedInsideTheImage(t *testing.T) {
 				return
 			}
 			assertRefused(t, p, r, c.want)
-			if d := time.Since(t0); d > 5*time.Second {
-				t.Fatalf("refusal took %v", d)
-			}
+			t.Logf("refused in %v", time.Since(t0))
 		})
 	}
 }
@@ -254,7 +255,12 @@ func TestDevSysProcAndDNS(t *testing.T) {
 }
 
 // The stop entry point (rkt stop): graceful by default, --force kills now.
+// The stopped app's grace period is an hour, longer than any wait of the
+// tests: a stop that waited for it (a graceful one that lost its SIGTERM,
+// a forced one that sent SIGTERM instead of SIGKILL) never ends, and
+// Run.Wait's event deadline fails the test, however slow the machine.
 func TestStopEntryPoint(t *testing.T) {
+	hour := map[string]string{"pod1/stop-grace-period": "1h"}
 	for _, c := range []struct {
 		name string
 		args []string
@@ -262,15 +268,17 @@ func TestStopEntryPoint(t *testing.T) {
 		want int
 	}{
 		{"graceful", nil, probe("sleep", "1h"), 143},
-		{"force", []string{"--force"}, probe("ignore-term", "+", "sleep", "1h"), 137},
+		// It reports a SIGTERM and lives on: a forced stop must not
+		// send one.
+		{"force", []string{"--force"}, probe("report-term", "+", "sleep", "1h"), 137},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			p := newPod(t, []App{{Name: "a", Exec: c.app}, {Name: "b", Exec: probe("sleep", "1h")}}, nil)
+			p := newPod(t, []App{{Name: "a", Exec: c.app, Annotations: hour}, {Name: "b", Exec: probe("sleep", "1h")}}, nil)
 			r := start(t, p, RunOpts{})
 			podPid(t, p)
 			waitFor(t, 5*time.Second, "app running", func() bool {
 				_, err := os.Lstat(filepath.Join(p.Dir, layout.SupervisorStatus))
-				return err == nil && (c.name != "force" || strings.Contains(r.Stdout.String(), "ignore-term ready"))
+				return err == nil && (c.name != "force" || strings.Contains(r.Stdout.String(), "report-term ready"))
 			})
 			cmd := exec.Command(filepath.Join(p.Dir, layout.Stage1RootFS, "stop"), append(c.args, p.UUID)...)
 			cmd.Dir = p.Dir
@@ -279,11 +287,12 @@ func TestStopEntryPoint(t *testing.T) {
 			}
 			t0 := time.Now()
 			r.Wait(t)
-			if d := time.Since(t0); d > 3*time.Second {
-				t.Fatalf("stop took %v", d)
-			}
+			t.Logf("the pod stopped in %v", time.Since(t0))
 			if got := p.Status(t, "a"); got != c.want {
 				t.Fatalf("status %d, want %d", got, c.want)
+			}
+			if c.name == "force" && strings.Contains(r.Stdout.String(), "term received") {
+				t.Fatalf("a forced stop sent SIGTERM: %q", r.Stdout)
 			}
 		})
 	}

@@ -17,31 +17,16 @@ import (
 // The run of the package fails when it left any, naming them.
 
 // podCgroupsOnHost lists the cgroup directories of pods (pod1-<uuid>) in
-// every hierarchy, up to a depth of six below /sys/fs/cgroup.
+// every hierarchy, at any depth.
 func podCgroupsOnHost() []string {
-	var out []string
-	var walk func(dir string, depth int)
-	walk = func(dir string, depth int) {
-		ents, err := os.ReadDir(dir)
-		if err != nil {
-			return
-		}
-		for _, e := range ents {
-			if !e.IsDir() {
-				continue
-			}
-			p := filepath.Join(dir, e.Name())
-			if u, ok := strings.CutPrefix(e.Name(), "pod1-"); ok && len(u) == 36 && strings.Count(u, "-") == 4 {
-				out = append(out, p)
-				continue
-			}
-			if depth < 6 {
-				walk(p, depth+1)
-			}
-		}
+	dirs, err := cgroups.Find(func(name string) bool {
+		u, ok := strings.CutPrefix(name, "pod1-")
+		return ok && len(u) == 36 && strings.Count(u, "-") == 4
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "tests: looking for pod cgroups: %v\n", err)
 	}
-	walk("/sys/fs/cgroup", 0)
-	return out
+	return dirs
 }
 
 // runCheckingCgroups runs the tests and fails the run if it left pod

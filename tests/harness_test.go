@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/hostside/launch"
 	"github.com/pod1/pod1/layout"
 )
@@ -513,11 +514,11 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 func probe(args ...string) []string { return append([]string{"/bin/probe"}, args...) }
 
 // cgroupDirs lists the pod's cgroup directories that exist, in any
-// hierarchy.
+// hierarchy, at any depth.
 func cgroupDirs(p *Pod) []string {
-	m, _ := filepath.Glob("/sys/fs/cgroup/*/pod1-" + p.UUID)
-	m2, _ := filepath.Glob("/sys/fs/cgroup/*/*/pod1-" + p.UUID)
-	m3, _ := filepath.Glob("/sys/fs/cgroup/*/*/*/pod1-" + p.UUID)
-	m4, _ := filepath.Glob("/sys/fs/cgroup/pod1-" + p.UUID)
-	return append(append(append(m, m2...), m3...), m4...)
+	dirs, err := cgroups.Named(cgroups.PodName(p.UUID))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "tests: looking for pod %s's cgroups: %v\n", p.UUID, err)
+	}
+	return dirs
 }

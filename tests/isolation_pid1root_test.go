@@ -146,7 +146,7 @@ func podEnter(t *testing.T, p *Pod, app string, cmd ...string) (string, string, 
 	if _, err := os.Lstat(ep); err != nil {
 		must(t, os.Symlink("stage1-init", ep))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), max(30*time.Second, eventDeadline))
 	defer cancel()
 	c := exec.CommandContext(ctx, ep, append([]string{fmt.Sprintf("--pid=%d", podPid(t, p)), "--appname=" + app, "--"}, cmd...)...)
 	c.Dir = p.Dir
@@ -373,7 +373,7 @@ func TestRktEnterNeverRunsWhatTheAppPlanted(t *testing.T) {
 	}
 	data, vol := dataDir(t), t.TempDir()
 	uuidFile := filepath.Join(t.TempDir(), "uuid")
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), max(90*time.Second, eventDeadline))
 	defer cancel()
 	run := exec.CommandContext(ctx, rkt, "--insecure-options=image", "--dir="+data, "run", "--net=none",
 		"--stage1-path="+rktStage1(t), "--uuid-file-save="+uuidFile,

@@ -66,7 +66,7 @@ func (p *nsPod) wait(t *testing.T) {
 	t.Helper()
 	select {
 	case <-p.done:
-	case <-time.After(time.Minute):
+	case <-time.After(eventDeadline):
 		t.Fatalf("pod %s did not end", p.UUID)
 	}
 }
@@ -152,7 +152,7 @@ func TestPod1LogsFollow(t *testing.T) {
 		_, err := os.Stat(filepath.Join(p.Dir, podlog.Dir, podlog.FileName("f")))
 		return err == nil
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), eventDeadline)
 	defer cancel()
 	cmd := ns.cmd(ctx, "/", bin("pod1"), "--dir="+data, "logs", "--follow", "--app=f", p.UUID)
 	var out syncBuffer

@@ -291,7 +291,7 @@ func TestInterruptedAppOperationsReconcile(t *testing.T) {
 	// pod still finishes the stop. It is killed once the app has its
 	// SIGTERM (the stop has reached PID 1), not after a fixed sleep, which
 	// a slow machine (an emulated VM) outlasts.
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), eventDeadline)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(p.Dir, layout.Stage1RootFS, "app-stop"), "--debug=false", "--app=orphan")
 	cmd.Dir = p.Dir

@@ -32,7 +32,7 @@ func withNetworking(t *testing.T, p *Pod) {
 	// After the stage1 has stopped (cleanups run last first): a test
 	// that fails before its own gc leaves no network on the host.
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), eventDeadline)
 		defer cancel()
 		gc := exec.CommandContext(ctx, filepath.Join(p.Dir, "stage1/rootfs/gc"), p.UUID)
 		gc.Dir = p.Dir
@@ -193,7 +193,7 @@ func netLeftovers(t *testing.T, p *Pod, links ...string) []string {
 // gcPod runs the pod's gc entry point as rkt does.
 func gcPod(t *testing.T, p *Pod, args ...string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), eventDeadline)
 	defer cancel()
 	gc := exec.CommandContext(ctx, filepath.Join(p.Dir, "stage1/rootfs/gc"), append(args, p.UUID)...)
 	gc.Dir = p.Dir

@@ -30,7 +30,7 @@ type attachSession struct {
 
 func (r *rktEnv) attach(t *testing.T, uuid string, args ...string) *attachSession {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), max(2*time.Minute, eventDeadline))
 	c, _, _ := r.cmd(ctx, nil, append(append([]string{"attach"}, args...), uuid)...)
 	c.Stdout, c.Stderr = nil, nil
 	in, err := c.StdinPipe()
@@ -69,7 +69,7 @@ func (r *rktEnv) attach(t *testing.T, uuid string, args ...string) *attachSessio
 // expect waits for a line of ch that contains want.
 func expect(t *testing.T, ch chan string, want string) {
 	t.Helper()
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(eventDeadline)
 	var seen []string
 	for {
 		select {
@@ -143,7 +143,7 @@ func TestRktAttachStream(t *testing.T) {
 	r.rkt("app", "stop", p.UUID, "--app=echo")
 	select {
 	case <-b.done:
-	case <-time.After(20 * time.Second):
+	case <-time.After(eventDeadline):
 		t.Fatal("rkt attach did not end with the app")
 	}
 	// Restarted, the app is attachable again.
@@ -176,7 +176,7 @@ func TestRktAttachTTY(t *testing.T) {
 	p.wait(t)
 	select {
 	case <-a.done:
-	case <-time.After(20 * time.Second):
+	case <-time.After(eventDeadline):
 		t.Fatal("rkt attach did not end with the pod")
 	}
 }
@@ -251,7 +251,7 @@ func TestAttachEntryBadInput(t *testing.T) {
 		{[]string{"--action=list", "--app=a", "--nope"}, "flag provided but not defined: -nope"},
 		{[]string{"--action=list", "--app=a"}, `app "a" has no attachable stdio`},
 	} {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), eventDeadline)
 		cmd := exec.CommandContext(ctx, bin("stage1-init"), c.args...)
 		cmd.Args[0] = "attach"
 		cmd.Dir = dir

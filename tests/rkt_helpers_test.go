@@ -26,8 +26,9 @@ import (
 )
 
 // rktTimeout bounds one rkt command; a pod that should outlive it is
-// started with rktStart.
-const rktTimeout = 60 * time.Second
+// started with rktStart. Like every wait of the tests it is at least the
+// event deadline: a slow machine must not fail a command that works.
+var rktTimeout = max(60*time.Second, eventDeadline)
 
 // rktBin is the real rkt; its absence fails the test (never a skip: CI
 // must not pass without having run rkt).
@@ -169,7 +170,9 @@ func (r *rktEnv) start(verb string, args ...string) *rktPod {
 	} else {
 		full = append([]string{verb, "--uuid-file-save=" + uf}, args...)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	// The pod lives until the test stops it or its cleanup cancels it: no
+	// lifetime of a fixed length, which a slow machine would outlive.
+	ctx, cancel := context.WithCancel(context.Background())
 	c, o, e := r.cmd(ctx, nil, full...)
 	p := &rktPod{cmd: c, out: o, errb: e, cancel: cancel, done: make(chan struct{})}
 	must(r.t, c.Start())

@@ -66,13 +66,14 @@ func TestFirstFailureStopsOthersAndIsThePodCode(t *testing.T) {
 		{Name: "later", Exec: probe("sleep", "400ms", "+", "exit", "5")},
 	}, nil)
 	t0 := time.Now()
+	// A long app that was not stopped keeps the pod alive: runPod's event
+	// deadline fails the test then. One stopped only at the end of its
+	// grace period shows as 137 below, not 143.
 	r := runPod(t, p, RunOpts{})
 	if r.Code != 3 {
 		t.Fatalf("pod exit %d, want 3; stderr %s", r.Code, r.Stderr)
 	}
-	if d := time.Since(t0); d > 5*time.Second {
-		t.Fatalf("pod took %v: the long app was not stopped", d)
-	}
+	t.Logf("the pod ended in %v", time.Since(t0))
 	want := map[string]int{"ok": 0, "failing": 3, "long": 143, "later": 143}
 	for app, code := range want {
 		if got := p.Status(t, app); got != code {

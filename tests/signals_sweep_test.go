@@ -141,7 +141,8 @@ func TestSIGKILLOfRunSweep(t *testing.T) {
 // A stop that reaches the pod right after it starts, through the stop
 // entry point (as rkt stop does) or as a signal to the run process, even
 // before PID 1 exists, is neither lost nor turned into a bogus exit code:
-// the pod stops within seconds (its apps would sleep a minute), exits 0,
+// the pod stops (its apps would sleep an hour; a lost stop hangs until
+// the event deadline), exits 0,
 // and every app has a status that says how: 143 (graceful) or 137 (forced)
 // if it ran, 254 if the stop came before it started.
 func TestEarlyStopSweep(t *testing.T) {
@@ -226,9 +227,7 @@ func TestEarlyStopSweep(t *testing.T) {
 						// one that became a kill shows in the statuses
 						// below (137, not the graceful code), and speed is
 						// the bench's (its stop row), not this test's.
-						if d := time.Since(t0); d > 5*time.Second {
-							t.Logf("the pod took %v to stop", d)
-						}
+						t.Logf("the pod stopped in %v", time.Since(t0))
 						if code != 0 {
 							t.Errorf("pod exit %d; stderr %s", code, r.Stderr)
 						}
@@ -246,13 +245,18 @@ func TestEarlyStopSweep(t *testing.T) {
 }
 
 // ignores reports whether the process has SIG_IGN for sig (SigIgn).
-func ignores(pid int, sig unix.Signal) bool {
+func ignores(pid int, sig unix.Signal) bool { return sigMaskHas(pid, "SigIgn:", sig) }
+
+// catches reports whether the process has a handler for sig (SigCgt).
+func catches(pid int, sig unix.Signal) bool { return sigMaskHas(pid, "SigCgt:", sig) }
+
+func sigMaskHas(pid int, field string, sig unix.Signal) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return false
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "SigIgn:"); ok {
+		if v, ok := strings.CutPrefix(l, field); ok {
 			m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
 			return err == nil && m&(1<<(uint(sig)-1)) != 0
 		}

@@ -176,8 +176,16 @@ func TestGracePeriod(t *testing.T) {
 	if r.Code != 2 {
 		t.Fatalf("pod exit %d; stderr %s", r.Code, r.Stderr)
 	}
-	if d < 600*time.Millisecond || d > 5*time.Second {
+	// At least the failure's 300 ms and the grace period's (a slow
+	// machine only adds to it); that the grace period was the app's own
+	// and not the default (10 s) PID 1 says when it is over, whatever the
+	// time it took.
+	if d < 600*time.Millisecond {
 		t.Errorf("pod took %v, want the 300ms grace period after the 300ms failure", d)
+	}
+	t.Logf("the pod took %v", d)
+	if !strings.Contains(r.Stderr.String(), `app "stubborn": grace period of 300ms over, killing it`) {
+		t.Errorf("no line of the stubborn app's 300ms grace period: %s", r.Stderr)
 	}
 	want := map[string]int{"stubborn": 137, "polite": 42, "failing": 2}
 	for a, c := range want {

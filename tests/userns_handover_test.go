@@ -47,9 +47,14 @@ func hungFUSE(t *testing.T, dir string) {
 // never looks there: the app's ids are numbers). So the set-up never
 // reports the app's process. Meanwhile PID 1 starts the other app, records
 // its end at once, and carries out a stop at once: the set-up is killed
-// (137), and the pod ends long before the set-up's report deadline
-// (30 s). Blocking on the report, as PID 1 did, it would start "b" only
-// after that deadline, and act on the stop no sooner.
+// (137), and the pod ends before the set-up's report deadline (30 s).
+// Blocking on the report, as PID 1 did, it would start "b" only after
+// that deadline, and act on the stop no sooner. No wait here is bounded
+// by a time shorter than the event deadline: what shows PID 1 blocked is
+// the order of events, whatever the machine's speed. "b" ended while
+// "stuck" was still starting (past the report deadline it would have
+// ended, 137), and the stop, not the deadline, ended the set-up (PID 1
+// logs the deadline).
 func TestUserNSHandOverDoesNotBlockPID1(t *testing.T) {
 	p := newPod(t, []App{
 		{Name: "stuck", Exec: probe("sleep", "1h")},
@@ -64,16 +69,14 @@ func TestUserNSHandOverDoesNotBlockPID1(t *testing.T) {
 			t.Logf("pod %s, stage1 stderr:\n%s", p.UUID, r.Stderr)
 		}
 	})
-	// Well within the report deadline (the point of the test), and
-	// generous otherwise.
-	const prompt = 15 * time.Second
 	for p.Status(t, "b") != 0 {
-		if time.Since(t0) > prompt {
+		if time.Since(t0) > eventDeadline {
 			out, _ := exec.Command("ps", "-eo", "pid,ppid,stat,wchan:32,args").CombinedOutput()
-			t.Fatalf("b's status not written within %v; processes:\n%s", prompt, out)
+			t.Fatalf("b's status not written within %v; processes:\n%s", eventDeadline, out)
 		}
 		time.Sleep(time.Millisecond)
 	}
+	t.Logf("b ended %v after the start", time.Since(t0))
 	rec, err := status.ReadRecord(p.statusDir(), "stuck")
 	must(t, err)
 	if rec.State != status.StateRunning || rec.Pid != 0 || p.Status(t, "stuck") != -1 {
@@ -102,16 +105,13 @@ func TestUserNSHandOverDoesNotBlockPID1(t *testing.T) {
 		if e.code == 0 || !strings.Contains(e.stderr, `app "stuck" is not running (exited)`) {
 			t.Errorf("enter on the app stopped while starting: %d %s", e.code, e.stderr)
 		}
-	case <-time.After(prompt):
-		t.Errorf("enter still waiting %v after the stop", prompt)
+	case <-time.After(eventDeadline):
+		t.Errorf("enter still waiting %v after the stop", eventDeadline)
 	}
-	select {
-	case <-r.done:
-	case <-time.After(prompt):
-		t.Fatalf("the pod did not stop within %v of SIGTERM", prompt)
-	}
-	if d := time.Since(t0); d >= 25*time.Second {
-		t.Fatalf("the pod took %v: PID 1 waited for the set-up", d)
+	r.Wait(t)
+	t.Logf("the pod ended %v after the start", time.Since(t0))
+	if strings.Contains(r.Stderr.String(), "did not report the app's process within") {
+		t.Fatalf("the set-up was ended by its report deadline, not by the stop: PID 1 waited for it")
 	}
 	if got := p.Status(t, "stuck"); got != 137 {
 		t.Errorf("stuck: status %d, want 137 (its set-up killed)", got)

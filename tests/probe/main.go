@@ -203,6 +203,9 @@ func run(cmd string, a []string) error {
 		if ok, err := stdio(cmd, a); ok {
 			return err
 		}
+		if ok, err := attachClient(cmd, a); ok {
+			return err
+		}
 		return report(cmd, a)
 	}
 	return nil
