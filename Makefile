@@ -10,7 +10,7 @@ export CGO_ENABLED := 0
 # The real rkt v1.30.0 stage0 the tests drive pod1 through (see rkt: below).
 RKT := build/rkt/rkt
 
-BINS := bin/stage1-init bin/pod1-waiter bin/net-setup bin/pod1 bin/probe bin/demo-hello
+BINS := bin/stage1-init bin/pod1-init bin/pod1-waiter bin/net-setup bin/pod1 bin/probe bin/demo-hello
 SRCS := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 
 .PHONY: all image demo test test-race lint tools check-static clean bench vm-test rkt conformance
@@ -19,6 +19,12 @@ all: $(BINS)
 
 bin/stage1-init: $(SRCS)
 	$(GO) build $(GOFLAGS_B) -o $@ ./stage1-init
+# The start-path binary: the same package built with the tag pod1init,
+# holding only PID 1 and the apps' set-up (stage1-init/dispatch_init.go),
+# so that neither links nor initialises what only run and the host side
+# need. run execs it, from next to itself, as the pod's PID 1.
+bin/pod1-init: $(SRCS)
+	$(GO) build -trimpath -tags "netgo osusergo pod1init" -ldflags "-s -w -X main.version=$(VERSION)" -o $@ ./stage1-init
 # The waiter (waiter/waiter.c) is the run entry point: the process that holds
 # the pod's lock and waits is C, not a Go runtime; it starts the Go run as
 # its child. WAITER=0 makes the Go run the entry point again (the image's run
@@ -62,12 +68,13 @@ $(CNI_DIR)/.done:
 	GOBIN=$(abspath $(CNI_DIR)) GOFLAGS=-buildvcs=false $(GO) install -trimpath -ldflags "-s -w" $(FLANNEL_PKG)
 	touch $@
 
-build/stage1.aci: bin/stage1-init bin/pod1-waiter bin/net-setup $(CNI_DIR)/.done rootfs/manifest.json rootfs/hosts-fallback $(wildcard rootfs/net.d/*.conf) Makefile
+build/stage1.aci: bin/stage1-init bin/pod1-init bin/pod1-waiter bin/net-setup $(CNI_DIR)/.done rootfs/manifest.json rootfs/hosts-fallback $(wildcard rootfs/net.d/*.conf) Makefile
 	rm -rf build/stage1 && mkdir -p build/stage1/rootfs/rkt/status build/stage1/rootfs/rkt/env build/stage1/rootfs/opt/stage2 \
 		build/stage1/rootfs/etc/rkt/net.d build/stage1/rootfs/usr/lib/rkt/plugins/net
 	cp rootfs/manifest.json build/stage1/manifest
 	cp rootfs/hosts-fallback build/stage1/rootfs/etc/hosts-fallback
 	cp bin/stage1-init build/stage1/rootfs/stage1-init
+	cp bin/pod1-init build/stage1/rootfs/pod1-init
 	cp bin/pod1-waiter build/stage1/rootfs/pod1-waiter
 	cp bin/net-setup build/stage1/rootfs/net-setup
 	cp rootfs/net.d/*.conf build/stage1/rootfs/etc/rkt/net.d/
@@ -155,8 +162,10 @@ tools:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags pod1init ./stage1-init
 	@if [ ! -x "$(GOLANGCI_LINT)" ]; then echo "golangci-lint is not installed: make tools"; exit 1; fi
 	$(GOLANGCI_LINT) run ./...
+	$(GOLANGCI_LINT) run --build-tags pod1init ./stage1-init
 
 # make bench runs pod1 side by side with its peers (bench/, as root, a few
 # minutes) and writes docs/benchmarks.md and docs/benchmarks.svg. It builds

@@ -9,7 +9,6 @@ import (
 	"syscall"
 	"unsafe"
 
-	"github.com/appc/spec/schema/types"
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/appexec/seccomp"
@@ -44,9 +43,9 @@ type Isolation struct {
 // Isolator names, for messages.
 const (
 	isoCaps    = "os/linux/capabilities"
-	isoNNP     = types.LinuxNoNewPrivilegesName
+	isoNNP     = "os/linux/no-new-privileges"
 	isoSeccomp = "os/linux/seccomp"
-	isoOOM     = types.LinuxOOMScoreAdjName
+	isoOOM     = "os/linux/oom-score-adj"
 )
 
 // isolate gives the calling thread the app's credentials and isolation,

@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"unsafe"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 )
 
@@ -106,22 +105,46 @@ const (
 	bpfAccWrite = 4
 )
 
+// insn is one BPF instruction (uapi linux/bpf.h, struct bpf_insn): the
+// program is small and fixed in shape, so it is encoded here rather than
+// with a BPF library, which PID 1 (it makes the apps' cgroups) would link
+// and initialise at every start.
+type insn struct {
+	code uint8
+	regs uint8 // dst in the low nibble, src in the high one
+	off  int16
+	imm  int32
+}
+
+// The instructions the program uses: class | operation | source.
+const (
+	opLdxMemW  = unix.BPF_LDX | unix.BPF_MEM | unix.BPF_W
+	opMov32Reg = unix.BPF_ALU | unix.BPF_MOV | unix.BPF_X
+	opAnd32Imm = unix.BPF_ALU | unix.BPF_AND | unix.BPF_K
+	opRsh32Imm = unix.BPF_ALU | unix.BPF_RSH | unix.BPF_K
+	opMov64Imm = unix.BPF_ALU64 | unix.BPF_MOV | unix.BPF_K
+	opJneImm   = unix.BPF_JMP | unix.BPF_JNE | unix.BPF_K
+	opExit     = unix.BPF_JMP | unix.BPF_EXIT
+)
+
+func ins(code uint8, dst, src uint8, off int16, imm int32) insn {
+	return insn{code: code, regs: dst | src<<4, off: off, imm: imm}
+}
+
 // deviceProgram compiles ds into a BPF_PROG_TYPE_CGROUP_DEVICE program:
 // it returns 1 (allow) for an access every part of which one entry
 // allows, and 0 (deny, EPERM) for anything else.
-func deviceProgram(ds []Device) asm.Instructions {
+func deviceProgram(ds []Device) []insn {
 	// R1 is the context: u32 access_type, u32 major, u32 minor.
-	insns := asm.Instructions{
-		asm.LoadMem(asm.R2, asm.R1, 0, asm.Word),
-		asm.Mov.Reg32(asm.R3, asm.R2),
-		asm.And.Imm32(asm.R2, 0xffff), // R2: type
-		asm.RSh.Imm32(asm.R3, 16),     // R3: access
-		asm.LoadMem(asm.R4, asm.R1, 4, asm.Word),
-		asm.LoadMem(asm.R5, asm.R1, 8, asm.Word),
+	p := []insn{
+		ins(opLdxMemW, 2, 1, 0, 0),
+		ins(opMov32Reg, 3, 2, 0, 0),
+		ins(opAnd32Imm, 2, 0, 0, 0xffff), // R2: type
+		ins(opRsh32Imm, 3, 0, 0, 16),     // R3: access
+		ins(opLdxMemW, 4, 1, 4, 0),
+		ins(opLdxMemW, 5, 1, 8, 0),
 	}
-	label := func(i int) string { return "entry" + strconv.Itoa(i) }
-	for i, d := range ds {
-		next := label(i + 1)
+	for _, d := range ds {
 		typ := int32(bpfDevChar)
 		if d.Type == 'b' {
 			typ = bpfDevBlock
@@ -130,28 +153,46 @@ func deviceProgram(ds []Device) asm.Instructions {
 		for _, c := range d.Access {
 			acc |= map[rune]int32{'m': bpfAccMknod, 'r': bpfAccRead, 'w': bpfAccWrite}[c]
 		}
-		block := asm.Instructions{asm.JNE.Imm(asm.R2, typ, next)}
+		// Each test jumps to the next entry when it fails; the
+		// offsets are filled in once the entry's length is known.
+		var block []insn
+		block = append(block, ins(opJneImm, 2, 0, 0, typ))
 		if d.Major >= 0 {
-			block = append(block, asm.JNE.Imm(asm.R4, int32(d.Major), next))
+			block = append(block, ins(opJneImm, 4, 0, 0, int32(d.Major)))
 		}
 		if d.Minor >= 0 {
-			block = append(block, asm.JNE.Imm(asm.R5, int32(d.Minor), next))
+			block = append(block, ins(opJneImm, 5, 0, 0, int32(d.Minor)))
 		}
 		// Every access asked for must be one the entry gives.
 		block = append(block,
-			asm.Mov.Reg32(asm.R6, asm.R3),
-			asm.And.Imm32(asm.R6, ^acc&7),
-			asm.JNE.Imm(asm.R6, 0, next),
-			asm.Mov.Imm(asm.R0, 1),
-			asm.Return(),
+			ins(opMov32Reg, 6, 3, 0, 0),
+			ins(opAnd32Imm, 6, 0, 0, ^acc&7),
+			ins(opJneImm, 6, 0, 0, 0),
+			ins(opMov64Imm, 0, 0, 0, 1),
+			ins(opExit, 0, 0, 0, 0),
 		)
-		block[0] = block[0].WithSymbol(label(i))
-		insns = append(insns, block...)
+		for i := range block {
+			if block[i].code == opJneImm {
+				block[i].off = int16(len(block) - i - 1)
+			}
+		}
+		p = append(p, block...)
 	}
-	return append(insns,
-		asm.Mov.Imm(asm.R0, 0).WithSymbol(label(len(ds))),
-		asm.Return(),
-	)
+	return append(p, ins(opMov64Imm, 0, 0, 0, 0), ins(opExit, 0, 0, 0, 0))
+}
+
+// bpf is the bpf(2) system call, retried when interrupted and when the
+// verifier asks to be tried again (EAGAIN).
+func bpf(cmd uintptr, attr unsafe.Pointer, size uintptr) (int, error) {
+	for try := 0; ; try++ {
+		fd, _, errno := unix.Syscall(unix.SYS_BPF, cmd, uintptr(attr), size)
+		if errno == 0 {
+			return int(fd), nil
+		}
+		if errno != unix.EINTR && (errno != unix.EAGAIN || try >= 5) {
+			return -1, errno
+		}
+	}
 }
 
 // attachDeviceFilter loads ds's program and attaches it to the cgroup v2
@@ -161,26 +202,48 @@ func deviceProgram(ds []Device) asm.Instructions {
 // a device must pass them all, so the pod never gets more than the host's
 // own policy (a systemd DevicePolicy=, say) gives its caller.
 func attachDeviceFilter(dir string, ds []Device) error {
-	prog, err := ebpf.NewProgramWithOptions(&ebpf.ProgramSpec{
-		Type:         ebpf.CGroupDevice,
-		Instructions: deviceProgram(ds),
-		License:      "Apache-2.0",
-	}, ebpf.ProgramOptions{LogDisabled: true})
+	prog := deviceProgram(ds)
+	license := []byte("Apache-2.0\x00")
+	// union bpf_attr for BPF_PROG_LOAD, up to expected_attach_type.
+	load := struct {
+		progType, insnCnt uint32
+		insns, license    uint64
+		logLevel, logSize uint32
+		logBuf            uint64
+		kernVersion       uint32
+		progFlags         uint32
+		progName          [16]byte
+		progIfindex       uint32
+		expectedAttach    uint32
+	}{
+		progType: unix.BPF_PROG_TYPE_CGROUP_DEVICE,
+		insnCnt:  uint32(len(prog)),
+		insns:    uint64(uintptr(unsafe.Pointer(&prog[0]))),
+		license:  uint64(uintptr(unsafe.Pointer(&license[0]))),
+	}
+	copy(load.progName[:], "pod1_devices")
+	pfd, err := bpf(unix.BPF_PROG_LOAD, unsafe.Pointer(&load), unsafe.Sizeof(load))
+	runtime.KeepAlive(prog)
+	runtime.KeepAlive(license)
 	if err != nil {
 		return fmt.Errorf("load BPF device program: %w", err)
 	}
-	defer func() { _ = prog.Close() }()
+	defer unix.Close(pfd)
 	fd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", dir, err)
 	}
 	defer unix.Close(fd)
-	if err := link.RawAttachProgram(link.RawAttachProgramOptions{
-		Target:  fd,
-		Program: prog,
-		Attach:  ebpf.AttachCGroupDevice,
-		Flags:   unix.BPF_F_ALLOW_MULTI,
-	}); err != nil {
+	// union bpf_attr for BPF_PROG_ATTACH.
+	attach := struct {
+		targetFd, attachBpfFd, attachType, attachFlags, replaceBpfFd uint32
+	}{
+		targetFd:    uint32(fd),
+		attachBpfFd: uint32(pfd),
+		attachType:  unix.BPF_CGROUP_DEVICE,
+		attachFlags: unix.BPF_F_ALLOW_MULTI,
+	}
+	if _, err := bpf(unix.BPF_PROG_ATTACH, unsafe.Pointer(&attach), unsafe.Sizeof(attach)); err != nil {
 		return fmt.Errorf("attach BPF device program to %s: %w", dir, err)
 	}
 	return nil

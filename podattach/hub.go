@@ -34,7 +34,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/layout"
-	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/podplan"
 )
 
 // maxPending is how far an output client may fall behind before it is
@@ -149,7 +149,7 @@ func (r *Run) Started() {
 // Begin prepares one run of app whose modes are sio: the app's ends, and
 // the endpoints, served from the first run on. It returns nil when no
 // stream of the app is attachable.
-func (h *Hub) Begin(app string, sio podspec.Stdio) (*Run, error) {
+func (h *Hub) Begin(app string, sio podplan.Stdio) (*Run, error) {
 	if h == nil || !sio.Attached() {
 		return nil, nil
 	}
@@ -176,7 +176,7 @@ func (h *Hub) Begin(app string, sio podspec.Stdio) (*Run, error) {
 	}
 	modes := [3]string{sio.Stdin, sio.Stdout, sio.Stderr}
 	var eps []string
-	if modes[0] == podspec.StdioTTY || modes[1] == podspec.StdioTTY || modes[2] == podspec.StdioTTY {
+	if modes[0] == podplan.StdioTTY || modes[1] == podplan.StdioTTY || modes[2] == podplan.StdioTTY {
 		master, slave, err := h.openPTY()
 		if err != nil {
 			return fail(err)
@@ -196,13 +196,13 @@ func (h *Hub) Begin(app string, sio podspec.Stdio) (*Run, error) {
 		rs.out[EpTTY] = b
 		r.TTYTee = b
 		for i, m := range modes {
-			if m == podspec.StdioTTY {
+			if m == podplan.StdioTTY {
 				r.Fds[i] = slave
 			}
 		}
 		eps = append(eps, EpTTY)
 	}
-	if modes[0] == podspec.StdioStream {
+	if modes[0] == podplan.StdioStream {
 		var p [2]int
 		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
 			return fail(err)
@@ -221,7 +221,7 @@ func (h *Hub) Begin(app string, sio podspec.Stdio) (*Run, error) {
 		eps = append(eps, EpStdin)
 	}
 	for i, ep := range []string{"", EpStdout, EpStderr} {
-		if i > 0 && modes[i] == podspec.StdioStream {
+		if i > 0 && modes[i] == podplan.StdioStream {
 			b := newBcast()
 			rs.out[ep] = b
 			r.Tees[i] = b

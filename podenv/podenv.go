@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -52,12 +51,23 @@ func unprivilegedNet() error {
 	return nil
 }
 
+// loopbackUp sets lo up with the interface-flags ioctls, which need no
+// netlink library in PID 1.
 func loopbackUp() error {
-	lo, err := netlink.LinkByName("lo")
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("set loopback up: socket: %w", err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
 	if err != nil {
 		return fmt.Errorf("find loopback: %w", err)
 	}
-	if err := netlink.LinkSetUp(lo); err != nil {
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("find loopback: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
 		return fmt.Errorf("set loopback up: %w", err)
 	}
 	return nil

@@ -293,31 +293,6 @@ const HostsFallback = "# /etc/hosts of a rkt pod\n" + localhostLine + "\n\n" +
 	"::1 ip6-localhost ip6-loopback localhost6 localhost6.localdomain6\n" +
 	"fe00::0 ip6-localnet\nff00::0 ip6-mcastprefix\nff02::1 ip6-allnodes\nff02::2 ip6-allrouters\nff02::3 ip6-allhosts\n"
 
-// SharedVolume is an "empty" volume, created by the stage1 under
-// sharedVolumes/ before the apps start.
-type SharedVolume struct {
-	Path     string
-	Mode     os.FileMode
-	UID, GID int
-}
-
-// Create makes the volume's directory if it does not exist yet.
-func (v *SharedVolume) Create(podDir string) error {
-	if err := os.MkdirAll(filepath.Join(podDir, layout.SharedVolumes), 0o750); err != nil {
-		return fmt.Errorf("create %s: %w", layout.SharedVolumes, err)
-	}
-	if err := os.Mkdir(v.Path, v.Mode); err != nil && !errors.Is(err, os.ErrExist) {
-		return fmt.Errorf("create volume %s: %w", v.Path, err)
-	}
-	if err := os.Chmod(v.Path, v.Mode); err != nil {
-		return fmt.Errorf("chmod volume %s: %w", v.Path, err)
-	}
-	if err := os.Lchown(v.Path, v.UID, v.GID); err != nil {
-		return fmt.Errorf("chown volume %s: %w", v.Path, err)
-	}
-	return nil
-}
-
 func sharedVolume(v *volume) (SharedVolume, error) {
 	sv := SharedVolume{Path: v.source, Mode: 0o755}
 	if v.Mode != nil {

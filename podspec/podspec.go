@@ -10,15 +10,23 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/pod1/pod1/appexec"
-	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/idmap"
+	"github.com/pod1/pod1/podplan"
 )
 
-// MaxManifestSize caps how much of a manifest is read: a stage1 that reads
-// an unbounded file can be made to exhaust memory, and PID 1 running out of
-// memory ends the pod without statuses (threats B2).
-const MaxManifestSize = 16 << 20
+// MaxManifestSize caps how much of a manifest is read (podplan).
+const MaxManifestSize = podplan.MaxManifestSize
+
+// The plan's types, resolved here and carried out by PID 1 (podplan).
+type (
+	Pod          = podplan.Pod
+	App          = podplan.App
+	LogSinks     = podplan.LogSinks
+	VolumeSource = podplan.VolumeSource
+	Stdio        = podplan.Stdio
+	Supervision  = podplan.Supervision
+	SharedVolume = podplan.SharedVolume
+)
 
 // DefaultGracePeriod is how long apps get between SIGTERM and SIGKILL when
 // the pod stops.
@@ -73,85 +81,6 @@ func (o *Options) NetHost() bool {
 		}
 	}
 	return false
-}
-
-// Pod is what the pod's PID 1 carries out. It crosses from the run
-// entrypoint to PID 1 as JSON.
-type Pod struct {
-	UUID     string `json:"uuid"`
-	Hostname string `json:"hostname"`
-	NewNet   bool   `json:"newNet"`
-	// PrivateUsers: the apps run in user namespaces (--private-users).
-	PrivateUsers bool `json:"privateUsers,omitempty"`
-	Mutable      bool `json:"mutable,omitempty"`
-	// Interactive: the app has the caller's terminal, and /dev/console
-	// is on its device allow-list.
-	Interactive bool `json:"interactive,omitempty"`
-	// AllDevices: no device allow-list (--disable-paths, rkt's insecure
-	// option "paths", which drops its DevicePolicy= too).
-	AllDevices  bool          `json:"allDevices,omitempty"`
-	GracePeriod time.Duration `json:"gracePeriod"`
-	Apps        []App         `json:"apps"`
-	// ExitPolicy and MainApp decide when the pod ends.
-	ExitPolicy string `json:"exitPolicy"`
-	MainApp    string `json:"mainApp,omitempty"`
-	// PidsMax is the pod's cgroup's pids.max: -1 for the host's default
-	// (cgroups.DefaultPodPidsMax), 0 for none.
-	PidsMax int `json:"pidsMax"`
-	// Cgroup is the pod's cgroup, made by the run entry point; nil when
-	// the host has no usable cgroup hierarchy.
-	Cgroup *cgroups.Group `json:"cgroup,omitempty"`
-	// CRIDir is the host directory of the apps' CRI log files (rkt's
-	// k8s-plain log mode), or "".
-	CRIDir string `json:"criDir,omitempty"`
-	// CRIFormat is the CRI files' format: CRIFormatRkt or
-	// CRIFormatKubelet (pod1/cri-log-format).
-	CRIFormat string `json:"criFormat,omitempty"`
-	// Logs says where PID 1 sends the apps' output lines besides the
-	// console; the run entry point decides it.
-	Logs LogSinks `json:"logs"`
-	// EmptyVolumes are created on the host side before PID 1 starts.
-	EmptyVolumes []SharedVolume `json:"-"`
-	// VolumeSources are the pod manifest's host volumes: PID 1, in a
-	// root of its own, keeps them reachable for apps added later.
-	VolumeSources []VolumeSource `json:"volumeSources,omitempty"`
-}
-
-// VolumeSource is a host volume's source, a directory unless File.
-type VolumeSource struct {
-	Path string `json:"path"`
-	File bool   `json:"file,omitempty"`
-}
-
-// App is one app: the spec its process is made from and how PID 1
-// supervises it.
-type App struct {
-	Spec        appexec.Spec `json:"spec"`
-	Supervision Supervision  `json:"supervision"`
-	// EmptyVolumes are the empty volumes the app brings (its mounts'
-	// appVolumes, implicit volumes), created with the pod's.
-	EmptyVolumes []SharedVolume `json:"-"`
-	// PreStart and PostStop are the commands of the app's appc
-	// eventHandlers, run in the app's root as rkt's stage1 runs them
-	// (supervisor/handlers.go).
-	PreStart []string `json:"preStart,omitempty"`
-	PostStop []string `json:"postStop,omitempty"`
-	// Devices are the host devices the app's volumes are: its device
-	// allow-list has them besides cgroups.AppDevices.
-	Devices []cgroups.Device `json:"devices,omitempty"`
-	// Resources are the limits put on the app's cgroup.
-	Resources cgroups.Limits `json:"resources"`
-	// Stdio is where its standard descriptors go.
-	Stdio Stdio `json:"stdio"`
-}
-
-// LogSinks are where the apps' output lines go besides the console.
-type LogSinks struct {
-	// Journal: the host's journal listens; every line goes there.
-	Journal bool `json:"journal,omitempty"`
-	// Files: no journal; every line goes to the app's file in the
-	// pod's log directory (LogDir).
-	Files bool `json:"files,omitempty"`
 }
 
 // fieldError is a validation failure of one field.

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/appc/spec/schema/types"
+
+	"github.com/pod1/pod1/podplan"
 )
 
 // rkt's per-app stdio annotations (stage0 sets them from `rkt app add
@@ -25,58 +27,17 @@ const (
 	maxKubernetesDirLn = 4096
 )
 
-// pod1's own CRI log option.
+// pod1's own CRI log option and the stdio modes (podplan).
 const (
-	// AnnCRILogFormat (pod) chooses the CRI files' format:
-	// CRIFormatRkt, the default, or CRIFormatKubelet.
-	AnnCRILogFormat = "pod1/cri-log-format"
-	// CRIFormatRkt is "<time> <stream> <line>", what rkt v1.30.0's
-	// stage1 writes and its functional tests read.
-	CRIFormatRkt = "rkt"
-	// CRIFormatKubelet is "<time> <stream> <F|P> <line>", what current
-	// kubelets read.
-	CRIFormatKubelet = "kubelet"
+	AnnCRILogFormat  = podplan.AnnCRILogFormat
+	CRIFormatRkt     = podplan.CRIFormatRkt
+	CRIFormatKubelet = podplan.CRIFormatKubelet
+	StdioNull        = podplan.StdioNull
+	StdioLog         = podplan.StdioLog
+	StdioInteractive = podplan.StdioInteractive
+	StdioStream      = podplan.StdioStream
+	StdioTTY         = podplan.StdioTTY
 )
-
-// Stdio modes of one stream of an app.
-const (
-	// StdioNull is /dev/null: stdin's default (rkt gives an app no
-	// input unless asked).
-	StdioNull = "null"
-	// StdioLog sends each line to the pod's logs and the console:
-	// stdout's and stderr's default.
-	StdioLog = "log"
-	// StdioInteractive is the caller's own descriptor: every stream of
-	// the one app of an --interactive pod.
-	StdioInteractive = "interactive"
-	// StdioStream is a pipe PID 1 serves to `rkt attach` clients: input
-	// from them, output to them (and logged).
-	StdioStream = "stream"
-	// StdioTTY is a pseudo-terminal PID 1 holds the master of and serves
-	// to `rkt attach` clients; a tty stdin is the app's controlling
-	// terminal.
-	StdioTTY = "tty"
-)
-
-// Stdio is where an app's three standard descriptors go.
-type Stdio struct {
-	Stdin  string `json:"stdin"`
-	Stdout string `json:"stdout"`
-	Stderr string `json:"stderr"`
-	// CRIPath is the app's file in the pod's CRI log directory (a single
-	// file name), or "" for none.
-	CRIPath string `json:"criPath,omitempty"`
-}
-
-// Attached reports whether any stream is served to `rkt attach`.
-func (s *Stdio) Attached() bool {
-	for _, m := range []string{s.Stdin, s.Stdout, s.Stderr} {
-		if m == StdioStream || m == StdioTTY {
-			return true
-		}
-	}
-	return false
-}
 
 // stdio resolves an app's stdio from its annotations.
 func stdio(ra types.Annotations, interactive, k8s bool) (Stdio, error) {

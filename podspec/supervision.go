@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/appc/spec/schema/types"
+
+	"github.com/pod1/pod1/podplan"
 )
 
 // Annotations of ours (app-level in the pod manifest's apps[].annotations,
@@ -24,42 +26,20 @@ const (
 	AnnPodPidsMax         = "pod1/pod-pids-max"
 )
 
-// Restart policies.
+// Restart policies, exit policies and the supervision defaults (podplan).
 const (
-	RestartNever     = "never"
-	RestartOnFailure = "on-failure"
-	RestartAlways    = "always"
+	RestartNever              = podplan.RestartNever
+	RestartOnFailure          = podplan.RestartOnFailure
+	RestartAlways             = podplan.RestartAlways
+	ExitAllApps               = podplan.ExitAllApps
+	ExitAnyApp                = podplan.ExitAnyApp
+	ExitMainApp               = podplan.ExitMainApp
+	DefaultBackoff            = podplan.DefaultBackoff
+	DefaultBackoffMax         = podplan.DefaultBackoffMax
+	DefaultStartLimitBurst    = podplan.DefaultStartLimitBurst
+	DefaultStartLimitInterval = podplan.DefaultStartLimitInterval
+	DefaultPidsMax            = podplan.DefaultPidsMax
 )
-
-// Pod exit policies.
-const (
-	ExitAllApps = "all-apps" // rkt's: the pod ends when every app has
-	ExitAnyApp  = "any-app"  // the first app to finish ends the pod
-	ExitMainApp = "main-app" // the main app's end ends the pod
-)
-
-// Defaults of the supervision settings.
-const (
-	DefaultBackoff            = 100 * time.Millisecond
-	DefaultBackoffMax         = 10 * time.Second
-	DefaultStartLimitBurst    = 5
-	DefaultStartLimitInterval = 10 * time.Second
-	DefaultPidsMax            = 8192
-)
-
-// Supervision is how PID 1 looks after one app.
-type Supervision struct {
-	Restart    string        `json:"restart"`
-	Backoff    time.Duration `json:"backoff"`
-	BackoffMax time.Duration `json:"backoffMax"`
-	// A start beyond Burst starts within Interval fails the app for good.
-	Burst    int           `json:"burst"`
-	Interval time.Duration `json:"interval"`
-	// Grace is the time between SIGTERM and SIGKILL when the app is
-	// stopped.
-	Grace   time.Duration `json:"grace"`
-	PidsMax int           `json:"pidsMax"`
-}
 
 // annotations looks a name up in the app's pod-manifest annotations first,
 // then in its image's.

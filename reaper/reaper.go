@@ -13,6 +13,7 @@ package reaper
 import (
 	"errors"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -143,7 +144,11 @@ func (r *Reaper) Reap() []Exit {
 	var out []Exit
 	for {
 		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		// The syscall package's wait4, not x/sys/unix's: this runs at
+		// every sweep of an idle pod, and PID 1's loop otherwise needs
+		// no code of x/sys/unix then, whose pages it has shed
+		// (stage1-init's shedUnusedMemory).
+		pid, err := syscall.Wait4(-1, (*syscall.WaitStatus)(&ws), syscall.WNOHANG, nil)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}

@@ -1,3 +1,5 @@
+//go:build !pod1init
+
 package main
 
 import (
@@ -49,6 +51,13 @@ func appOpMain(role string, args []string) int {
 	}
 	if *name == "" {
 		return fail(errors.New("--app: missing"))
+	}
+	// An add takes care of its own app; any other operation may be
+	// about an app whose add was interrupted.
+	if role == roleAppAdd {
+		adoptHalfAdded(*name)
+	} else {
+		adoptHalfAdded("")
 	}
 	req := &control.Request{App: *name, Force: *force}
 	switch role {
@@ -108,6 +117,51 @@ func resolveAddedApp(uuid, name string) (json.RawMessage, error) {
 		}
 	}
 	return json.Marshal(app)
+}
+
+// adoptHalfAdded finishes, before an app operation, each add that stage0
+// did its part of (the app is in the pod manifest, its -created marker
+// written) but whose app/add never reached PID 1 (no saved spec, which
+// PID 1 writes first thing when it adds an app): it is resolved here, on
+// the host side, as app/add would have, and handed to PID 1. skip is the
+// app an add is about (the add itself takes care of it), else "". Failures
+// are logged: the operation asked for goes on.
+func adoptHalfAdded(skip string) {
+	podDir, err := os.Getwd()
+	if err != nil {
+		return
+	}
+	names, err := podspec.AppNames(podDir)
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		if n == skip {
+			continue
+		}
+		if _, err := os.Lstat(filepath.Join(layout.StatusDir, n+"-created")); err != nil {
+			continue // stage0 is still adding it
+		}
+		if _, err := os.Lstat(filepath.Join(layout.AppSpecDir, n+".json")); !errors.Is(err, os.ErrNotExist) {
+			continue // PID 1 has it
+		}
+		spec, err := resolveAddedApp("", n)
+		if err == nil {
+			err = exposeAddedSources(spec)
+		}
+		if err == nil {
+			var resp *control.Response
+			resp, err = control.Do(&control.Request{Op: control.OpAdd, App: n, AppSpec: spec}, opTimeout)
+			if err == nil && resp.Code != control.CodeOK {
+				err = errors.New(resp.Error)
+			}
+		}
+		if err != nil {
+			logx.Warnf("app %q was added by stage0 but never reached the pod; adding it failed: %v", n, err)
+			continue
+		}
+		logx.Warnf("app %q was added by stage0 but never reached the pod: added it", n)
+	}
 }
 
 // saveOptions is run's half of resolveAddedApp.

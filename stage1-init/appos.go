@@ -12,7 +12,7 @@ import (
 	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/podattach"
 	"github.com/pod1/pod1/podlog"
-	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/podplan"
 	"github.com/pod1/pod1/reaper"
 	"github.com/pod1/pod1/status"
 	"github.com/pod1/pod1/supervisor"
@@ -22,7 +22,7 @@ import (
 // the apps' processes, their cgroups, their status files, the clock. The
 // supervisor decides; appOS carries out, and never waits.
 type appOS struct {
-	pod    *podspec.Pod
+	pod    *podplan.Pod
 	dir    *status.Dir
 	reaper *reaper.Reaper
 	// logs carries the apps' output; devNull is the stdio of streams

@@ -14,7 +14,7 @@ import (
 	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/podattach"
 	"github.com/pod1/pod1/podlog"
-	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/podplan"
 	"github.com/pod1/pod1/supervisor"
 )
 
@@ -272,7 +272,7 @@ func hostPid(pid int) int {
 }
 
 // stdio returns the descriptors the app gets as its stdin, stdout and
-// stderr, per its modes (podspec.Stdio): /dev/null, ours (the caller's,
+// stderr, per its modes (podplan.Stdio): /dev/null, ours (the caller's,
 // for an interactive pod), a new log pipe, or the ends rkt attach's
 // clients are served through (podattach; a stream's output is logged as
 // well). close releases our copies once the app has its own.
@@ -303,17 +303,17 @@ func (o *appOS) stdio(a *supervisor.App) (fds [3]int, close func(), err error) {
 	// app writes to stdout and timed out when the app's next line, on
 	// stderr, reached the terminal first. The logs then tag both streams
 	// stdout. CRI files keep the streams apart: their format tags them.
-	merged := modes[1] == podspec.StdioLog && modes[2] == podspec.StdioLog &&
+	merged := modes[1] == podplan.StdioLog && modes[2] == podplan.StdioLog &&
 		a.Cfg.Stdio.CRIPath == "" && o.logs.ConsoleIsOne()
 	for i, m := range modes {
 		switch {
 		case merged && i == podlog.Stderr:
 			fds[i] = fds[podlog.Stdout]
-		case m == podspec.StdioInteractive:
+		case m == podplan.StdioInteractive:
 			fds[i] = i
-		case m == podspec.StdioTTY || m == podspec.StdioStream && i == 0:
+		case m == podplan.StdioTTY || m == podplan.StdioStream && i == 0:
 			fds[i] = att.Fds[i]
-		case m == podspec.StdioLog || m == podspec.StdioStream:
+		case m == podplan.StdioLog || m == podplan.StdioStream:
 			var tee podlog.Tee
 			if att != nil && att.Tees[i] != nil {
 				tee = att.Tees[i]

@@ -1,3 +1,5 @@
+//go:build !pod1init
+
 package main
 
 import (

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"os"
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -27,27 +27,46 @@ const shedDelay = 100 * time.Millisecond
 // Once the pod is up it runs shedDelay later, not at once: it is a
 // garbage collection and a walk of the mappings, and a short-lived pod
 // ends before it (it would only compete with the apps' start for the CPU).
+// PID 1 runs it from its event loop (pid1.loop).
 //
 // Only mappings of our own executable with no write permission are
 // touched: on a writable private mapping (the binary's data) MADV_DONTNEED
 // would throw modified pages away.
 func shedUnusedMemory() {
+	spans := ownReadOnlyMappings()
 	debug.FreeOSMemory()
+	// Nothing may run between the madvise calls and the return but this
+	// loop: whatever code or constants run after them are faulted back
+	// in, 64 KiB around each page touched (the kernel's fault-around).
+	// So the maps file is read and closed before (an *os.File's close
+	// and finalizer are pages of their own), and the caller is the
+	// process's own loop, not a goroutine that ends afterwards (a
+	// goroutine's end looks its function up in the binary's tables).
+	for _, s := range spans {
+		// The syscall package's, which the loop uses anyway; x/sys/unix's
+		// would be one more page range back in.
+		_, _, _ = syscall.Syscall(syscall.SYS_MADVISE, s.start, s.end-s.start, unix.MADV_DONTNEED)
+	}
+}
+
+// span is an address range.
+type span struct{ start, end uintptr }
+
+// ownReadOnlyMappings lists the mappings of our own executable with no
+// write permission.
+func ownReadOnlyMappings() []span {
 	var exe unix.Stat_t
 	if err := unix.Stat("/proc/self/exe", &exe); err != nil {
-		return
+		return nil
 	}
-	f, err := os.Open("/proc/self/maps")
+	b, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
-		return
+		return nil
 	}
-	defer f.Close()
-	type span struct{ start, end uintptr }
 	var spans []span
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
+	for _, l := range strings.Split(string(b), "\n") {
 		// start-end perms offset major:minor inode path
-		fields := strings.Fields(sc.Text())
+		fields := strings.Fields(l)
 		if len(fields) < 6 || strings.Contains(fields[1], "w") || fields[1][3] != 'p' {
 			continue
 		}
@@ -61,9 +80,7 @@ func shedUnusedMemory() {
 			spans = append(spans, span{uintptr(start), uintptr(end)})
 		}
 	}
-	for _, s := range spans {
-		_, _, _ = unix.Syscall(unix.SYS_MADVISE, s.start, s.end-s.start, unix.MADV_DONTNEED)
-	}
+	return spans
 }
 
 // sameDev compares /proc/self/maps' "major:minor" (hex) with a stat's dev.

@@ -16,10 +16,7 @@ import (
 const (
 	// podConfigFd is where PID 1 reads the pod from the run entry point.
 	podConfigFd = 3
-	// lockSlotFd is not passed: it held the pod's lock, which leads to
-	// the host's pod directory, and PID 1 holds nothing of the host; the
-	// lock keeper holds it until PID 1 is gone (startLockKeeper).
-	lockSlotFd = 4
+	// 4 is not passed (lockSlotFd, handover_run.go).
 	// parentFd is a pidfd of the run process, readable once run is
 	// dead; -1 (not passed) on kernels without pidfd_open.
 	parentFd = 5
@@ -36,41 +33,6 @@ const (
 	logDirFd = 7
 	criDirFd = 8
 )
-
-// pid1Files returns the fds run passes to PID 1, indexed by their number
-// there; logs are the log and CRI directories, noFd where the pod has none.
-func pid1Files(config *os.File, parent int, ready *os.File, logs [2]uintptr) []uintptr {
-	files := make([]uintptr, criDirFd+1)
-	files[0], files[1], files[2] = os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd()
-	files[podConfigFd], files[readyFd] = config.Fd(), ready.Fd()
-	files[logDirFd], files[criDirFd] = logs[0], logs[1]
-	files[lockSlotFd] = noFd
-	files[parentFd] = noFd // not passed: closed in the child
-	if parent >= 0 {
-		files[parentFd] = uintptr(parent)
-	}
-	return files
-}
-
-// openSelfPidfd returns a pidfd of the calling process for PID 1 to watch,
-// or -1 if the kernel has no pidfd_open (PID 1 then relies on
-// PR_SET_PDEATHSIG alone).
-func openSelfPidfd() int {
-	fd, err := unix.PidfdOpen(os.Getpid(), 0)
-	if err != nil {
-		return -1
-	}
-	unix.CloseOnExec(fd)
-	return fd
-}
-
-// waitReady waits until PID 1 says its signal handling is installed, or is
-// dead (EOF).
-func waitReady(r *os.File) {
-	var b [1]byte
-	_, _ = r.Read(b[:])
-	r.Close()
-}
 
 // takeHandover is PID 1's first step after installing its signal table:
 // every inherited fd becomes close-on-exec, the parent's death becomes a
@@ -130,4 +92,11 @@ func watchParent(req *sigpolicy.Requests) error {
 		_ = f.Close()
 	}()
 	return nil
+}
+
+// closeOnExecFrom3 marks every inherited fd above stderr close-on-exec, so
+// whatever stage0 (or anyone before it) left open never reaches a child
+// (threats T1).
+func closeOnExecFrom3() error {
+	return unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 }

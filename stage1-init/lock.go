@@ -1,3 +1,5 @@
+//go:build !pod1init
+
 package main
 
 import (
@@ -59,11 +61,4 @@ func takeLockFD(v, podDir string) (*os.File, error) {
 	}
 	unix.CloseOnExec(fd)
 	return os.NewFile(uintptr(fd), "rkt-lock"), nil
-}
-
-// closeOnExecFrom3 marks every inherited fd above stderr close-on-exec, so
-// whatever stage0 (or anyone before it) left open never reaches a child
-// (threats T1).
-func closeOnExecFrom3() error {
-	return unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
 }

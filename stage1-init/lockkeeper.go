@@ -1,3 +1,5 @@
+//go:build !pod1init
+
 package main
 
 import (
@@ -30,9 +32,9 @@ const (
 // kernel has killed and reaped every other process of the pod's pid
 // namespace (PID 1's exit waits for that before its pidfd reports it).
 //
-// startLockKeeper starts it from exePath (the stage1 binary) for PID 1
-// pid, with cloneFlags (the waiter's CLONE_PARENT), and returns its pid.
-func startLockKeeper(exePath string, lock *os.File, pid int, cloneFlags uintptr) (int, error) {
+// startLockKeeper starts it (the waiter's binary, or this one when the
+// image has no waiter) for PID 1 pid, with cloneFlags (the waiter's CLONE_PARENT), and returns its pid.
+func startLockKeeper(lock *os.File, pid int, cloneFlags uintptr) (int, error) {
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return 0, fmt.Errorf("lock keeper: pidfd of PID 1: %w", err)
@@ -41,10 +43,15 @@ func startLockKeeper(exePath string, lock *os.File, pid int, cloneFlags uintptr)
 	// The waiter's binary in its keeper role, when it is there: a C
 	// program that only waits holds next to nothing, where a Go runtime
 	// holds megabytes for the pod's whole life.
-	if w, wPath, err := readOnlyWaiter(); err == nil {
-		defer w.Close()
-		exePath = wPath
+	w, exePath, err := readOnlyWaiter()
+	if err != nil {
+		// No waiter in the image: this binary, in its keeper role.
+		w, exePath, err = readOnlySelf()
+		if err != nil {
+			return 0, fmt.Errorf("lock keeper: %w", err)
+		}
 	}
+	defer w.Close()
 	closed := ^uintptr(0)
 	kpid, err := syscall.ForkExec(exePath, []string{roleLockKeeper}, &syscall.ProcAttr{
 		Dir:   "/",

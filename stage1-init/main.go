@@ -2,13 +2,15 @@
 // role is chosen by the name it is run under. rkt's stage0 runs it as the
 // entry points named in the stage1 image manifest: "run", "stop", "gc",
 // "enter", "attach", "app-add", "app-start", "app-stop" and "app-rm".
-// "run" re-executes it as the pod's PID 1 ("pod1-init") and, if the
-// image has no waiter binary (waiter/waiter.c, which plays that role), as
-// the lock keeper that holds the pod's lock outside its pid namespace
-// ("pod1-lock"). With the waiter (the default image), "run" is the waiter,
-// which starts this binary as "run" for the set-up. PID 1 re-executes it as each app's first process
-// ("pod1-app"), which becomes the app. Networking is the image's other
-// binary, net-setup (stage1-net).
+// "run" executes the start-path binary next to it, pod1-init (this package
+// built with the tag pod1init: dispatch_init.go), as the pod's PID 1, and,
+// if the image has no waiter binary (waiter/waiter.c, which plays that
+// role), itself as the lock keeper that holds the pod's lock outside its
+// pid namespace ("pod1-lock"). With the waiter (the default image), "run"
+// is the waiter, which starts this binary as "run" for the set-up. PID 1
+// re-executes its own binary as each app's first process ("pod1-app"),
+// which becomes the app. Networking is the image's other binary, net-setup
+// (stage1-net).
 
 // The runtime's cgroup-aware GOMAXPROCS (Go 1.25) keeps descriptors open on
 // the cgroup files of wherever the process started, the host's cgroup
@@ -21,10 +23,8 @@ package main
 
 import (
 	"os"
-	"path/filepath"
 	"runtime"
 
-	"github.com/pod1/pod1/appexec"
 	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/status"
 )
@@ -49,37 +49,9 @@ func main() {
 	os.Exit(dispatch())
 }
 
-func dispatch() int {
-	role := filepath.Base(os.Args[0])
-	if role == "stage1-init" {
-		logx.SetRole("stage1", roleRun)
-	} else {
-		logx.SetRole("stage1", role)
-	}
-	if logx.DebugArg(os.Args[1:]) {
-		logx.SetDebug(true)
-	}
-	switch role {
-	case roleRun, "stage1-init":
-		return runMain(os.Args[1:])
-	case roleLockKeeper:
-		return lockKeeperMain()
-	case roleInit:
-		return initMain()
-	case roleApp:
-		return appexec.Child()
-	case roleStop:
-		return stopMain(os.Args[1:])
-	case roleGC:
-		return gcMain(os.Args[1:])
-	case roleAppAdd, roleAppStart, roleAppStop, roleAppRm:
-		return appOpMain(role, os.Args[1:])
-	case roleEnter:
-		return enterMain(os.Args[1:])
-	case roleAttach:
-		return attachMain(os.Args[1:])
-	default:
-		logx.Errorf("unknown role %q (run me as run, stop or gc)", role)
-		return status.CodeStage1Failure
-	}
+// fail prints the one line a setup failure gets and returns rkt's stage1
+// failure code.
+func fail(err error) int {
+	logx.Errorf("%v", err)
+	return status.CodeStage1Failure
 }

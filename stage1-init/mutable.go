@@ -4,12 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/pod1/pod1/control"
 	"github.com/pod1/pod1/layout"
-	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/podplan"
 	"github.com/pod1/pod1/safefile"
 	"github.com/pod1/pod1/supervisor"
 )
@@ -84,7 +82,7 @@ func reply(c *control.Call, err error) {
 }
 
 func (p *pid1) addApp(name string, raw json.RawMessage) error {
-	var cfg podspec.App
+	var cfg podplan.App
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		return fmt.Errorf("decode app: %w", err)
 	}
@@ -107,17 +105,14 @@ func (p *pid1) addApp(name string, raw json.RawMessage) error {
 	})
 }
 
-// reconcile finishes what an interrupted operation left half done, before
-// every app operation: an app stage0 added to the pod manifest (its
-// -created marker written) whose app/add never reached PID 1 is added now;
-// an app PID 1 knows that stage0 has already dropped from the manifest is
-// removed. skip is the app the current operation is about.
+// reconcile undoes what an interrupted operation left half done, before
+// every app operation: an app PID 1 knows that stage0 has already dropped
+// from the manifest is removed. skip is the app the current operation is
+// about. (An app stage0 added whose app/add never reached PID 1 is
+// resolved and added by the next operation's entry point, on the host
+// side: adoptHalfAdded. PID 1 reads no image manifest.)
 func (p *pid1) reconcile(skip string) {
-	podDir, err := os.Getwd()
-	if err != nil {
-		return
-	}
-	names, err := podspec.AppNames(podDir)
+	names, err := manifestAppNames()
 	if err != nil {
 		p.os.logf("reconcile: %v", err)
 		return
@@ -125,15 +120,6 @@ func (p *pid1) reconcile(skip string) {
 	inManifest := map[string]bool{}
 	for _, n := range names {
 		inManifest[n] = true
-		if n == skip || p.sup.Find(n) != nil {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(layout.StatusDir, n+"-created")); err != nil {
-			continue // stage0 is still adding it
-		}
-		if err := p.adopt(podDir, n); err != nil {
-			p.os.logf("reconcile: app %q: %v", n, err)
-		}
 	}
 	for _, a := range p.sup.Apps() {
 		if a.Name == skip || inManifest[a.Name] || a.Active() {
@@ -144,30 +130,25 @@ func (p *pid1) reconcile(skip string) {
 	}
 }
 
-// adopt adds an app whose app/add was interrupted, resolving it as the
-// entry point would have.
-func (p *pid1) adopt(podDir, name string) error {
-	b, err := safefile.ReadRegularIn(".", layout.OptionsFile, podspec.MaxManifestSize)
+// manifestAppNames lists the names of the apps in the pod manifest (the
+// cwd's). Only the names are read: each is compared with the apps PID 1
+// knows, which the host side validated when they were added.
+func manifestAppNames() ([]string, error) {
+	b, err := safefile.ReadRegularIn(".", layout.PodManifest, podplan.MaxManifestSize)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("pod manifest: %w", err)
 	}
-	var opts podspec.Options
-	if err := json.Unmarshal(b, &opts); err != nil {
-		return err
+	var pm struct {
+		Apps []struct {
+			Name string `json:"name"`
+		} `json:"apps"`
 	}
-	cfg, shared, err := podspec.LoadApp(podDir, &opts, name)
-	if err != nil {
-		return err
+	if err := json.Unmarshal(b, &pm); err != nil {
+		return nil, fmt.Errorf("pod manifest: %w", err)
 	}
-	for _, v := range shared {
-		if err := v.Create(podDir); err != nil {
-			return err
-		}
+	names := make([]string, 0, len(pm.Apps))
+	for _, a := range pm.Apps {
+		names = append(names, a.Name)
 	}
-	raw, err := json.Marshal(cfg)
-	if err != nil {
-		return err
-	}
-	p.os.logf("reconcile: app %q was added by stage0 but never reached the pod: adding it", name)
-	return p.addApp(name, raw)
+	return names, nil
 }

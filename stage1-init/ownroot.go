@@ -16,7 +16,7 @@ import (
 
 	"github.com/pod1/pod1/appexec"
 	"github.com/pod1/pod1/layout"
-	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/podplan"
 )
 
 // PID 1 in a root of its own (threats T4, T19).
@@ -70,7 +70,7 @@ type bindSpec struct {
 // bounding set. It runs once, after podenv.Setup (which needs the host's
 // /proc and made every mount a slave) and before PID 1 opens anything of
 // the pod; the cwd, the pod directory, is the same path afterwards.
-func enterOwnRoot(pod *podspec.Pod) error {
+func enterOwnRoot(pod *podplan.Pod) error {
 	podDir, err := os.Getwd()
 	if err != nil {
 		return fmt.Errorf("own root: %w", err)
@@ -140,7 +140,7 @@ func enterOwnRoot(pod *podspec.Pod) error {
 }
 
 // ownRootBinds lists what the new root holds, parents before children.
-func ownRootBinds(pod *podspec.Pod, podDir string) []bindSpec {
+func ownRootBinds(pod *podplan.Pod, podDir string) []bindSpec {
 	binds := []bindSpec{
 		// Where the apps' stdin comes from when they have none.
 		{path: "/dev/null", file: true},
@@ -289,7 +289,7 @@ var pid1Capabilities = []string{
 // every capability an app of the pod may be given; a mutable pod's apps
 // added later may ask for rkt's defaults. nil means all of them: an app
 // with --disable-capabilities-restriction keeps the stage1's whole set.
-func podBoundingSet(pod *podspec.Pod) []string {
+func podBoundingSet(pod *podplan.Pod) []string {
 	set := slices.Clone(pid1Capabilities)
 	if pod.Mutable {
 		set = append(set, appexec.DefaultCapabilities...)
@@ -306,7 +306,7 @@ func podBoundingSet(pod *podspec.Pod) []string {
 // reduceBoundingSet drops from every thread's bounding set what
 // podBoundingSet leaves out (prctl acts on the calling thread; the
 // runtime's threads fork the app set-up processes, so all must drop).
-func reduceBoundingSet(pod *podspec.Pod) error {
+func reduceBoundingSet(pod *podplan.Pod) error {
 	keep := podBoundingSet(pod)
 	if keep == nil {
 		return nil

@@ -16,7 +16,7 @@ import (
 	"github.com/pod1/pod1/podattach"
 	"github.com/pod1/pod1/podenv"
 	"github.com/pod1/pod1/podlog"
-	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/podplan"
 	"github.com/pod1/pod1/reaper"
 	"github.com/pod1/pod1/sigpolicy"
 	"github.com/pod1/pod1/status"
@@ -117,7 +117,7 @@ const spareTimeout = 5 * time.Second
 // supervisor (package supervisor, which decides) with the reaper's exits,
 // the stop requests, the app operations and the clock.
 type pid1 struct {
-	pod    *podspec.Pod
+	pod    *podplan.Pod
 	sup    *supervisor.Supervisor
 	os     *appOS
 	reaper *reaper.Reaper
@@ -128,6 +128,9 @@ type pid1 struct {
 	// readyBy, when not zero, is when the pod says it is ready even if
 	// the spare it killed is not yet reaped.
 	readyBy time.Time
+	// shedAt, when not zero, is when the loop sheds the memory only
+	// start-up used (shedUnusedMemory).
+	shedAt time.Time
 }
 
 // ready marks the pod ready (contract §4).
@@ -136,7 +139,7 @@ func (p *pid1) ready() {
 	if err := markReady(); err != nil {
 		p.os.logf("supervisor-status: %v", err)
 	}
-	time.AfterFunc(shedDelay, shedUnusedMemory)
+	p.shedAt = time.Now().Add(shedDelay)
 }
 
 // actOnRequest carries out the stop asked so far, if any: repeating one is
@@ -154,14 +157,14 @@ func (p *pid1) actOnRequest() {
 	}
 }
 
-func readPodConfig() (*podspec.Pod, error) {
+func readPodConfig() (*podplan.Pod, error) {
 	f := os.NewFile(podConfigFd, "pod-config")
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 4*podspec.MaxManifestSize))
+	b, err := io.ReadAll(io.LimitReader(f, 4*podplan.MaxManifestSize))
 	if err != nil {
 		return nil, fmt.Errorf("read pod configuration: %w", err)
 	}
-	var p podspec.Pod
+	var p podplan.Pod
 	if err := json.Unmarshal(b, &p); err != nil {
 		return nil, fmt.Errorf("decode pod configuration: %w", err)
 	}
@@ -231,6 +234,16 @@ func (p *pid1) loop() int {
 		if p.sup.Over() {
 			break
 		}
+		if !p.shedAt.IsZero() {
+			// In the loop itself, not in a timer's goroutine: see
+			// shedUnusedMemory.
+			if !time.Now().Before(p.shedAt) {
+				p.shedAt = time.Time{}
+				shedUnusedMemory()
+			} else if next.IsZero() || p.shedAt.Before(next) {
+				next = p.shedAt
+			}
+		}
 		timer.Reset(time.Until(next))
 		if next.IsZero() {
 			timer.Stop()
@@ -280,7 +293,7 @@ func (p *pid1) loop() int {
 // (podlog).
 const logDrainTimeout = 5 * time.Second
 
-func newForwarder(pod *podspec.Pod) *podlog.Forwarder {
+func newForwarder(pod *podplan.Pod) *podlog.Forwarder {
 	dir, cri := -1, -1
 	if pod.Logs.Files {
 		dir = logDirFd
@@ -289,7 +302,7 @@ func newForwarder(pod *podspec.Pod) *podlog.Forwarder {
 		cri = criDirFd
 	}
 	f := podlog.New(pod.UUID, pod.Logs.Journal, dir, cri)
-	f.SetCRIFormat(pod.CRIFormat == podspec.CRIFormatKubelet)
+	f.SetCRIFormat(pod.CRIFormat == podplan.CRIFormatKubelet)
 	return f
 }
 

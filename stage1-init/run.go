@@ -1,3 +1,5 @@
+//go:build !pod1init
+
 package main
 
 import (
@@ -23,13 +25,6 @@ import (
 	"github.com/pod1/pod1/sigpolicy"
 	"github.com/pod1/pod1/status"
 )
-
-// fail prints the one line a setup failure gets and returns rkt's stage1
-// failure code.
-func fail(err error) int {
-	logx.Errorf("%v", err)
-	return status.CodeStage1Failure
-}
 
 // runMain is the run entry point (contract §2-§4). It validates everything
 // before it changes anything, then clones the pod's PID 1 into new
@@ -255,7 +250,9 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	// process forks and reaps a throwaway child to probe clone(CLONE_PIDFD)
 	// (os.checkPidfd), a whole fork+exit+wait on the pod's start path
 	// (bench/profile.md) for a pidfd we never use.
-	exe, exePath, err := readOnlySelf()
+	// PID 1 is the start-path binary, not this one: it links only what
+	// PID 1 and the apps' set-up need (bench/profile.md, issue 16).
+	exe, exePath, err := readOnlySibling(initBinary)
 	if err != nil {
 		pr.Close()
 		pw.Close()
@@ -268,7 +265,7 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	}
 	pid, err := syscall.ForkExec(exePath, []string{roleInit}, &syscall.ProcAttr{
 		Dir:   podDir,
-		Env:   os.Environ(),
+		Env:   pid1Env(os.Environ()),
 		Files: pid1Files(pr, self, rw, logFds),
 		Sys: &syscall.SysProcAttr{
 			Cloneflags: cloneFlags(f) | w.cloneFlags(),
@@ -290,8 +287,8 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 		rr.Close()
 		return fail(fmt.Errorf("start pod init: %w", err))
 	}
-	keeper, kerr := startLockKeeper(exePath, lock, pid, w.cloneFlags())
 	exe.Close()
+	keeper, kerr := startLockKeeper(lock, pid, w.cloneFlags())
 	if kerr == nil {
 		// Once PID 1 is gone, so is the keeper, at once: run
 		// returns only after it, with the lock free.
@@ -481,9 +478,6 @@ func shareStage2(podDir string) (func(), error) {
 	return undo, nil
 }
 
-// noFd closes a descriptor's slot in syscall.ProcAttr.Files.
-const noFd = ^uintptr(0)
-
 // openLogSinks decides where the apps' output lines go (the journal when
 // it listens, else files in the pod's log directory, plus the CRI log
 // files of a k8s-plain pod) and opens the directories PID 1 writes in, so
@@ -546,4 +540,36 @@ func closeLogFds(fds [2]uintptr) {
 			unix.Close(int(fd))
 		}
 	}
+}
+
+// pid1Env is PID 1's environment: ours, with the Go runtime's asynchronous
+// preemption turned off (GODEBUG asyncpreemptoff=1, before any GODEBUG
+// setting of the caller's, which wins). Each asynchronous preemption looks
+// the interrupted code up in the binary's function tables, which faults
+// their pages back in after PID 1 has shed them (shedUnusedMemory), 64 KiB
+// around each (bench/profile.md): on a busy host the runtime's monitor
+// preempts PID 1's loop whenever the kernel descheduled it mid-step for
+// 10 ms. PID 1 runs one P and no long computation: cooperative
+// preemption, at every function call, is enough for it. The apps' set-up
+// processes inherit it; the apps do not (their environment is their
+// spec's).
+func pid1Env(env []string) []string {
+	const off = "asyncpreemptoff=1"
+	out := make([]string, 0, len(env)+1)
+	found := false
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok && !found {
+			found = true
+			if v != "" {
+				kv = "GODEBUG=" + off + "," + v
+			} else {
+				kv = "GODEBUG=" + off
+			}
+		}
+		out = append(out, kv)
+	}
+	if !found {
+		out = append(out, "GODEBUG="+off)
+	}
+	return out
 }

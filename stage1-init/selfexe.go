@@ -1,3 +1,5 @@
+//go:build !pod1init
+
 package main
 
 import (
@@ -76,3 +78,43 @@ func openSelfDir() (*selfDir, error) {
 	}
 	return d, nil
 }
+
+// readOnlySibling opens the binary name next to our own as a detached,
+// read-only mount of that one file (as readOnlySelf does ours), and
+// returns the path that executes it while the file is open.
+func readOnlySibling(name string) (*os.File, string, error) {
+	self, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", name, err)
+	}
+	p := filepath.Join(filepath.Dir(self), name)
+	fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", p, err)
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOSUID}
+	var st unix.Stat_t
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		unix.Close(fd)
+		return nil, "", fmt.Errorf("%s: mount_setattr: %w", p, err)
+	}
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, "", fmt.Errorf("%s: not a regular file", p)
+	}
+	// Far above the fds the child's extra files are moved to before its
+	// execve (readOnlySelf).
+	high, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 256)
+	unix.Close(fd)
+	if err != nil {
+		return nil, "", err
+	}
+	return os.NewFile(uintptr(high), name), "/proc/self/fd/" + strconv.Itoa(high), nil
+}
+
+// initBinary is the start-path binary next to ours (this package built
+// with the tag pod1init): the pod's PID 1 and the apps' first processes.
+const initBinary = "pod1-init"
+
+// readOnlyWaiter is the waiter next to our binary (readOnlySibling).
+func readOnlyWaiter() (*os.File, string, error) { return readOnlySibling(waiterBinary) }

@@ -1,3 +1,5 @@
+//go:build !pod1init
+
 package main
 
 import (
@@ -129,35 +131,3 @@ func waitGone(pidfd int) {
 // waiterBinary is the waiter's binary (waiter/waiter.c), next to ours; it
 // is also the lock keeper (startLockKeeper).
 const waiterBinary = "pod1-waiter"
-
-// readOnlyWaiter opens the waiter next to our own binary as a detached,
-// read-only mount of that one file (as readOnlySelf does ours), and
-// returns the path that executes it while the file is open.
-func readOnlyWaiter() (*os.File, string, error) {
-	self, err := os.Readlink("/proc/self/exe")
-	if err != nil {
-		return nil, "", err
-	}
-	fd, err := unix.OpenTree(unix.AT_FDCWD, filepath.Join(filepath.Dir(self), waiterBinary), unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
-	if err != nil {
-		return nil, "", err
-	}
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOSUID}
-	var st unix.Stat_t
-	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
-		unix.Close(fd)
-		return nil, "", err
-	}
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		unix.Close(fd)
-		return nil, "", errors.New("not a regular file")
-	}
-	// Far above the fds the child's extra files are moved to before its
-	// execve (readOnlySelf).
-	high, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 256)
-	unix.Close(fd)
-	if err != nil {
-		return nil, "", err
-	}
-	return os.NewFile(uintptr(high), waiterBinary), "/proc/self/fd/" + strconv.Itoa(high), nil
-}

@@ -4,11 +4,11 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/podplan"
 )
 
-func handlerApp() podspec.App {
-	cfg := appCfg("a", podspec.RestartNever)
+func handlerApp() podplan.App {
+	cfg := appCfg("a", podplan.RestartNever)
 	cfg.PreStart, cfg.PostStop = []string{"/pre"}, []string{"/post"}
 	return cfg
 }

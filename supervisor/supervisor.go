@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/podplan"
 	"github.com/pod1/pod1/status"
 )
 
@@ -177,7 +177,7 @@ const (
 // App is the supervisor's record of one app.
 type App struct {
 	Name string
-	Cfg  *podspec.App
+	Cfg  *podplan.App
 	// Pid is its first process in the pod (0 when it has none).
 	Pid int
 	// Rec is its JSON record; Rec.State is derived from the state when
@@ -278,7 +278,7 @@ type Supervisor struct {
 }
 
 // New returns the supervisor of pod's apps, each Idle.
-func New(sys OS, pod *podspec.Pod) *Supervisor {
+func New(sys OS, pod *podplan.Pod) *Supervisor {
 	s := &Supervisor{os: sys, mutable: pod.Mutable, exitPolicy: pod.ExitPolicy, mainApp: pod.MainApp}
 	for i := range pod.Apps {
 		s.apps = append(s.apps, newApp(&pod.Apps[i]))
@@ -289,7 +289,7 @@ func New(sys OS, pod *podspec.Pod) *Supervisor {
 	return s
 }
 
-func newApp(cfg *podspec.App) *App {
+func newApp(cfg *podplan.App) *App {
 	return &App{Name: cfg.Spec.Name, Cfg: cfg, backoff: cfg.Supervision.Backoff}
 }
 
@@ -400,7 +400,7 @@ func (s *Supervisor) StopPod(why string, force bool) {
 
 // AddApp adds an app to a mutable pod; save, if not nil, saves what the
 // app needs (its spec) once its name is known to be free.
-func (s *Supervisor) AddApp(cfg *podspec.App, save func() error) error {
+func (s *Supervisor) AddApp(cfg *podplan.App, save func() error) error {
 	a := s.Find(cfg.Spec.Name)
 	if a == nil {
 		a = newApp(cfg)
@@ -447,13 +447,32 @@ func (s *Supervisor) RmApp(name string, reply func(error)) bool {
 	return true
 }
 
+// timed reports whether a's state has a deadline Tick acts on.
+func timed(a *App) bool {
+	switch a.state {
+	case Cleaning, Backoff, Starting, Stopping:
+		return true
+	}
+	return false
+}
+
 // Tick fires the deadlines that are due: restarts whose delay is over,
 // SIGKILLs whose grace period is, set-ups that did not report in time, and
 // the looks at cgroups being emptied.
 // It returns when it next has something to do (zero: nothing planned).
 func (s *Supervisor) Tick() time.Time {
 	now := s.os.Now()
-	for _, a := range slices.Clone(s.apps) {
+	// Cloned (Fire may change the list) only when some app waits on the
+	// clock: an idle pod's PID 1 runs this every second, and allocates
+	// nothing then (its loop keeps few pages in memory: stage1-init's
+	// shedUnusedMemory).
+	apps := s.apps
+	if slices.ContainsFunc(apps, timed) {
+		apps = slices.Clone(apps)
+	} else {
+		apps = nil
+	}
+	for _, a := range apps {
 		switch a.state {
 		case Cleaning:
 			switch {
@@ -649,7 +668,7 @@ func (s *Supervisor) settle(a *App) {
 // (Backoff).
 func (s *Supervisor) restart(a *App) bool {
 	sup := &a.Cfg.Supervision
-	if s.stopping || a.fate != fateRestart || sup.Restart == podspec.RestartNever || sup.Restart == podspec.RestartOnFailure && a.code == 0 {
+	if s.stopping || a.fate != fateRestart || sup.Restart == podplan.RestartNever || sup.Restart == podplan.RestartOnFailure && a.code == 0 {
 		return false
 	}
 	// A run that lasted as long as the longest backoff resets it: the
@@ -701,10 +720,10 @@ func (s *Supervisor) finish(a *App, code int) {
 		return
 	}
 	switch s.exitPolicy {
-	case podspec.ExitAnyApp:
+	case podplan.ExitAnyApp:
 		s.podCode = code
 		s.StopPod(fmt.Sprintf("app %q finished with %d", a.Name, code), false)
-	case podspec.ExitMainApp:
+	case podplan.ExitMainApp:
 		if a.Name == s.mainApp {
 			s.podCode = code
 			s.StopPod(fmt.Sprintf("main app %q finished with %d", a.Name, code), false)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/pod1/pod1/appexec"
 	"github.com/pod1/pod1/idmap"
-	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/podplan"
 	"github.com/pod1/pod1/status"
 )
 
@@ -92,15 +92,15 @@ func (f *fakeOS) Debugf(format string, args ...any) {}
 
 func (f *fakeOS) advance(d time.Duration) { f.now = f.now.Add(d) }
 
-func appCfg(name, restart string) podspec.App {
-	return podspec.App{Spec: appexec.Spec{Name: name}, Supervision: podspec.Supervision{
+func appCfg(name, restart string) podplan.App {
+	return podplan.App{Spec: appexec.Spec{Name: name}, Supervision: podplan.Supervision{
 		Restart: restart, Backoff: 100 * time.Millisecond, BackoffMax: time.Second,
 		Burst: 5, Interval: 10 * time.Second, Grace: 2 * time.Second,
 	}}
 }
 
-func newPod(f *fakeOS, mutable bool, apps ...podspec.App) *Supervisor {
-	return New(f, &podspec.Pod{Apps: apps, Mutable: mutable})
+func newPod(f *fakeOS, mutable bool, apps ...podplan.App) *Supervisor {
+	return New(f, &podplan.Pod{Apps: apps, Mutable: mutable})
 }
 
 var (
@@ -162,7 +162,7 @@ func paths() []path {
 		return func(s *Supervisor, f *fakeOS, a *App) { s.Report(a, pid) }
 	}
 	var ps []path
-	for _, r := range []string{podspec.RestartNever, podspec.RestartAlways} {
+	for _, r := range []string{podplan.RestartNever, podplan.RestartAlways} {
 		ps = append(ps,
 			path{"idle", Idle, r, then(), false, false},
 			path{"removed by rm", Removed, r, ev(Rm), false, false},
@@ -182,17 +182,17 @@ func paths() []path {
 	// handler (Running), and its post-stop handler runs once the run is
 	// over (Running, or Stopping when a stop was asked).
 	ps = append(ps, []path{
-		{"pre-start running", Running, podspec.RestartNever, start, true, false},
-		{"pre-start stopping", Stopping, podspec.RestartNever, then(start, ev(Stop)), true, false},
-		{"pre-start killing", Killing, podspec.RestartNever, then(start, ev(ForceStop)), true, false},
-		{"pre-start failed, cleaning", Cleaning, podspec.RestartNever, then(start, fill, ev(Exit)), true, false},
-		{"stopped, cleaning", Cleaning, podspec.RestartAlways, then(start, ev(Stop), fill, ev(Exit)), true, false},
-		{"post-stop running", Running, podspec.RestartAlways, then(start, ev(Exit)), true, false},
-		{"post-stop stopping", Stopping, podspec.RestartAlways, then(start, ev(Stop), ev(Exit)), true, false},
+		{"pre-start running", Running, podplan.RestartNever, start, true, false},
+		{"pre-start stopping", Stopping, podplan.RestartNever, then(start, ev(Stop)), true, false},
+		{"pre-start killing", Killing, podplan.RestartNever, then(start, ev(ForceStop)), true, false},
+		{"pre-start failed, cleaning", Cleaning, podplan.RestartNever, then(start, fill, ev(Exit)), true, false},
+		{"stopped, cleaning", Cleaning, podplan.RestartAlways, then(start, ev(Stop), fill, ev(Exit)), true, false},
+		{"post-stop running", Running, podplan.RestartAlways, then(start, ev(Exit)), true, false},
+		{"post-stop stopping", Stopping, podplan.RestartAlways, then(start, ev(Stop), ev(Exit)), true, false},
 	}...)
 	// An app in a user namespace: each process of a run begins as a
 	// set-up process, Starting until it reports the app's.
-	for _, r := range []string{podspec.RestartNever, podspec.RestartAlways} {
+	for _, r := range []string{podplan.RestartNever, podplan.RestartAlways} {
 		ps = append(ps, []path{
 			{"starting", Starting, r, start, false, true},
 			{"starting, set-up ended", Starting, r, then(start, ev(Exit)), false, true},
@@ -217,10 +217,10 @@ func paths() []path {
 		}...)
 	}
 	ps = append(ps,
-		path{"backoff after report deadline", Backoff, podspec.RestartAlways, then(start, ev(ReportDeadline), ev(Exit)), false, true},
-		path{"backoff", Backoff, podspec.RestartAlways, then(start, ev(Exit)), false, false},
-		path{"exited by policy", Exited, podspec.RestartNever, then(start, ev(Exit)), false, false},
-		path{"exited by failed start", Exited, podspec.RestartAlways, then(
+		path{"backoff after report deadline", Backoff, podplan.RestartAlways, then(start, ev(ReportDeadline), ev(Exit)), false, true},
+		path{"backoff", Backoff, podplan.RestartAlways, then(start, ev(Exit)), false, false},
+		path{"exited by policy", Exited, podplan.RestartNever, then(start, ev(Exit)), false, false},
+		path{"exited by failed start", Exited, podplan.RestartAlways, then(
 			func(s *Supervisor, f *fakeOS, a *App) { f.startErr = errors.New("no") }, start,
 			func(s *Supervisor, f *fakeOS, a *App) { f.startErr = nil }), false, false},
 	)
@@ -326,7 +326,7 @@ func TestEveryTransition(t *testing.T) {
 // SIGTERM), never restarted, and the stop is answered then, once.
 func TestExitWhileStopping(t *testing.T) {
 	f := newFakeOS(t)
-	s := newPod(f, true, appCfg("a", podspec.RestartAlways))
+	s := newPod(f, true, appCfg("a", podplan.RestartAlways))
 	a := s.apps[0]
 	s.Fire(a, Start, nil)
 	var answers []error
@@ -364,7 +364,7 @@ func TestExitWhileStopping(t *testing.T) {
 // start limit (5 starts within 10 s) and is finished with its last code.
 func TestRestartWithBackoff(t *testing.T) {
 	f := newFakeOS(t)
-	s := newPod(f, false, appCfg("a", podspec.RestartAlways))
+	s := newPod(f, false, appCfg("a", podplan.RestartAlways))
 	a := s.apps[0]
 	s.StartAll(func() bool { return false })
 	for i, backoff := range []time.Duration{100, 200, 400, 800} {
@@ -403,10 +403,10 @@ func TestRestartWithBackoff(t *testing.T) {
 func TestRmWhileRunning(t *testing.T) {
 	f := newFakeOS(t)
 	s := newPod(f, true)
-	if err := s.AddApp(ptr(appCfg("a", podspec.RestartAlways)), nil); err != nil {
+	if err := s.AddApp(ptr(appCfg("a", podplan.RestartAlways)), nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddApp(ptr(appCfg("a", podspec.RestartAlways)), nil); err == nil {
+	if err := s.AddApp(ptr(appCfg("a", podplan.RestartAlways)), nil); err == nil {
 		t.Fatal("added twice")
 	}
 	if err := s.StartApp("a"); err != nil {
@@ -450,7 +450,7 @@ func ptr[T any](v T) *T { return &v }
 // once, and gives a running one its grace period, then SIGKILL.
 func TestPodStopWithARestartingApp(t *testing.T) {
 	f := newFakeOS(t)
-	s := newPod(f, false, appCfg("r", podspec.RestartAlways), appCfg("b", podspec.RestartNever))
+	s := newPod(f, false, appCfg("r", podplan.RestartAlways), appCfg("b", podplan.RestartNever))
 	s.StartAll(func() bool { return false })
 	r, b := s.Find("r"), s.Find("b")
 	s.Exit(r, exit1, f.now)
@@ -481,7 +481,7 @@ func TestPodStopWithARestartingApp(t *testing.T) {
 // app/stop --force of a restart-always app stops it for good.
 func TestForceStopDoesNotRestart(t *testing.T) {
 	f := newFakeOS(t)
-	s := newPod(f, true, appCfg("a", podspec.RestartAlways))
+	s := newPod(f, true, appCfg("a", podplan.RestartAlways))
 	a := s.apps[0]
 	s.Fire(a, Start, nil)
 	s.StopApp("a", true, func(error) {})
@@ -495,7 +495,7 @@ func TestForceStopDoesNotRestart(t *testing.T) {
 // loop is woken to look at it meanwhile, never blocked.
 func TestCleanDeadline(t *testing.T) {
 	f := newFakeOS(t)
-	s := newPod(f, false, appCfg("a", podspec.RestartNever))
+	s := newPod(f, false, appCfg("a", podplan.RestartNever))
 	a := s.apps[0]
 	s.Fire(a, Start, nil)
 	f.full[a] = true
@@ -520,7 +520,7 @@ func TestCleanDeadline(t *testing.T) {
 // starts: the apps not started are finished with 254.
 func TestStopDuringStartAll(t *testing.T) {
 	f := newFakeOS(t)
-	s := newPod(f, false, appCfg("a", podspec.RestartNever), appCfg("b", podspec.RestartNever))
+	s := newPod(f, false, appCfg("a", podplan.RestartNever), appCfg("b", podplan.RestartNever))
 	n := 0
 	s.StartAll(func() bool {
 		n++
@@ -552,14 +552,14 @@ func TestStateNames(t *testing.T) {
 // A set-up that never reports is killed at its report deadline, which the
 // loop is woken for; the other apps go on meanwhile.
 func TestUserNSHandOver(t *testing.T) {
-	userns := func(name, restart string) podspec.App {
+	userns := func(name, restart string) podplan.App {
 		c := appCfg(name, restart)
 		c.Spec.UserNS = &idmap.Range{HostID: 100000, Size: 65536}
 		return c
 	}
 	t.Run("reported", func(t *testing.T) {
 		f := newFakeOS(t)
-		s := newPod(f, false, userns("a", podspec.RestartNever))
+		s := newPod(f, false, userns("a", podplan.RestartNever))
 		a := s.apps[0]
 		s.StartAll(func() bool { return false })
 		setup := a.Pid
@@ -584,7 +584,7 @@ func TestUserNSHandOver(t *testing.T) {
 	})
 	t.Run("none reported", func(t *testing.T) {
 		f := newFakeOS(t)
-		s := newPod(f, false, userns("a", podspec.RestartNever))
+		s := newPod(f, false, userns("a", podplan.RestartNever))
 		a := s.apps[0]
 		s.StartAll(func() bool { return false })
 		s.Exit(a, unix.WaitStatus(status.CodeStage1Failure<<8), f.now)
@@ -595,7 +595,7 @@ func TestUserNSHandOver(t *testing.T) {
 	})
 	t.Run("deadline", func(t *testing.T) {
 		f := newFakeOS(t)
-		s := newPod(f, false, userns("stuck", podspec.RestartNever), appCfg("b", podspec.RestartNever))
+		s := newPod(f, false, userns("stuck", podplan.RestartNever), appCfg("b", podplan.RestartNever))
 		stuck, b := s.Find("stuck"), s.Find("b")
 		s.StartAll(func() bool { return false })
 		if stuck.state != Starting || b.state != Running {
@@ -630,7 +630,7 @@ func TestUserNSHandOver(t *testing.T) {
 	})
 	t.Run("pod stop", func(t *testing.T) {
 		f := newFakeOS(t)
-		s := newPod(f, false, userns("a", podspec.RestartAlways))
+		s := newPod(f, false, userns("a", podplan.RestartAlways))
 		a := s.apps[0]
 		s.StartAll(func() bool { return false })
 		s.StopPod("signal", false)
@@ -656,7 +656,7 @@ func TestUserNSHandOver(t *testing.T) {
 // event that cannot happen in its state is a bug.
 func TestLogLevels(t *testing.T) {
 	f := newFakeOS(t)
-	s := newPod(f, true, appCfg("a", podspec.RestartNever))
+	s := newPod(f, true, appCfg("a", podplan.RestartNever))
 	a := s.apps[0]
 	s.Fire(a, Start, nil)
 	s.StopApp("a", false, nil)
@@ -669,7 +669,7 @@ func TestLogLevels(t *testing.T) {
 		t.Fatal("started")
 	}
 	s.Fire(s.apps[0], RestartTimer, nil)
-	if err := s.AddApp(ptr(appCfg("b", podspec.RestartNever)), nil); err != nil {
+	if err := s.AddApp(ptr(appCfg("b", podplan.RestartNever)), nil); err != nil {
 		t.Fatal(err)
 	}
 	b := s.Find("b")
@@ -685,7 +685,7 @@ func TestLogLevels(t *testing.T) {
 func TestWhenStarted(t *testing.T) {
 	f := newFakeOS(t)
 	s := newPod(f, true)
-	c := appCfg("a", podspec.RestartNever)
+	c := appCfg("a", podplan.RestartNever)
 	c.Spec.UserNS = &idmap.Range{HostID: 100000, Size: 65536}
 	if err := s.AddApp(&c, nil); err != nil {
 		t.Fatal(err)

@@ -52,7 +52,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "tests: the integration tests start real pods and need root (sudo make test)")
 		os.Exit(1)
 	}
-	for _, b := range []string{"stage1-init", "pod1-waiter", "probe", "pod1"} {
+	for _, b := range []string{"stage1-init", "pod1-init", "pod1-waiter", "probe", "pod1"} {
 		if _, err := os.Stat(bin(b)); err != nil {
 			fmt.Fprintf(os.Stderr, "tests: %s missing: run make first (%v)\n", bin(b), err)
 			os.Exit(1)

@@ -28,6 +28,7 @@ var pid1Needs = []string{
 var lookAtPID1 = probe("ls", "/proc/1/root/", "+", "ls", "/proc/1/root/etc", "+", "ls", "/proc/1/root/sys/fs/cgroup",
 	"+", "mkdir", "/proc/1/root/sys/fs/cgroup/pod1-test-escape", "+", "mkdir", "/proc/1/root/pod1-test-escape",
 	"+", "in-pid1-pod", "open-write", "stage1/rootfs/stage1-init", "+", "in-pid1-pod", "open-write", "stage1/rootfs/gc",
+	"+", "in-pid1-pod", "open-write", "stage1/rootfs/pod1-init",
 	"+", "in-pid1-pod", "open-write", "stage1/manifest", "+", "in-pid1-pod", "open-write", "pod",
 	"+", "in-pid1-pod", "touch", "stage1/rootfs/planted", "+", "in-pid1-pod", "mkdir", "stage1/rootfs/opt/planted",
 	"+", "open-write", "/proc/1/exe", "+", "readlink", "/proc/1/cwd", "+", "fdlinks", "1", "+", "cat", "/proc/1/status")
@@ -72,8 +73,9 @@ func TestPID1HasARootOfItsOwn(t *testing.T) {
 				"mkdir " + root + "/sys/fs/cgroup/pod1-test-escape EROFS",
 				"mkdir " + root + "/pod1-test-escape EROFS",
 				// Running: the kernel says so first; not running: read-only.
-				"in-pid1-pod open-write stage1/rootfs/stage1-init ETXTBSY",
-				"in-pid1-pod open-write stage1/rootfs/gc ETXTBSY",
+				"in-pid1-pod open-write stage1/rootfs/pod1-init ETXTBSY",
+				"in-pid1-pod open-write stage1/rootfs/stage1-init EROFS",
+				"in-pid1-pod open-write stage1/rootfs/gc EROFS",
 				"in-pid1-pod open-write stage1/manifest EROFS",
 				"in-pid1-pod open-write pod EROFS",
 				"in-pid1-pod touch stage1/rootfs/planted EROFS",
@@ -327,6 +329,9 @@ func realStage1Image(t *testing.T, p *Pod) {
 	b, err := os.ReadFile(bin("stage1-init"))
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(s1, "stage1-init"), b, 0o755))
+	b, err = os.ReadFile(bin("pod1-init"))
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(s1, "pod1-init"), b, 0o755))
 	for _, ep := range []string{"run", "stop", "gc", "enter", "app-add", "app-start", "app-stop", "app-rm", "attach"} {
 		_ = os.Remove(filepath.Join(s1, ep))
 		must(t, os.Symlink("stage1-init", filepath.Join(s1, ep)))

@@ -26,6 +26,8 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <elf.h>
+#include <link.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -284,13 +286,40 @@ static int code_of(int status)
 /* shed drops our binary's mapped pages from our page tables once we only
  * wait (stage1-init's shedUnusedMemory does the same for the Go
  * processes): they stay in the page cache, and the few the waiting code
- * uses fault back in. */
+ * uses fault back in. Every loadable segment that is never written is
+ * dropped, code and constants (static glibc's are most of what a waiter
+ * keeps resident); a writable one is not: MADV_DONTNEED would throw away
+ * its modified pages (the relocated RELRO part among them). */
+struct shed_ranges {
+	int n;
+	uintptr_t lo[8], hi[8];
+};
+
+static int shed_segment(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct shed_ranges *r = data;
+	long page = sysconf(_SC_PAGESIZE);
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum && r->n < 8; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD || (ph->p_flags & PF_W))
+			continue;
+		r->lo[r->n] = (info->dlpi_addr + ph->p_vaddr) & ~(uintptr_t)(page - 1);
+		r->hi[r->n] = (info->dlpi_addr + ph->p_vaddr + ph->p_memsz + page - 1) & ~(uintptr_t)(page - 1);
+		r->n++;
+	}
+	return 1; /* our own binary only: it comes first */
+}
+
+/* The ranges are found first and dropped last, in a loop that runs
+ * nothing else: code run after the madvise calls is faulted back in, 64
+ * KiB around each page (the kernel's fault-around). */
 static void shed(void)
 {
-	extern char __executable_start[], etext[];
-	long page = sysconf(_SC_PAGESIZE);
-	uintptr_t lo = (uintptr_t)__executable_start & ~(uintptr_t)(page - 1);
-	madvise((void *)lo, (uintptr_t)etext - lo, MADV_DONTNEED);
+	struct shed_ranges r = {0};
+	dl_iterate_phdr(shed_segment, &r);
+	for (int i = 0; i < r.n; i++)
+		syscall(SYS_madvise, r.lo[i], r.hi[i] - r.lo[i], MADV_DONTNEED);
 }
 
 /* The lock keeper (stage1-init/lockkeeper.go starts it): holds the pod's

@@ -1,0 +1,219 @@
+// Package podplan is the plan PID 1 and the app set-up carry out: the pod
+// and its apps as the run entry point resolved and checked them (package
+// podspec reads and validates what stage0 left; this package only holds
+// the result). It is what crosses to PID 1, as JSON, and what the
+// start-path binary links: nothing here may import the manifest schema,
+// netlink or CNI (the depguard rule "lean" in .golangci.yml), so that
+// PID 1 does not pay their start-up and memory.
+package podplan
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/pod1/pod1/appexec"
+	"github.com/pod1/pod1/cgroups"
+	"github.com/pod1/pod1/layout"
+)
+
+// MaxManifestSize caps how much of a manifest is read: a stage1 that reads
+// an unbounded file can be made to exhaust memory, and PID 1 running out of
+// memory ends the pod without statuses (threats B2).
+const MaxManifestSize = 16 << 20
+
+// Pod is what the pod's PID 1 carries out. It crosses from the run
+// entrypoint to PID 1 as JSON.
+type Pod struct {
+	UUID     string `json:"uuid"`
+	Hostname string `json:"hostname"`
+	NewNet   bool   `json:"newNet"`
+	// PrivateUsers: the apps run in user namespaces (--private-users).
+	PrivateUsers bool `json:"privateUsers,omitempty"`
+	Mutable      bool `json:"mutable,omitempty"`
+	// Interactive: the app has the caller's terminal, and /dev/console
+	// is on its device allow-list.
+	Interactive bool `json:"interactive,omitempty"`
+	// AllDevices: no device allow-list (--disable-paths, rkt's insecure
+	// option "paths", which drops its DevicePolicy= too).
+	AllDevices  bool          `json:"allDevices,omitempty"`
+	GracePeriod time.Duration `json:"gracePeriod"`
+	Apps        []App         `json:"apps"`
+	// ExitPolicy and MainApp decide when the pod ends.
+	ExitPolicy string `json:"exitPolicy"`
+	MainApp    string `json:"mainApp,omitempty"`
+	// PidsMax is the pod's cgroup's pids.max: -1 for the host's default
+	// (cgroups.DefaultPodPidsMax), 0 for none.
+	PidsMax int `json:"pidsMax"`
+	// Cgroup is the pod's cgroup, made by the run entry point; nil when
+	// the host has no usable cgroup hierarchy.
+	Cgroup *cgroups.Group `json:"cgroup,omitempty"`
+	// CRIDir is the host directory of the apps' CRI log files (rkt's
+	// k8s-plain log mode), or "".
+	CRIDir string `json:"criDir,omitempty"`
+	// CRIFormat is the CRI files' format: CRIFormatRkt or
+	// CRIFormatKubelet (pod1/cri-log-format).
+	CRIFormat string `json:"criFormat,omitempty"`
+	// Logs says where PID 1 sends the apps' output lines besides the
+	// console; the run entry point decides it.
+	Logs LogSinks `json:"logs"`
+	// EmptyVolumes are created on the host side before PID 1 starts.
+	EmptyVolumes []SharedVolume `json:"-"`
+	// VolumeSources are the pod manifest's host volumes: PID 1, in a
+	// root of its own, keeps them reachable for apps added later.
+	VolumeSources []VolumeSource `json:"volumeSources,omitempty"`
+}
+
+// VolumeSource is a host volume's source, a directory unless File.
+type VolumeSource struct {
+	Path string `json:"path"`
+	File bool   `json:"file,omitempty"`
+}
+
+// App is one app: the spec its process is made from and how PID 1
+// supervises it.
+type App struct {
+	Spec        appexec.Spec `json:"spec"`
+	Supervision Supervision  `json:"supervision"`
+	// EmptyVolumes are the empty volumes the app brings (its mounts'
+	// appVolumes, implicit volumes), created with the pod's.
+	EmptyVolumes []SharedVolume `json:"-"`
+	// PreStart and PostStop are the commands of the app's appc
+	// eventHandlers, run in the app's root as rkt's stage1 runs them
+	// (supervisor/handlers.go).
+	PreStart []string `json:"preStart,omitempty"`
+	PostStop []string `json:"postStop,omitempty"`
+	// Devices are the host devices the app's volumes are: its device
+	// allow-list has them besides cgroups.AppDevices.
+	Devices []cgroups.Device `json:"devices,omitempty"`
+	// Resources are the limits put on the app's cgroup.
+	Resources cgroups.Limits `json:"resources"`
+	// Stdio is where its standard descriptors go.
+	Stdio Stdio `json:"stdio"`
+}
+
+// LogSinks are where the apps' output lines go besides the console.
+type LogSinks struct {
+	// Journal: the host's journal listens; every line goes there.
+	Journal bool `json:"journal,omitempty"`
+	// Files: no journal; every line goes to the app's file in the
+	// pod's log directory (LogDir).
+	Files bool `json:"files,omitempty"`
+}
+
+// pod1's own CRI log option.
+const (
+	// AnnCRILogFormat (pod) chooses the CRI files' format:
+	// CRIFormatRkt, the default, or CRIFormatKubelet.
+	AnnCRILogFormat = "pod1/cri-log-format"
+	// CRIFormatRkt is "<time> <stream> <line>", what rkt v1.30.0's
+	// stage1 writes and its functional tests read.
+	CRIFormatRkt = "rkt"
+	// CRIFormatKubelet is "<time> <stream> <F|P> <line>", what current
+	// kubelets read.
+	CRIFormatKubelet = "kubelet"
+)
+
+// Stdio modes of one stream of an app.
+const (
+	// StdioNull is /dev/null: stdin's default (rkt gives an app no
+	// input unless asked).
+	StdioNull = "null"
+	// StdioLog sends each line to the pod's logs and the console:
+	// stdout's and stderr's default.
+	StdioLog = "log"
+	// StdioInteractive is the caller's own descriptor: every stream of
+	// the one app of an --interactive pod.
+	StdioInteractive = "interactive"
+	// StdioStream is a pipe PID 1 serves to `rkt attach` clients: input
+	// from them, output to them (and logged).
+	StdioStream = "stream"
+	// StdioTTY is a pseudo-terminal PID 1 holds the master of and serves
+	// to `rkt attach` clients; a tty stdin is the app's controlling
+	// terminal.
+	StdioTTY = "tty"
+)
+
+// Stdio is where an app's three standard descriptors go.
+type Stdio struct {
+	Stdin  string `json:"stdin"`
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
+	// CRIPath is the app's file in the pod's CRI log directory (a single
+	// file name), or "" for none.
+	CRIPath string `json:"criPath,omitempty"`
+}
+
+// Attached reports whether any stream is served to `rkt attach`.
+func (s *Stdio) Attached() bool {
+	for _, m := range []string{s.Stdin, s.Stdout, s.Stderr} {
+		if m == StdioStream || m == StdioTTY {
+			return true
+		}
+	}
+	return false
+}
+
+// Restart policies.
+const (
+	RestartNever     = "never"
+	RestartOnFailure = "on-failure"
+	RestartAlways    = "always"
+)
+
+// Pod exit policies.
+const (
+	ExitAllApps = "all-apps" // rkt's: the pod ends when every app has
+	ExitAnyApp  = "any-app"  // the first app to finish ends the pod
+	ExitMainApp = "main-app" // the main app's end ends the pod
+)
+
+// Defaults of the supervision settings.
+const (
+	DefaultBackoff            = 100 * time.Millisecond
+	DefaultBackoffMax         = 10 * time.Second
+	DefaultStartLimitBurst    = 5
+	DefaultStartLimitInterval = 10 * time.Second
+	DefaultPidsMax            = 8192
+)
+
+// Supervision is how PID 1 looks after one app.
+type Supervision struct {
+	Restart    string        `json:"restart"`
+	Backoff    time.Duration `json:"backoff"`
+	BackoffMax time.Duration `json:"backoffMax"`
+	// A start beyond Burst starts within Interval fails the app for good.
+	Burst    int           `json:"burst"`
+	Interval time.Duration `json:"interval"`
+	// Grace is the time between SIGTERM and SIGKILL when the app is
+	// stopped.
+	Grace   time.Duration `json:"grace"`
+	PidsMax int           `json:"pidsMax"`
+}
+
+// SharedVolume is an "empty" volume, created by the stage1 under
+// sharedVolumes/ before the apps start.
+type SharedVolume struct {
+	Path     string
+	Mode     os.FileMode
+	UID, GID int
+}
+
+// Create makes the volume's directory if it does not exist yet.
+func (v *SharedVolume) Create(podDir string) error {
+	if err := os.MkdirAll(filepath.Join(podDir, layout.SharedVolumes), 0o750); err != nil {
+		return fmt.Errorf("create %s: %w", layout.SharedVolumes, err)
+	}
+	if err := os.Mkdir(v.Path, v.Mode); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create volume %s: %w", v.Path, err)
+	}
+	if err := os.Chmod(v.Path, v.Mode); err != nil {
+		return fmt.Errorf("chmod volume %s: %w", v.Path, err)
+	}
+	if err := os.Lchown(v.Path, v.UID, v.GID); err != nil {
+		return fmt.Errorf("chown volume %s: %w", v.Path, err)
+	}
+	return nil
+}

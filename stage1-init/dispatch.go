@@ -1,0 +1,47 @@
+//go:build !pod1init
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+
+	"github.com/pod1/pod1/appexec"
+	"github.com/pod1/pod1/logx"
+	"github.com/pod1/pod1/status"
+)
+
+func dispatch() int {
+	role := filepath.Base(os.Args[0])
+	if role == "stage1-init" {
+		logx.SetRole("stage1", roleRun)
+	} else {
+		logx.SetRole("stage1", role)
+	}
+	if logx.DebugArg(os.Args[1:]) {
+		logx.SetDebug(true)
+	}
+	switch role {
+	case roleRun, "stage1-init":
+		return runMain(os.Args[1:])
+	case roleLockKeeper:
+		return lockKeeperMain()
+	case roleInit:
+		return initMain()
+	case roleApp:
+		return appexec.Child()
+	case roleStop:
+		return stopMain(os.Args[1:])
+	case roleGC:
+		return gcMain(os.Args[1:])
+	case roleAppAdd, roleAppStart, roleAppStop, roleAppRm:
+		return appOpMain(role, os.Args[1:])
+	case roleEnter:
+		return enterMain(os.Args[1:])
+	case roleAttach:
+		return attachMain(os.Args[1:])
+	default:
+		logx.Errorf("unknown role %q (run me as run, stop or gc)", role)
+		return status.CodeStage1Failure
+	}
+}

@@ -1,0 +1,52 @@
+//go:build !pod1init
+
+package main
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// lockSlotFd is not passed to PID 1: it held the pod's lock, which leads
+// to the host's pod directory, and PID 1 holds nothing of the host; the
+// lock keeper holds it until PID 1 is gone (startLockKeeper).
+const lockSlotFd = 4
+
+// noFd closes a descriptor's slot in syscall.ProcAttr.Files.
+const noFd = ^uintptr(0)
+
+// pid1Files returns the fds run passes to PID 1, indexed by their number
+// there; logs are the log and CRI directories, noFd where the pod has none.
+func pid1Files(config *os.File, parent int, ready *os.File, logs [2]uintptr) []uintptr {
+	files := make([]uintptr, criDirFd+1)
+	files[0], files[1], files[2] = os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd()
+	files[podConfigFd], files[readyFd] = config.Fd(), ready.Fd()
+	files[logDirFd], files[criDirFd] = logs[0], logs[1]
+	files[lockSlotFd] = noFd
+	files[parentFd] = noFd // not passed: closed in the child
+	if parent >= 0 {
+		files[parentFd] = uintptr(parent)
+	}
+	return files
+}
+
+// openSelfPidfd returns a pidfd of the calling process for PID 1 to watch,
+// or -1 if the kernel has no pidfd_open (PID 1 then relies on
+// PR_SET_PDEATHSIG alone).
+func openSelfPidfd() int {
+	fd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err != nil {
+		return -1
+	}
+	unix.CloseOnExec(fd)
+	return fd
+}
+
+// waitReady waits until PID 1 says its signal handling is installed, or is
+// dead (EOF).
+func waitReady(r *os.File) {
+	var b [1]byte
+	_, _ = r.Read(b[:])
+	r.Close()
+}
