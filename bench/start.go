@@ -77,17 +77,7 @@ func (b *bench) measureStart() *section {
 	trueArgv := []string{"/true"}
 	peers := []*peer{
 		{name: "pod1 stage1 (prepared pod)", pod1: true, round: func(r *row) error {
-			p, err := b.newPod([]podApp{{name: "app", exec: trueArgv}})
-			if err != nil {
-				return err
-			}
-			c, err := b.runPodToEnd(p, 20*time.Second)
-			if err != nil {
-				return err
-			}
-			defer c.close()
-			r.m[0].add(ms(c.elapsed()))
-			return b.finishPod(p)
+			return b.truePodRound(r, trueArgv, podOpts{})
 		}},
 		{name: goRunRow, pod1: true, setup: func() error {
 			if _, err := os.Stat(filepath.Join(b.repo, "bin/pod1-waiter")); err != nil || os.Getenv("POD1_WAITER") == "0" {
@@ -95,17 +85,7 @@ func (b *bench) measureStart() *section {
 			}
 			return nil
 		}, round: func(r *row) error {
-			p, err := b.newPodOpts([]podApp{{name: "app", exec: trueArgv}}, podOpts{goRun: true})
-			if err != nil {
-				return err
-			}
-			c, err := b.runPodToEnd(p, 20*time.Second)
-			if err != nil {
-				return err
-			}
-			defer c.close()
-			r.m[0].add(ms(c.elapsed()))
-			return b.finishPod(p)
+			return b.truePodRound(r, trueArgv, podOpts{goRun: true})
 		}},
 		b.launcherPeer(),
 		{name: "floor: unshare -mpfiu + chroot", setup: b.need("unshare", "chroot"), round: func(r *row) error {
@@ -272,4 +252,21 @@ func (b *bench) trueACI() (string, error) {
 	}
 	path := filepath.Join(b.work, "bench-true.aci")
 	return path, os.WriteFile(path, buf.Bytes(), 0o644)
+}
+
+// truePodRound is one round of a start row of pod1's stage1: a prepared
+// pod whose one app runs argv, from the run entry point's exec to its
+// exit (the pod's gc is outside the timing).
+func (b *bench) truePodRound(r *row, argv []string, o podOpts) error {
+	p, err := b.newPodOpts([]podApp{{name: "app", exec: argv}}, o)
+	if err != nil {
+		return err
+	}
+	c, err := b.runPodToEnd(p, 20*time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	r.m[0].add(ms(c.elapsed()))
+	return b.finishPod(p)
 }
