@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"github.com/moby/sys/capability"
 	"golang.org/x/sys/unix"
@@ -304,8 +305,13 @@ func podBoundingSet(pod *podplan.Pod) []string {
 }
 
 // reduceBoundingSet drops from every thread's bounding set what
-// podBoundingSet leaves out (prctl acts on the calling thread; the
-// runtime's threads fork the app set-up processes, so all must drop).
+// podBoundingSet leaves out and is still there (prctl acts on the calling
+// thread; the runtime's threads fork the app set-up processes, so all must
+// drop). run has normally dropped all of it on the thread that cloned us
+// (forkPID1), so this only reads: each all-threads drop stops and signals
+// every thread of PID 1, which put tens of them on the pod's start path.
+// It stays for a PID 1 cloned without the reduced set (run could not set
+// it up on its thread), which then pays for it.
 func reduceBoundingSet(pod *podplan.Pod) error {
 	keep := podBoundingSet(pod)
 	if keep == nil {
@@ -320,9 +326,38 @@ func reduceBoundingSet(pod *podplan.Pod) error {
 		if slices.Contains(keep, name) {
 			continue
 		}
+		if have, err := capability.GetBound(c); err == nil && !have {
+			// Every thread has the same bounding set: they were
+			// all cloned from the first after exec, and every drop
+			// here is on all of them.
+			continue
+		}
 		if _, _, e := syscall.AllThreadsSyscall(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0); e != 0 {
 			return fmt.Errorf("drop %s from the bounding set: %w", name, e)
 		}
+	}
+	return nil
+}
+
+// clearInheritable empties PID 1's inheritable set on every thread, before
+// it forks anything. run cloned it with an inheritable set equal to its
+// permitted one (forkPID1), so that PID 1 keeps run's permitted set
+// although it starts with the pod's reduced bounding set; a process PID 1
+// starts and that executes a program as root would regain through it
+// every capability the bounding set no longer holds. One all-threads
+// capset; nothing when the set is already empty.
+func clearInheritable() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	if data[0].Inheritable == 0 && data[1].Inheritable == 0 {
+		return nil
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	if _, _, e := syscall.AllThreadsSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0); e != 0 {
+		return fmt.Errorf("clear the inheritable capabilities: %w", e)
 	}
 	return nil
 }

@@ -59,6 +59,11 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fail(fmt.Errorf("pod init: prctl dumpable: %w", err))
 	}
+	// Before the first fork: the spare and every later child would
+	// otherwise exec with run's whole permitted set.
+	if err := clearInheritable(); err != nil {
+		return fail(fmt.Errorf("pod init: %w", err))
+	}
 	// Before the configuration: its Go start-up then overlaps run's
 	// preparation.
 	sp := startSpare(rp)

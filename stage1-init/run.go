@@ -235,11 +235,6 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	// once all that is done and PID 1 is in its cgroup. Started last,
 	// its Go start-up came after ours on the pod's start path
 	// (bench/profile.md).
-	//
-	// PID 1 sets PR_SET_PDEATHSIG on itself, and that fires when the
-	// thread that cloned it exits, not the process: this goroutine
-	// keeps its thread until we return.
-	runtime.LockOSThread()
 	rr, rw, err := os.Pipe()
 	if err != nil {
 		pw.Close()
@@ -263,7 +258,9 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 		}
 		return fail(err)
 	}
-	pid, err := syscall.ForkExec(exePath, []string{roleInit}, &syscall.ProcAttr{
+	// From a thread of its own, which PID 1's parent-death signal is tied
+	// to, with the pod's bounding set (forkPID1).
+	pid, err := forkPID1(podBoundingSet(pod), exePath, []string{roleInit}, &syscall.ProcAttr{
 		Dir:   podDir,
 		Env:   pid1Env(os.Environ()),
 		Files: pid1Files(pr, self, rw, logFds),
