@@ -33,13 +33,9 @@ const (
 // namespace (PID 1's exit waits for that before its pidfd reports it).
 //
 // startLockKeeper starts it (the waiter's binary, or this one when the
-// image has no waiter) for PID 1 pid, with cloneFlags (the waiter's CLONE_PARENT), and returns its pid.
-func startLockKeeper(lock *os.File, pid int, cloneFlags uintptr) (int, error) {
-	pidfd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return 0, fmt.Errorf("lock keeper: pidfd of PID 1: %w", err)
-	}
-	defer unix.Close(pidfd)
+// image has no waiter) for PID 1's pidfd, with cloneFlags (the waiter's
+// CLONE_PARENT), and returns its pid.
+func startLockKeeper(lock *os.File, pidfd int, cloneFlags uintptr) (int, error) {
 	// The waiter's binary in its keeper role, when it is there: a C
 	// program that only waits holds next to nothing, where a Go runtime
 	// holds megabytes for the pod's whole life.

@@ -285,14 +285,42 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 		return fail(fmt.Errorf("start pod init: %w", err))
 	}
 	exe.Close()
-	keeper, kerr := startLockKeeper(lock, pid, w.cloneFlags())
-	if kerr == nil {
-		// Once PID 1 is gone, so is the keeper, at once: run
-		// returns only after it, with the lock free.
-		defer waitPid(keeper)
+	// The lock keeper is started while the host is prepared, not before
+	// it: its fork and exec are on no one's way until PID 1 gets its
+	// configuration, and it is running before then (joinKeeper), as it
+	// was when it was started here. Its pidfd of PID 1 is opened now,
+	// while PID 1 surely is ours and unreaped.
+	keeperDone := make(chan error, 1)
+	keeper := 0
+	if kpidfd, err := unix.PidfdOpen(pid, 0); err != nil {
+		keeperDone <- fmt.Errorf("lock keeper: pidfd of PID 1: %w", err)
+	} else {
+		go func() {
+			k, err := startLockKeeper(lock, kpidfd, w.cloneFlags())
+			unix.Close(kpidfd)
+			keeper = k
+			keeperDone <- err
+		}()
 	}
+	var kerr error
+	joined := false
+	joinKeeper := func() error {
+		if !joined {
+			kerr, joined = <-keeperDone, true
+		}
+		return kerr
+	}
+	defer func() {
+		if joinKeeper() == nil {
+			// Once PID 1 is gone, so is the keeper, at once: run
+			// returns only after it, with the lock free.
+			waitPid(keeper)
+		}
+	}()
 	// abort ends PID 1, which has started nothing yet, and fails.
 	abort := func(err error) int {
+		// The keeper knows PID 1 before PID 1 is reaped.
+		_ = joinKeeper()
 		_ = unix.Kill(pid, unix.SIGKILL)
 		waitPid(pid)
 		pw.Close()
@@ -301,9 +329,6 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 			return status.CodeStage1Failure
 		}
 		return fail(err)
-	}
-	if kerr != nil {
-		return abort(kerr)
 	}
 	if err := prepareHost(podDir, pod, &f.opts); err != nil {
 		return abort(err)
@@ -344,6 +369,9 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 				return abort(err)
 			}
 		}
+	}
+	if err := joinKeeper(); err != nil {
+		return abort(err)
 	}
 	cfg, err := json.Marshal(pod)
 	if err != nil {
