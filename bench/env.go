@@ -24,6 +24,9 @@ type bench struct {
 	readyFifo  string
 	rounds     int
 	warmup     int
+	// peers, if set, keeps only the interleaved peers whose row name
+	// contains one of its comma-separated words (A/B runs of one row).
+	peers string
 	// warming is set while interleave runs a warm-up round.
 	warming bool
 

@@ -39,6 +39,7 @@ func benchMain() int {
 	flag.IntVar(&b.warmup, "warmup", 2, "warm-up rounds, not recorded")
 	orphans := flag.Int("orphans", 20000, "orphans of the reaping measurement")
 	npods := flag.Int("pods", 1000, "pods of the host tools measurement")
+	flag.StringVar(&b.peers, "peers", "", "comma-separated words: only the interleaved rows whose name contains one (e.g. \"pod1 stage1,floor\"); all by default")
 	only := flag.String("only", "", "comma-separated measurements to run (start,memory,reap,stop,host,scale,logs,net); all by default")
 	flag.Parse()
 	if os.Getuid() != 0 {

@@ -32,6 +32,9 @@ type peer struct {
 func (b *bench) interleave(s *section, peers []*peer, rounds, warmup int) {
 	var live []*peer
 	for _, p := range peers {
+		if !b.wantPeer(p.name) {
+			continue
+		}
 		r := s.row(p.name, p.pod1)
 		if p.setup != nil {
 			if err := p.setup(); err != nil {
@@ -57,6 +60,19 @@ func (b *bench) interleave(s *section, peers []*peer, rounds, warmup int) {
 	}
 	b.warming = false
 	fmt.Fprintln(os.Stderr)
+}
+
+// wantPeer says whether the row name is measured (-peers).
+func (b *bench) wantPeer(name string) bool {
+	if b.peers == "" {
+		return true
+	}
+	for _, w := range strings.Split(b.peers, ",") {
+		if w != "" && strings.Contains(name, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // measureStart is issue §1: a pod of one app running a true, from the
