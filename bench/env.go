@@ -27,6 +27,9 @@ type bench struct {
 	// peers, if set, keeps only the interleaved peers whose row name
 	// contains one of its comma-separated words (A/B runs of one row).
 	peers string
+	// vs are other pod1 trees whose stage1 start is measured in the same
+	// rounds as ours, one row each (A/B runs of two builds).
+	vs []string
 	// warming is set while interleave runs a warm-up round.
 	warming bool
 

@@ -40,6 +40,7 @@ func benchMain() int {
 	orphans := flag.Int("orphans", 20000, "orphans of the reaping measurement")
 	npods := flag.Int("pods", 1000, "pods of the host tools measurement")
 	flag.StringVar(&b.peers, "peers", "", "comma-separated words: only the interleaved rows whose name contains one (e.g. \"pod1 stage1,floor\"); all by default")
+	vs := flag.String("vs", "", "comma-separated other pod1 trees (built: bin/, build/): the stage1 start of each is measured in the same rounds as -repo's, a row each")
 	only := flag.String("only", "", "comma-separated measurements to run (start,memory,reap,stop,host,scale,logs,net); all by default")
 	flag.Parse()
 	if os.Getuid() != 0 {
@@ -49,6 +50,18 @@ func benchMain() int {
 	var err error
 	if b.repo, err = filepath.Abs(b.repo); err != nil {
 		return fail(err)
+	}
+	for _, d := range strings.Split(*vs, ",") {
+		if d == "" {
+			continue
+		}
+		if d, err = filepath.Abs(d); err != nil {
+			return fail(err)
+		}
+		if _, err := os.Stat(filepath.Join(d, "bin/stage1-init")); err != nil {
+			return fail(fmt.Errorf("-vs %s: %w", d, err))
+		}
+		b.vs = append(b.vs, d)
 	}
 	b.stage1Init = filepath.Join(b.repo, "bin/stage1-init")
 	b.pod1Bin = filepath.Join(b.repo, "bin/pod1")

@@ -37,6 +37,9 @@ type podOpts struct {
 	// goRun makes the Go stage1-init the run entry point, as
 	// POD1_WAITER=0 and make image WAITER=0 do, instead of the waiter.
 	goRun bool
+	// repo, if set, is another pod1 tree whose binaries run the pod
+	// (-vs), in place of the bench's own -repo.
+	repo string
 }
 
 // pod is a prepared pod directory.
@@ -104,16 +107,20 @@ func (b *bench) newPodOpts(apps []podApp, o podOpts) (*pod, error) {
 			return nil, err
 		}
 	}
+	stage1Init, repo := b.stage1Init, b.repo
+	if o.repo != "" {
+		stage1Init, repo = filepath.Join(o.repo, "bin/stage1-init"), o.repo
+	}
 	for _, ep := range []string{"stop", "gc"} {
-		if err := os.Symlink(b.stage1Init, filepath.Join(s1, ep)); err != nil {
+		if err := os.Symlink(stage1Init, filepath.Join(s1, ep)); err != nil {
 			return nil, err
 		}
 	}
 	// The run entry point is the waiter, as in the image (make image
 	// WAITER=1, the default), unless POD1_WAITER=0 or the pod asks for
 	// the Go run.
-	run := b.stage1Init
-	if w := filepath.Join(b.repo, "bin/pod1-waiter"); os.Getenv("POD1_WAITER") != "0" && !o.goRun {
+	run := stage1Init
+	if w := filepath.Join(repo, "bin/pod1-waiter"); os.Getenv("POD1_WAITER") != "0" && !o.goRun {
 		if _, err := os.Stat(w); err == nil {
 			run = w
 		}

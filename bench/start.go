@@ -103,17 +103,24 @@ func (b *bench) measureStart() *section {
 		}, round: func(r *row) error {
 			return b.truePodRound(r, trueArgv, podOpts{goRun: true})
 		}},
+	}
+	for _, d := range b.vs {
+		peers = append(peers, &peer{name: "pod1 stage1 (prepared pod), " + d, pod1: true, round: func(r *row) error {
+			return b.truePodRound(r, trueArgv, podOpts{repo: d})
+		}})
+	}
+	peers = append(peers,
 		b.launcherPeer(),
-		{name: "floor: unshare -mpfiu + chroot", setup: b.need("unshare", "chroot"), round: func(r *row) error {
+		&peer{name: "floor: unshare -mpfiu + chroot", setup: b.need("unshare", "chroot"), round: func(r *row) error {
 			return b.timed(r, spec{argv: []string{b.tools["unshare"], "-mpfiu", "--mount-proc", "chroot", b.fixture, "/true"}})
 		}},
 		b.ociPeer("crun", trueArgv),
 		b.ociPeer("runc", trueArgv),
-		{name: "systemd-nspawn (app as PID 1)", setup: b.need("systemd-nspawn"), round: func(r *row) error {
+		&peer{name: "systemd-nspawn (app as PID 1)", setup: b.need("systemd-nspawn"), round: func(r *row) error {
 			return b.timed(r, spec{argv: b.nspawnArgs(b.fixture, "/true")})
 		}},
 		b.nspawnBootPeer(),
-	}
+	)
 	b.interleave(s, peers, b.rounds, b.warmup)
 	s.row(goRunRow, true).vs = "pod1 stage1 (prepared pod)"
 	for _, r := range s.rows {
