@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -73,10 +75,8 @@ func (g *Group) SetDevices(ds []Device) error {
 		if err := os.WriteFile(filepath.Join(v1, "devices.deny"), []byte("a"), 0); err != nil {
 			return fmt.Errorf("device allow-list: %w", err)
 		}
-		for _, d := range ds {
-			if err := os.WriteFile(filepath.Join(v1, "devices.allow"), []byte(d.v1()), 0); err != nil {
-				return fmt.Errorf("device allow-list: allow %s: %w", d.v1(), err)
-			}
+		if err := allowV1(v1, ds); err != nil {
+			return err
 		}
 	}
 	if g.V2 == "" {
@@ -92,6 +92,22 @@ func (g *Group) SetDevices(ds []Device) error {
 		return fmt.Errorf("device allow-list: %w", err)
 	}
 	return nil
+}
+
+// allowV1 writes each entry of ds to dir's devices.allow, one write per
+// entry (the kernel reads one rule a write) through one open file.
+func allowV1(dir string, ds []Device) error {
+	f, err := os.OpenFile(filepath.Join(dir, "devices.allow"), os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("device allow-list: %w", err)
+	}
+	defer f.Close()
+	for _, d := range ds {
+		if _, err := f.WriteString(d.v1()); err != nil {
+			return fmt.Errorf("device allow-list: allow %s: %w", d.v1(), err)
+		}
+	}
+	return f.Close()
 }
 
 // Access bits and device types of struct bpf_cgroup_dev_ctx (uapi
@@ -202,6 +218,60 @@ func bpf(cmd uintptr, attr unsafe.Pointer, size uintptr) (int, error) {
 // a device must pass them all, so the pod never gets more than the host's
 // own policy (a systemd DevicePolicy=, say) gives its caller.
 func attachDeviceFilter(dir string, ds []Device) error {
+	pfd, err := loadDeviceFilter(ds)
+	if err != nil {
+		return err
+	}
+	fd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", dir, err)
+	}
+	defer unix.Close(fd)
+	// union bpf_attr for BPF_PROG_ATTACH.
+	attach := struct {
+		targetFd, attachBpfFd, attachType, attachFlags, replaceBpfFd uint32
+	}{
+		targetFd:    uint32(fd),
+		attachBpfFd: uint32(pfd),
+		attachType:  unix.BPF_CGROUP_DEVICE,
+		attachFlags: unix.BPF_F_ALLOW_MULTI,
+	}
+	if _, err := bpf(unix.BPF_PROG_ATTACH, unsafe.Pointer(&attach), unsafe.Sizeof(attach)); err != nil {
+		return fmt.Errorf("attach BPF device program to %s: %w", dir, err)
+	}
+	return nil
+}
+
+// loaded holds the device programs loaded so far, by list: loading one
+// (the kernel's verifier) costs many times its attaching, and a pod's apps
+// mostly share the list (AppDevices), restarts always. The descriptors
+// are close-on-exec (bpf(2) makes them so) and kept for the process's
+// life; a program attached to a cgroup stays while the cgroup lives,
+// whoever holds it.
+var loaded struct {
+	sync.Mutex
+	fds map[string]int
+}
+
+// PreloadDeviceFilter loads the program of ds for a later SetDevices, so
+// that the verifier runs before the list is needed: PID 1 loads the
+// default list while it waits for its pod. A failure is left for
+// SetDevices to meet and report.
+func PreloadDeviceFilter(ds []Device) { _, _ = loadDeviceFilter(ds) }
+
+// loadDeviceFilter returns the descriptor of ds's loaded program, loading
+// it if it is not yet.
+func loadDeviceFilter(ds []Device) (int, error) {
+	var key strings.Builder
+	for _, d := range ds {
+		key.WriteString(d.v1())
+		key.WriteByte('\n')
+	}
+	loaded.Lock()
+	defer loaded.Unlock()
+	if fd, ok := loaded.fds[key.String()]; ok {
+		return fd, nil
+	}
 	prog := deviceProgram(ds)
 	license := []byte("Apache-2.0\x00")
 	// union bpf_attr for BPF_PROG_LOAD, up to expected_attach_type.
@@ -226,25 +296,11 @@ func attachDeviceFilter(dir string, ds []Device) error {
 	runtime.KeepAlive(prog)
 	runtime.KeepAlive(license)
 	if err != nil {
-		return fmt.Errorf("load BPF device program: %w", err)
+		return -1, fmt.Errorf("load BPF device program: %w", err)
 	}
-	defer unix.Close(pfd)
-	fd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("open %s: %w", dir, err)
+	if loaded.fds == nil {
+		loaded.fds = map[string]int{}
 	}
-	defer unix.Close(fd)
-	// union bpf_attr for BPF_PROG_ATTACH.
-	attach := struct {
-		targetFd, attachBpfFd, attachType, attachFlags, replaceBpfFd uint32
-	}{
-		targetFd:    uint32(fd),
-		attachBpfFd: uint32(pfd),
-		attachType:  unix.BPF_CGROUP_DEVICE,
-		attachFlags: unix.BPF_F_ALLOW_MULTI,
-	}
-	if _, err := bpf(unix.BPF_PROG_ATTACH, unsafe.Pointer(&attach), unsafe.Sizeof(attach)); err != nil {
-		return fmt.Errorf("attach BPF device program to %s: %w", dir, err)
-	}
-	return nil
+	loaded.fds[key.String()] = pfd
+	return pfd, nil
 }

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -122,4 +123,74 @@ func oks(out []byte) string {
 		}
 	}
 	return strings.Join(ws, " ")
+}
+
+// The program of a list is loaded once (PreloadDeviceFilter, or the first
+// SetDevices) and that one program is attached to every cgroup given the
+// list; another list gets a program of its own.
+func TestDeviceFilterLoadedOnce(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root")
+	}
+	v2, _, err := mounts()
+	if err != nil || v2 == "" {
+		t.Skip("no cgroup2 mount")
+	}
+	PreloadDeviceFilter(AppDevices(false))
+	pfd, err := loadDeviceFilter(AppDevices(false))
+	must(t, err)
+	want := progID(t, pfd)
+	var ids []uint32
+	for i, ds := range [][]Device{AppDevices(false), AppDevices(false), AppDevices(true)} {
+		dir := filepath.Join(v2, "pod1-test-devonce-"+strconv.Itoa(os.Getpid())+"-"+strconv.Itoa(i))
+		must(t, os.Mkdir(dir, 0o755))
+		defer func() { _ = unix.Rmdir(dir) }()
+		must(t, (&Group{V2: dir, Unified: true}).SetDevices(ds))
+		ids = append(ids, attachedDeviceProg(t, dir))
+	}
+	if ids[0] != want || ids[1] != want || ids[2] == want || ids[2] == 0 {
+		t.Fatalf("attached programs %v; the preloaded one is %d", ids, want)
+	}
+}
+
+// progID is the kernel's id of the program behind fd (BPF_OBJ_GET_INFO_BY_FD).
+func progID(t *testing.T, fd int) uint32 {
+	t.Helper()
+	info := &bpfOut // struct bpf_prog_info's start: u32 type, u32 id, ...
+	attr := struct {
+		bpfFd, infoLen uint32
+		info           uint64
+	}{uint32(fd), uint32(len(info)), uint64(uintptr(unsafe.Pointer(&info[0])))}
+	if _, err := bpf(unix.BPF_OBJ_GET_INFO_BY_FD, unsafe.Pointer(&attr), unsafe.Sizeof(attr)); err != nil {
+		t.Fatal(err)
+	}
+	return *(*uint32)(unsafe.Pointer(&info[4]))
+}
+
+// bpfOut is where the kernel writes what the tests ask of it: not on a
+// goroutine stack, which may move while the kernel holds its address as a
+// number.
+var bpfOut [64]byte
+
+// attachedDeviceProg is the id of the one device program attached to dir
+// itself (BPF_PROG_QUERY).
+func attachedDeviceProg(t *testing.T, dir string) uint32 {
+	t.Helper()
+	fd, err := unix.Open(dir, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	must(t, err)
+	defer unix.Close(fd)
+	ids := (*[4]uint32)(unsafe.Pointer(&bpfOut))
+	attr := struct {
+		targetFd, attachType, queryFlags, attachFlags uint32
+		progIDs                                       uint64
+		progCnt                                       uint32
+		_                                             uint32
+	}{targetFd: uint32(fd), attachType: unix.BPF_CGROUP_DEVICE, progIDs: uint64(uintptr(unsafe.Pointer(&ids[0]))), progCnt: uint32(len(ids))}
+	if _, err := bpf(unix.BPF_PROG_QUERY, unsafe.Pointer(&attr), unsafe.Sizeof(attr)); err != nil {
+		t.Fatal(err)
+	}
+	if attr.progCnt != 1 {
+		t.Fatalf("%s: %d device programs attached", dir, attr.progCnt)
+	}
+	return ids[0]
 }

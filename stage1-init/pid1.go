@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/control"
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/logx"
@@ -67,6 +68,10 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	// Before the configuration: its Go start-up then overlaps run's
 	// preparation.
 	sp := startSpare(rp)
+	// The apps' usual device allow-list as a BPF program, loaded while
+	// run still prepares the pod: the kernel's verifier then runs off
+	// the first app's start path (SetDevices finds it loaded).
+	cgroups.PreloadDeviceFilter(cgroups.AppDevices(false))
 	pod, err := readPodConfig()
 	if err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
