@@ -33,7 +33,13 @@ func cmdList(g *globalFlags, args []string, stdout, stderr io.Writer) int {
 		fail(stderr, "pod1 list", errors.New("takes no arguments"))
 		return exitError
 	}
-	list, errs := pods.List(g.dir, pods.IncludeMost)
+	// The table shows a few columns: the JSON output, all of rkt's
+	// fields, reads each pod in full.
+	detail := pods.Summary
+	if format != "" {
+		detail = pods.Full
+	}
+	list, errs := pods.List(g.dir, pods.IncludeMost, detail)
 	// The table is written cell by cell: buffered, a list of a thousand
 	// pods is one write instead of ten thousand.
 	bw := bufio.NewWriter(stdout)

@@ -69,11 +69,12 @@ func isUUID(s string) bool {
 	return err == nil && u.String() == s
 }
 
-// List reads every pod in the included directories, in UUID order. A pod
+// List reads every pod in the included directories, in UUID order, as
+// much of each as detail says. A pod
 // that moved to a directory not included between listing and reading is
 // left out (rkt WalkPods); pods that cannot be read are reported in errs
 // and the others are still returned.
-func List(dataDir string, include Include) (pods []*Pod, errs []error) {
+func List(dataDir string, include Include, detail Detail) (pods []*Pod, errs []error) {
 	uuids, err := listUUIDs(dataDir, include)
 	if err != nil {
 		return nil, []error{err}
@@ -92,12 +93,12 @@ func List(dataDir string, include Include) (pods []*Pod, errs []error) {
 				// Where it was listed first: the directories
 				// before it in Read's order did not have it a
 				// moment ago (three failed opens a pod saved).
-				got[i], gotErr[i] = readIn(dataDir, &stateDirs[uuids[i].dir], uuids[i].uuid)
+				got[i], gotErr[i] = readIn(dataDir, &stateDirs[uuids[i].dir], uuids[i].uuid, detail)
 				if errors.Is(gotErr[i], os.ErrNotExist) || gotErr[i] == nil && got[i].ManifestErr != nil {
 					// Moved on since (to garbage/), or read
 					// while a collector removed it: look again
 					// everywhere.
-					got[i], gotErr[i] = Read(dataDir, uuids[i].uuid)
+					got[i], gotErr[i] = read(dataDir, uuids[i].uuid, detail)
 				}
 			}
 		}()

@@ -61,7 +61,7 @@ func checkName(name string) error {
 	return nil
 }
 
-func (p *Pod) readManifest(fd int) error {
+func (p *Pod) readManifest(fd int, detail Detail) error {
 	b, err := readFileAt(fd, manifestFile)
 	if err != nil {
 		return fmt.Errorf("read pod manifest: %w", err)
@@ -101,6 +101,9 @@ func (p *Pod) readManifest(fd int) error {
 		}
 		a.ImageName = imageName(fd, ma.Name)
 		p.Apps = append(p.Apps, a)
+	}
+	if detail == Summary {
+		return nil
 	}
 	sd := fdPath(fd, p.statusDir)
 	for i := range p.Apps {

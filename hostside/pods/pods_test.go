@@ -149,7 +149,7 @@ func TestResolveAndList(t *testing.T) {
 	if u, err := Resolve(data, "11111111-9999-4333-8444-555555555555"); err != nil || u != uuidB {
 		t.Errorf("full UUID: %q %v", u, err)
 	}
-	list, errs := List(data, IncludeMost)
+	list, errs := List(data, IncludeMost, Full)
 	if len(errs) != 0 || len(list) != 2 || list[0].UUID != uuidA || list[1].State != ExitedGarbage {
 		t.Fatalf("list %v errs %v", list, errs)
 	}

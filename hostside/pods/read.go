@@ -31,11 +31,15 @@ const (
 // Read returns the pod with the full UUID uuid under dataDir (rkt's
 // --dir), wherever it is in its lifecycle.
 func Read(dataDir, uuid string) (*Pod, error) {
+	return read(dataDir, uuid, Full)
+}
+
+func read(dataDir, uuid string, detail Detail) (*Pod, error) {
 	// A pod moves between directories (run -> exited-garbage) while we
 	// look; a second pass finds it where it went.
 	for pass := 0; pass < 2; pass++ {
 		for i := range stateDirs {
-			p, err := readIn(dataDir, &stateDirs[i], uuid)
+			p, err := readIn(dataDir, &stateDirs[i], uuid, detail)
 			if errors.Is(err, os.ErrNotExist) {
 				continue
 			}
@@ -46,7 +50,7 @@ func Read(dataDir, uuid string) (*Pod, error) {
 }
 
 // readIn reads the pod if it is in d; os.ErrNotExist when it is not.
-func readIn(dataDir string, d *stateDir, uuid string) (*Pod, error) {
+func readIn(dataDir string, d *stateDir, uuid string, detail Detail) (*Pod, error) {
 	dir := filepath.Join(dataDir, "pods", d.name, uuid)
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -66,7 +70,7 @@ func readIn(dataDir string, d *stateDir, uuid string) (*Pod, error) {
 			p.State = d.locked
 		}
 	}
-	p.readAt(fd)
+	p.readAt(fd, detail)
 	return p, nil
 }
 
@@ -84,12 +88,14 @@ func lockHeld(fd int) (bool, error) {
 	return false, err
 }
 
-// readAt fills in everything but the state from the open pod directory.
-// Missing files are normal (a pod is read at every step of its life);
-// other failures leave the field empty and, for the manifest, are kept in
-// ManifestErr.
-func (p *Pod) readAt(fd int) {
-	p.readStage1Layout(fd)
+// readAt fills in everything but the state from the open pod directory,
+// or with Summary only what Summary names. Missing files are normal (a pod
+// is read at every step of its life); other failures leave the field empty
+// and, for the manifest, are kept in ManifestErr.
+func (p *Pod) readAt(fd int, detail Detail) {
+	if detail == Full {
+		p.readStage1Layout(fd)
+	}
 	if p.State == Prepared || p.State == Running || p.IsAfterRun() {
 		p.Created = mtimeAt(fd, createdFile)
 		if p.Created.IsZero() {
@@ -105,6 +111,13 @@ func (p *Pod) readAt(fd int) {
 			}
 		}
 	}
+	if detail == Summary {
+		if p.State == Running || p.State == Exited {
+			p.Networks = readNetworks(fd)
+		}
+		p.readManifestAt(fd, detail)
+		return
+	}
 	p.Pid = pidAt(fd)
 	switch p.State {
 	case Garbage, Deleting, ExitedGarbage, ExitedDeleting:
@@ -117,13 +130,18 @@ func (p *Pod) readAt(fd int) {
 		// up until gc.
 		p.Networks = readNetworks(fd)
 	}
+	p.readManifestAt(fd, detail)
+}
+
+// readManifestAt reads the apps, or keeps why they cannot be read.
+func (p *Pod) readManifestAt(fd int, detail Detail) {
 	// rkt: the manifest may be missing while preparing or deleting.
 	if p.State == Preparing || p.State == AbortedPrepare || p.State == Deleting || p.State == Embryo {
 		if _, err := readFileAt(fd, manifestFile); err != nil {
 			return
 		}
 	}
-	if err := p.readManifest(fd); err != nil {
+	if err := p.readManifest(fd, detail); err != nil {
 		p.ManifestErr = err
 	}
 }
