@@ -89,11 +89,12 @@ func List(dataDir string, include Include, detail Detail) (pods []*Pod, errs []e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var scratch []byte
 			for i := range next {
 				// Where it was listed first: the directories
 				// before it in Read's order did not have it a
 				// moment ago (three failed opens a pod saved).
-				got[i], gotErr[i] = readIn(dataDir, &stateDirs[uuids[i].dir], uuids[i].uuid, detail)
+				got[i], gotErr[i] = readIn(dataDir, &stateDirs[uuids[i].dir], uuids[i].uuid, detail, &scratch)
 				if errors.Is(gotErr[i], os.ErrNotExist) || gotErr[i] == nil && got[i].ManifestErr != nil {
 					// Moved on since (to garbage/), or read
 					// while a collector removed it: look again

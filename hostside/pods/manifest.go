@@ -61,8 +61,8 @@ func checkName(name string) error {
 	return nil
 }
 
-func (p *Pod) readManifest(fd int, detail Detail) error {
-	b, err := readFileAt(fd, manifestFile)
+func (p *Pod) readManifest(d *podDir, detail Detail) error {
+	b, err := d.read(manifestFile)
 	if err != nil {
 		return fmt.Errorf("read pod manifest: %w", err)
 	}
@@ -99,20 +99,20 @@ func (p *Pod) readManifest(fd int, detail Detail) error {
 			out.ReadOnly = ro != nil && *ro
 			a.Mounts = append(a.Mounts, out)
 		}
-		a.ImageName = imageName(fd, ma.Name)
+		a.ImageName = imageName(d, ma.Name)
 		p.Apps = append(p.Apps, a)
 	}
 	if detail == Summary {
 		return nil
 	}
-	sd := fdPath(fd, p.statusDir)
+	sd := fdPath(d.fd, p.statusDir)
 	for i := range p.Apps {
 		a := &p.Apps[i]
 		if r, err := status.ReadRecord(sd, a.Name); err == nil {
 			a.Record = r
 		}
 		if p.Mutable {
-			p.mutableAppState(fd, a)
+			p.mutableAppState(d, a)
 		} else {
 			p.immutableAppState(a, sd)
 		}
@@ -122,8 +122,8 @@ func (p *Pod) readManifest(fd int, detail Detail) error {
 
 // imageName is the app image's name[:version] from
 // appsinfo/<app>/manifest (rkt list's getImageName).
-func imageName(fd int, app string) string {
-	b, err := readFileAt(fd, layout.AppInfoDir(app)+"/manifest")
+func imageName(d *podDir, app string) string {
+	b, err := d.read(layout.AppInfoDir(app) + "/manifest")
 	if err != nil {
 		return ""
 	}
@@ -158,7 +158,7 @@ func (p *Pod) immutableAppState(a *App, statusDir string) {
 
 // mutableAppState is rkt's appStateInMutablePod: stage0's -created and
 // -started markers and the status file, by their mtimes.
-func (p *Pod) mutableAppState(fd int, a *App) {
+func (p *Pod) mutableAppState(d *podDir, a *App) {
 	a.State = AppUnknown
 	defer func() {
 		// A pod killed hard leaves apps without status: they are over
@@ -168,19 +168,19 @@ func (p *Pod) mutableAppState(fd int, a *App) {
 		}
 	}()
 	base := p.statusDir + "/" + a.Name
-	if a.CreatedAt = timePtr(mtimeAt(fd, base+"-created")); a.CreatedAt == nil {
+	if a.CreatedAt = timePtr(d.mtime(base + "-created")); a.CreatedAt == nil {
 		return
 	}
 	a.State = AppCreated
-	if a.StartedAt = timePtr(mtimeAt(fd, base+"-started")); a.StartedAt == nil {
+	if a.StartedAt = timePtr(d.mtime(base + "-started")); a.StartedAt == nil {
 		return
 	}
 	a.State = AppRunning
-	if a.FinishedAt = timePtr(mtimeAt(fd, base)); a.FinishedAt == nil {
+	if a.FinishedAt = timePtr(d.mtime(base)); a.FinishedAt == nil {
 		return
 	}
 	a.State = AppExited
-	code, err := status.Read(fdPath(fd, p.statusDir), a.Name)
+	code, err := status.Read(fdPath(d.fd, p.statusDir), a.Name)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		// rkt: an unreadable status of an exited app reads as failure.
 		code = 1
@@ -209,8 +209,8 @@ func timePtr(t time.Time) *time.Time {
 
 // readNetworks reads net-info.json; a missing or broken file reads as no
 // networks (rkt: ENOENT means the pod uses the host's network).
-func readNetworks(fd int) []Network {
-	b, err := readFileAt(fd, netInfoFile)
+func readNetworks(d *podDir) []Network {
+	b, err := d.read(netInfoFile)
 	if err != nil {
 		return nil
 	}
