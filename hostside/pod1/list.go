@@ -87,6 +87,20 @@ func writeTable(w io.Writer, list []*pods.Pod, legend, full bool, now time.Time)
 			fmt.Fprintln(tw, "UUID\tAPP\tIMAGE NAME\tSTATE\tCREATED\tSTARTED\tNETWORKS")
 		}
 	}
+	// Lines are put together by hand: Fprintf's formatting was a tenth
+	// of the time a list of a thousand pods spends on its own.
+	var line []byte
+	cells := func(cs ...string) error {
+		line = line[:0]
+		for i, c := range cs {
+			if i > 0 {
+				line = append(line, '\t')
+			}
+			line = append(line, c...)
+		}
+		_, err := tw.Write(append(line, '\n'))
+		return err
+	}
 	for _, p := range list {
 		uuid, state, nets := p.UUID, string(p.State), fmtNets(p.Networks)
 		created, started := tableTime(p.Created, full, now), tableTime(p.Started, full, now)
@@ -107,9 +121,11 @@ func writeTable(w io.Writer, list []*pods.Pod, legend, full bool, now time.Time)
 				if len(id) > 19 {
 					id = id[:19]
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", uuid, a.Name, img, id, state, created, started, nets)
-			} else {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", uuid, a.Name, img, state, created, started, nets)
+				if err := cells(uuid, a.Name, img, id, state, created, started, nets); err != nil {
+					return err
+				}
+			} else if err := cells(uuid, a.Name, img, state, created, started, nets); err != nil {
+				return err
 			}
 			// The pod's columns describe the pod, not each app.
 			uuid, state, nets, created, started = "", "", "", "", ""

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/appc/spec/schema/types"
 	"golang.org/x/sys/unix"
 )
 
@@ -195,5 +196,23 @@ func TestWait(t *testing.T) {
 	}
 	if err := WaitReady(context.Background(), data, uuidA); err != nil {
 		t.Fatalf("ready pod: %v", err)
+	}
+}
+
+// isUUID accepts exactly the names appc prints a UUID as.
+func TestIsUUID(t *testing.T) {
+	for _, s := range []string{
+		uuidA, "00000000-0000-0000-0000-000000000000", "abcdef01-2345-6789-abcd-ef0123456789",
+		"ABCDEF01-2345-6789-abcd-ef0123456789", "abcdef0123456789abcdef0123456789",
+		"abcdef01-2345-6789-abcd-ef012345678", "abcdef01-2345-6789-abcd-ef01234567890",
+		"abcdef01-2345-6789-abcd_ef0123456789", "abcdef012-345-6789-abcd-ef0123456789",
+		"abcdeg01-2345-6789-abcd-ef0123456789", "../../../../../../../../../../etc/x",
+		"", "-", "abcdef01-2345-6789-abcd-ef012345678\x00",
+	} {
+		u, err := types.NewUUID(s)
+		want := err == nil && u.String() == s
+		if got := isUUID(s); got != want {
+			t.Errorf("isUUID(%q) = %v, appc says %v", s, got, want)
+		}
 	}
 }
