@@ -3,8 +3,10 @@ package pods
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -213,6 +215,108 @@ func TestIsUUID(t *testing.T) {
 		want := err == nil && u.String() == s
 		if got := isUUID(s); got != want {
 			t.Errorf("isUUID(%q) = %v, appc says %v", s, got, want)
+		}
+	}
+}
+
+// A Summary shows what a full read shows in the table's columns, and reads
+// a pod's files as strictly: planted symlinks, FIFOs and oversized files
+// are refused on its path too, and the buffer it reuses from pod to pod
+// never leaks one pod's bytes into another's.
+func TestSummary(t *testing.T) {
+	data := t.TempDir()
+	outside := filepath.Join(t.TempDir(), "elsewhere")
+	if err := os.WriteFile(outside, []byte(`{"name":"planted.org/x"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	netInfo := `[{"netName":"default","ip":"172.16.28.2","extra":1}]`
+	var uuids []string
+	for i := 0; i < 24; i++ {
+		u := fmt.Sprintf("%08x-2222-4333-8444-555555555555", i)
+		uuids = append(uuids, u)
+		// Names long and short, so that a short file is read into
+		// a buffer a longer one left its bytes in.
+		name := fmt.Sprintf("x.org/%s", strings.Repeat("n", 1+(i*37)%300))
+		dir := mkPod(t, data, "run", u, map[string]string{
+			"pod": manifest, "pod-created": "", "pid": "42\n", "net-info.json": netInfo,
+			"appsinfo/a/manifest": `{"name":"` + name + `","labels":[{"name":"version","value":"1.0"}]}`,
+		})
+		switch i % 4 {
+		case 1:
+			// b's image manifest, net-info.json: planted symlinks.
+			if err := os.MkdirAll(filepath.Join(dir, "appsinfo/b"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(outside, filepath.Join(dir, "appsinfo/b/manifest")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(filepath.Join(dir, "net-info.json")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(outside, filepath.Join(dir, "net-info.json")); err != nil {
+				t.Fatal(err)
+			}
+		case 2:
+			// A FIFO nobody writes: reading it would hang.
+			if err := os.MkdirAll(filepath.Join(dir, "appsinfo/b"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Mkfifo(filepath.Join(dir, "appsinfo/b/manifest"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		case 3:
+			// A manifest over the bound (sparse: nothing is written).
+			if err := os.Truncate(filepath.Join(dir, "pod"), maxFileSize+1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sum, errs := List(data, IncludeMost, Summary)
+	full, errs2 := List(data, IncludeMost, Full)
+	if len(errs) != 0 || len(errs2) != 0 || len(sum) != len(uuids) || len(full) != len(uuids) {
+		t.Fatalf("summary %d pods %v, full %d pods %v", len(sum), errs, len(full), errs2)
+	}
+	for i, s := range sum {
+		f := full[i]
+		if s.UUID != uuids[i] || s.UUID != f.UUID || s.State != Exited || s.State != f.State ||
+			!s.Created.Equal(f.Created) || s.Created.IsZero() || !s.Started.Equal(f.Started) || s.Started.IsZero() {
+			t.Errorf("pod %d: summary %+v, full %+v", i, s, f)
+		}
+		if (s.ManifestErr == nil) != (f.ManifestErr == nil) || len(s.Apps) != len(f.Apps) || len(s.Networks) != len(f.Networks) {
+			t.Errorf("pod %d: summary %v %+v %+v, full %v %+v %+v", i, s.ManifestErr, s.Apps, s.Networks, f.ManifestErr, f.Apps, f.Networks)
+			continue
+		}
+		for j := range s.Apps {
+			if s.Apps[j].Name != f.Apps[j].Name || s.Apps[j].ImageID != f.Apps[j].ImageID || s.Apps[j].ImageName != f.Apps[j].ImageName {
+				t.Errorf("pod %d app %d: summary %+v, full %+v", i, j, s.Apps[j], f.Apps[j])
+			}
+		}
+		for j := range s.Networks {
+			if s.Networks[j].Name != f.Networks[j].Name || s.Networks[j].IP != f.Networks[j].IP || string(s.Networks[j].Raw) != string(f.Networks[j].Raw) {
+				t.Errorf("pod %d network %d: summary %+v, full %+v", i, j, s.Networks[j], f.Networks[j])
+			}
+		}
+		if s.Pid != 0 || s.Stage1TreeStoreID != "" || len(s.Apps) > 0 && s.Apps[0].Record != nil {
+			t.Errorf("pod %d: summary read more than it shows: %+v", i, s)
+		}
+		name := fmt.Sprintf("x.org/%s:1.0", strings.Repeat("n", 1+(i*37)%300))
+		switch i % 4 {
+		case 0:
+			if s.Apps[0].ImageName != name || s.Apps[1].ImageName != "" || len(s.Networks) != 1 || s.Networks[0].IP != "172.16.28.2" {
+				t.Errorf("pod %d: %+v, networks %+v; want image %q", i, s.Apps, s.Networks, name)
+			}
+		case 1:
+			if s.Apps[0].ImageName != name || s.Apps[1].ImageName != "" || len(s.Networks) != 0 {
+				t.Errorf("pod %d: symlinks followed: %+v, networks %+v", i, s.Apps, s.Networks)
+			}
+		case 2:
+			if s.Apps[0].ImageName != name || s.Apps[1].ImageName != "" {
+				t.Errorf("pod %d: FIFO: %+v", i, s.Apps)
+			}
+		case 3:
+			if s.ManifestErr == nil || !strings.Contains(s.ManifestErr.Error(), "larger than") || len(s.Apps) != 0 {
+				t.Errorf("pod %d: oversized manifest: %v, apps %+v", i, s.ManifestErr, s.Apps)
+			}
 		}
 	}
 }
