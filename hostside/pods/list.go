@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 // UUIDs returns the UUIDs of the pods in the included directories, sorted
@@ -17,7 +19,7 @@ import (
 // Entries that are not directories named by a UUID are not pods and are
 // left out, as rkt does.
 func UUIDs(dataDir string, include Include) ([]string, error) {
-	ls, err := listUUIDs(dataDir, include)
+	ls, err := listUUIDs(dataDir, include, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -35,15 +37,30 @@ type listed struct {
 	dir  int
 }
 
-func listUUIDs(dataDir string, include Include) ([]listed, error) {
+// listUUIDs lists the pods; with keep not nil, it keeps each state
+// directory it listed open in keep[its index], for the caller to close.
+func listUUIDs(dataDir string, include Include, keep []*os.File) ([]listed, error) {
 	seen := map[string]int{}
 	for di, d := range stateDirs {
 		if include&d.kind == 0 {
 			continue
 		}
-		ents, err := os.ReadDir(filepath.Join(dataDir, "pods", d.name))
-		if errors.Is(err, os.ErrNotExist) {
+		// Opened raw, and wrapped: an os.Open'd directory is offered
+		// to the network poller, which then polls for nothing.
+		path := filepath.Join(dataDir, "pods", d.name)
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENOENT) {
 			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list pods: open %s: %w", path, err)
+		}
+		f := os.NewFile(uintptr(fd), path)
+		ents, err := f.ReadDir(-1)
+		if keep != nil && err == nil {
+			keep[di] = f
+		} else {
+			f.Close()
 		}
 		if err != nil {
 			return nil, fmt.Errorf("list pods: %w", err)
@@ -92,9 +109,26 @@ func isUUID(s string) bool {
 // left out (rkt WalkPods); pods that cannot be read are reported in errs
 // and the others are still returned.
 func List(dataDir string, include Include, detail Detail) (pods []*Pod, errs []error) {
-	uuids, err := listUUIDs(dataDir, include)
+	// Each pod is opened below its state directory's descriptor: one
+	// name to look up instead of the whole path, a thousand times.
+	dirs := make([]*os.File, len(stateDirs))
+	defer func() {
+		for _, f := range dirs {
+			if f != nil {
+				f.Close()
+			}
+		}
+	}()
+	uuids, err := listUUIDs(dataDir, include, dirs)
 	if err != nil {
 		return nil, []error{err}
+	}
+	dirfds := make([]int, len(stateDirs))
+	for i, f := range dirs {
+		dirfds[i] = -1
+		if f != nil {
+			dirfds[i] = int(f.Fd())
+		}
 	}
 	got := make([]*Pod, len(uuids))
 	gotErr := make([]error, len(uuids))
@@ -117,7 +151,7 @@ func List(dataDir string, include Include, detail Detail) (pods []*Pod, errs []e
 				// Where it was listed first: the directories
 				// before it in Read's order did not have it a
 				// moment ago (three failed opens a pod saved).
-				got[i], gotErr[i] = readIn(dataDir, &stateDirs[uuids[i].dir], uuids[i].uuid, detail, &scratch)
+				got[i], gotErr[i] = readIn(dataDir, dirfds[uuids[i].dir], &stateDirs[uuids[i].dir], uuids[i].uuid, detail, &scratch)
 				if errors.Is(gotErr[i], os.ErrNotExist) || gotErr[i] == nil && got[i].ManifestErr != nil {
 					// Moved on since (to garbage/), or read
 					// while a collector removed it: look again

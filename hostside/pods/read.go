@@ -39,7 +39,7 @@ func read(dataDir, uuid string, detail Detail) (*Pod, error) {
 	// look; a second pass finds it where it went.
 	for pass := 0; pass < 2; pass++ {
 		for i := range stateDirs {
-			p, err := readIn(dataDir, &stateDirs[i], uuid, detail, nil)
+			p, err := readIn(dataDir, -1, &stateDirs[i], uuid, detail, nil)
 			if errors.Is(err, os.ErrNotExist) {
 				continue
 			}
@@ -50,10 +50,18 @@ func read(dataDir, uuid string, detail Detail) (*Pod, error) {
 }
 
 // readIn reads the pod if it is in d; os.ErrNotExist when it is not.
-// scratch, when not nil, is a buffer reused from pod to pod.
-func readIn(dataDir string, d *stateDir, uuid string, detail Detail, scratch *[]byte) (*Pod, error) {
+// dfd, when not -1, is d open: the pod is opened below it. scratch, when
+// not nil, is a buffer reused from pod to pod.
+func readIn(dataDir string, dfd int, d *stateDir, uuid string, detail Detail, scratch *[]byte) (*Pod, error) {
 	dir := filepath.Join(dataDir, "pods", d.name, uuid)
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	var fd int
+	var err error
+	if dfd >= 0 {
+		fd, err = unix.Openat(dfd, uuid, flags, 0)
+	} else {
+		fd, err = unix.Open(dir, flags, 0)
+	}
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return nil, os.ErrNotExist
