@@ -142,7 +142,7 @@ func List(dataDir string, include Include, detail Detail) (pods []*Pod, errs []e
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var scratch []byte
+			var m memo
 			for {
 				i := int(next.Add(1) - 1)
 				if i >= len(uuids) {
@@ -151,7 +151,7 @@ func List(dataDir string, include Include, detail Detail) (pods []*Pod, errs []e
 				// Where it was listed first: the directories
 				// before it in Read's order did not have it a
 				// moment ago (three failed opens a pod saved).
-				got[i], gotErr[i] = readIn(dataDir, dirfds[uuids[i].dir], &stateDirs[uuids[i].dir], uuids[i].uuid, detail, &scratch)
+				got[i], gotErr[i] = readIn(dataDir, dirfds[uuids[i].dir], &stateDirs[uuids[i].dir], uuids[i].uuid, detail, &m)
 				if errors.Is(gotErr[i], os.ErrNotExist) || gotErr[i] == nil && got[i].ManifestErr != nil {
 					// Moved on since (to garbage/), or read
 					// while a collector removed it: look again

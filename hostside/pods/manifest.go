@@ -66,6 +66,24 @@ func (p *Pod) readManifest(d *podDir, detail Detail) error {
 	if err != nil {
 		return fmt.Errorf("read pod manifest: %w", err)
 	}
+	if detail == Summary {
+		ma, ok := d.m.apps[string(b)]
+		if !ok {
+			ma.apps, ma.err = summaryApps(b)
+			if memoable(d.m.apps, b) {
+				if d.m.apps == nil {
+					d.m.apps = map[string]memoApps{}
+				}
+				d.m.apps[string(b)] = ma
+			}
+		}
+		// Apps before a refused name are shown, as a full read
+		// shows them.
+		for _, a := range ma.apps {
+			p.Apps = append(p.Apps, App{Name: a.name, ImageID: a.imageID, ImageName: imageName(d, a.name)})
+		}
+		return ma.err
+	}
 	var m podManifest
 	if err := json.Unmarshal(b, &m); err != nil {
 		return fmt.Errorf("decode pod manifest: %w", err)
@@ -102,9 +120,6 @@ func (p *Pod) readManifest(d *podDir, detail Detail) error {
 		a.ImageName = imageName(d, ma.Name)
 		p.Apps = append(p.Apps, a)
 	}
-	if detail == Summary {
-		return nil
-	}
 	sd := fdPath(d.fd, p.statusDir)
 	for i := range p.Apps {
 		a := &p.Apps[i]
@@ -120,6 +135,26 @@ func (p *Pod) readManifest(d *podDir, detail Detail) error {
 	return nil
 }
 
+// appRef is what Summary keeps of a pod manifest's app.
+type appRef struct{ name, imageID string }
+
+// summaryApps decodes the pod manifest as readManifest does and keeps the
+// apps' names and image IDs, up to the first name it refuses.
+func summaryApps(b []byte) ([]appRef, error) {
+	var m podManifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("decode pod manifest: %w", err)
+	}
+	apps := make([]appRef, 0, len(m.Apps))
+	for _, ma := range m.Apps {
+		if err := checkName(ma.Name); err != nil {
+			return apps, err
+		}
+		apps = append(apps, appRef{ma.Name, ma.Image.ID})
+	}
+	return apps, nil
+}
+
 // imageName is the app image's name[:version] from
 // appsinfo/<app>/manifest (rkt list's getImageName).
 func imageName(d *podDir, app string) string {
@@ -127,6 +162,20 @@ func imageName(d *podDir, app string) string {
 	if err != nil {
 		return ""
 	}
+	if n, ok := d.m.images[string(b)]; ok {
+		return n
+	}
+	n := decodeImageName(b)
+	if memoable(d.m.images, b) {
+		if d.m.images == nil {
+			d.m.images = map[string]string{}
+		}
+		d.m.images[string(b)] = n
+	}
+	return n
+}
+
+func decodeImageName(b []byte) string {
 	var im struct {
 		Name   string `json:"name"`
 		Labels []struct {

@@ -320,3 +320,50 @@ func TestSummary(t *testing.T) {
 		}
 	}
 }
+
+// Pods whose manifests are byte-identical are decoded once, and each still
+// shows what decoding its own bytes shows: the apps up to a refused name,
+// the same error, and image names from its own files.
+func TestSummaryMemo(t *testing.T) {
+	data := t.TempDir()
+	bad := `{"apps":[{"name":"a","image":{"id":"sha512-a"}},{"name":"../x","image":{"id":"x"}},{"name":"b","image":{"id":"sha512-b"}}]}`
+	for i := 0; i < 12; i++ {
+		files := map[string]string{
+			"pod": manifest, "pod-created": "",
+			"appsinfo/a/manifest": fmt.Sprintf(`{"name":"x.org/a%d"}`, i%3),
+		}
+		if i%2 == 1 {
+			files["pod"] = bad
+		}
+		if i%4 == 3 {
+			files["appsinfo/a/manifest"] = `{"name":7}`
+		}
+		mkPod(t, data, "run", fmt.Sprintf("%08x-2222-4333-8444-555555555555", i), files)
+	}
+	sum, errs := List(data, IncludeMost, Summary)
+	full, errs2 := List(data, IncludeMost, Full)
+	if len(errs) != 0 || len(errs2) != 0 || len(sum) != 12 || len(full) != 12 {
+		t.Fatalf("summary %d pods %v, full %d pods %v", len(sum), errs, len(full), errs2)
+	}
+	for i, s := range sum {
+		want := fmt.Sprintf("x.org/a%d", i%3)
+		if i%4 == 3 {
+			want = ""
+		}
+		if len(s.Apps) == 0 || s.Apps[0].ImageName != want {
+			t.Errorf("pod %d: apps %+v, want image %q", i, s.Apps, want)
+		}
+		if i%2 == 1 && (len(s.Apps) != 1 || !errors.Is(s.ManifestErr, errBadAppName)) {
+			t.Errorf("pod %d: apps %+v, error %v; want app a and a refused name", i, s.Apps, s.ManifestErr)
+		}
+		if fmt.Sprint(s.ManifestErr) != fmt.Sprint(full[i].ManifestErr) || len(s.Apps) != len(full[i].Apps) {
+			t.Errorf("pod %d: summary %v %+v, full %v %+v", i, s.ManifestErr, s.Apps, full[i].ManifestErr, full[i].Apps)
+			continue
+		}
+		for j := range s.Apps {
+			if s.Apps[j].Name != full[i].Apps[j].Name || s.Apps[j].ImageID != full[i].Apps[j].ImageID || s.Apps[j].ImageName != full[i].Apps[j].ImageName {
+				t.Errorf("pod %d app %d: summary %+v, full %+v", i, j, s.Apps[j], full[i].Apps[j])
+			}
+		}
+	}
+}

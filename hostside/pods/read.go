@@ -50,9 +50,9 @@ func read(dataDir, uuid string, detail Detail) (*Pod, error) {
 }
 
 // readIn reads the pod if it is in d; os.ErrNotExist when it is not.
-// dfd, when not -1, is d open: the pod is opened below it. scratch, when
-// not nil, is a buffer reused from pod to pod.
-func readIn(dataDir string, dfd int, d *stateDir, uuid string, detail Detail, scratch *[]byte) (*Pod, error) {
+// dfd, when not -1, is d open: the pod is opened below it. m, when not
+// nil, is kept from pod to pod.
+func readIn(dataDir string, dfd int, d *stateDir, uuid string, detail Detail, m *memo) (*Pod, error) {
 	dir := filepath.Join(dataDir, "pods", d.name, uuid)
 	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	var fd int
@@ -79,36 +79,62 @@ func readIn(dataDir string, dfd int, d *stateDir, uuid string, detail Detail, sc
 			p.State = d.locked
 		}
 	}
-	pd := podDir{fd: fd}
-	if scratch != nil {
-		pd.buf = *scratch
+	if m == nil {
+		m = &memo{}
 	}
-	p.readAt(&pd, detail)
-	if scratch != nil {
-		*scratch = pd.buf
-	}
+	p.readAt(&podDir{fd: fd, m: m}, detail)
 	return p, nil
 }
 
-// podDir is an open pod directory and the buffer its files are read into.
+// podDir is an open pod directory and the memo its files are read with.
 type podDir struct {
-	fd  int
-	buf []byte
+	fd int
+	m  *memo
+}
+
+// memo is what one List worker keeps from pod to pod: the buffer a pod's
+// files are read into, and what it decoded of the manifests it saw, by
+// their bytes. The pods of one image carry byte-identical image
+// manifests, and pods run alike byte-identical pod manifests: each is
+// decoded once. Decoding is a function of the bytes alone, so a hit gives
+// what decoding them again would.
+type memo struct {
+	buf    []byte
+	images map[string]string
+	apps   map[string]memoApps
+}
+
+// memoApps is a pod manifest's apps as Summary reads them, up to the first
+// one whose name is refused, and the error it ended with.
+type memoApps struct {
+	apps []appRef
+	err  error
+}
+
+// Bounds of a memo: a manifest larger than memoMaxBytes is decoded every
+// time, and past memoMaxEntries distinct ones nothing more is kept.
+const (
+	memoMaxBytes   = 16 << 10
+	memoMaxEntries = 64
+)
+
+func memoable[V any](m map[string]V, b []byte) bool {
+	return len(b) <= memoMaxBytes && len(m) < memoMaxEntries
 }
 
 // read reads a regular file of the pod directory without following a
 // symlink and without blocking on a FIFO. The bytes are valid until the
 // next read: every caller decodes them (copying what it keeps) at once.
 func (d *podDir) read(name string) ([]byte, error) {
-	b, err := safefile.ReadRegularAtInto(d.fd, name, maxFileSize, d.buf)
+	b, err := safefile.ReadRegularAtInto(d.fd, name, maxFileSize, d.m.buf)
 	switch {
 	case errors.Is(err, safefile.ErrNotRegular):
 		return nil, fmt.Errorf("%s: not a regular file", name)
 	case errors.Is(err, safefile.ErrTooLarge):
 		return nil, fmt.Errorf("%s: larger than %d bytes", name, maxFileSize)
 	}
-	if cap(b) > cap(d.buf) {
-		d.buf = b[:0]
+	if cap(b) > cap(d.m.buf) {
+		d.m.buf = b[:0]
 	}
 	return b, err
 }
