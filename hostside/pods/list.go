@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,7 +40,7 @@ type listed struct {
 // listUUIDs lists the pods; with keep not nil, it keeps each state
 // directory it listed open in keep[its index], for the caller to close.
 func listUUIDs(dataDir string, include Include, keep []*os.File) ([]listed, error) {
-	seen := map[string]int{}
+	var out []listed
 	for di, d := range stateDirs {
 		if include&d.kind == 0 {
 			continue
@@ -66,17 +66,20 @@ func listUUIDs(dataDir string, include Include, keep []*os.File) ([]listed, erro
 			return nil, fmt.Errorf("list pods: %w", err)
 		}
 		for _, e := range ents {
-			if _, dup := seen[e.Name()]; !dup && e.IsDir() && isUUID(e.Name()) {
-				seen[e.Name()] = di
+			if e.IsDir() && isUUID(e.Name()) {
+				out = append(out, listed{e.Name(), di})
 			}
 		}
 	}
-	out := make([]listed, 0, len(seen))
-	for u, di := range seen {
-		out = append(out, listed{u, di})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].uuid < out[j].uuid })
-	return out, nil
+	// Sorted by UUID, then directory: of a pod listed twice, the entry
+	// kept is the first directory's.
+	slices.SortFunc(out, func(a, b listed) int {
+		if c := strings.Compare(a.uuid, b.uuid); c != 0 {
+			return c
+		}
+		return a.dir - b.dir
+	})
+	return slices.CompactFunc(out, func(a, b listed) bool { return a.uuid == b.uuid }), nil
 }
 
 // isUUID accepts the canonical lower-case form rkt names pod dirs with

@@ -367,3 +367,23 @@ func TestSummaryMemo(t *testing.T) {
 		}
 	}
 }
+
+// A pod caught in two directories mid-rename is listed once, from the
+// earlier directory in its lifecycle.
+func TestListTwice(t *testing.T) {
+	data := t.TempDir()
+	mkPod(t, data, "exited-garbage", uuidA, map[string]string{"pod": manifest, "pod-created": ""})
+	mkPod(t, data, "run", uuidA, map[string]string{"pod": manifest, "pod-created": ""})
+	mkPod(t, data, "prepared", uuidB, map[string]string{"pod": manifest, "pod-created": ""})
+	mkPod(t, data, "exited-garbage", uuidB, map[string]string{"pod": manifest, "pod-created": ""})
+	for _, detail := range []Detail{Full, Summary} {
+		list, errs := List(data, IncludeMost, detail)
+		if len(errs) != 0 || len(list) != 2 || list[0].UUID != uuidA || list[0].State != Exited ||
+			list[1].UUID != uuidB || list[1].State != Prepared {
+			t.Errorf("detail %d: %+v %v", detail, list, errs)
+		}
+	}
+	if u, err := UUIDs(data, IncludeMost); err != nil || len(u) != 2 {
+		t.Errorf("UUIDs: %v %v", u, err)
+	}
+}
