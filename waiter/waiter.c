@@ -55,18 +55,35 @@ enum { LEVEL_NONE, LEVEL_STOP, LEVEL_FORCE };
  * (cgroups.RemoveTimeout). */
 #define REMOVE_TIMEOUT_MS 30000
 
-__attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
+/* Lines in logx's format (package logx), as every stage1 process writes
+ * them to the one stderr they share: an error is "stage1: <why>", the line
+ * rkt shows; any other line says which process wrote it and its level. */
+static void vline(const char *level, const char *fmt, va_list ap)
 {
 	char buf[512];
-	va_list ap;
-	va_start(ap, fmt);
-	int len = snprintf(buf, sizeof buf, "stage1: ");
+	int len = level ? snprintf(buf, sizeof buf, "stage1: pod1-waiter[%d] %s: ", (int)getpid(), level)
+			: snprintf(buf, sizeof buf, "stage1: ");
 	len += vsnprintf(buf + len, sizeof buf - len, fmt, ap);
-	va_end(ap);
 	if (len >= (int)sizeof buf - 1)
 		len = sizeof buf - 2;
 	buf[len++] = '\n';
 	(void)!write(2, buf, len);
+}
+
+__attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vline(NULL, fmt, ap);
+	va_end(ap);
+}
+
+__attribute__((format(printf, 1, 2))) static void warn(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vline("warning", fmt, ap);
+	va_end(ap);
 }
 
 static long number(const char *s, const char *field)
@@ -174,7 +191,7 @@ static void drain_cgroup(const char *path)
 {
 	char *slash = strrchr(path, '/');
 	if (path[0] != '/' || !slash || !slash[1]) {
-		say("waiter: cgroup %s: not an absolute path", path);
+		warn("cgroup %s: not an absolute path", path);
 		return;
 	}
 	char parent_path[4096];
@@ -185,13 +202,13 @@ static void drain_cgroup(const char *path)
 	parent_path[n] = 0;
 	int parent = open(parent_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (parent < 0) {
-		say("warning: empty cgroups: %s: %s", path, strerror(errno));
+		warn("empty cgroups: %s: %s", path, strerror(errno));
 		return;
 	}
 	long deadline = now_ms() + REMOVE_TIMEOUT_MS;
 	while (drain_tree(parent, slash + 1, 0)) {
 		if (now_ms() > deadline) {
-			say("warning: empty cgroups: processes left in %s after 30s", path);
+			warn("empty cgroups: processes left in %s after 30s", path);
 			break;
 		}
 		msleep(2);
@@ -436,7 +453,7 @@ int main(int argc, char **argv)
 	/* PID 1 is our child and not yet waited for: its pid names it. */
 	int pidfd = syscall(SYS_pidfd_open, pid, 0);
 	if (pidfd < 0) {
-		say("pidfd of PID 1: %s", strerror(errno));
+		warn("pidfd of PID 1: %s", strerror(errno));
 		kill(pid, SIGUSR1);
 	}
 	forward(pidfd, level);
