@@ -8,7 +8,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
@@ -107,11 +106,23 @@ func isUUID(s string) bool {
 }
 
 // List reads every pod in the included directories, in UUID order, as
-// much of each as detail says. A pod
-// that moved to a directory not included between listing and reading is
-// left out (rkt WalkPods); pods that cannot be read are reported in errs
-// and the others are still returned.
+// much of each as detail says. A pod that moved to a directory not
+// included between listing and reading is left out (rkt WalkPods); pods
+// that cannot be read are reported in errs and the others are still
+// returned.
 func List(dataDir string, include Include, detail Detail) (pods []*Pod, errs []error) {
+	errs = Each(dataDir, include, detail, func(p *Pod) { pods = append(pods, p) })
+	return pods, errs
+}
+
+// eachChunk is how many pods a worker of Each takes at a time, and hands
+// on together.
+const eachChunk = 16
+
+// Each is List handing each pod to fn, in UUID order, on the calling
+// goroutine, as soon as it and the pods before it are read: the caller
+// formats while the rest is read.
+func Each(dataDir string, include Include, detail Detail, fn func(*Pod)) (errs []error) {
 	// Each pod is opened below its state directory's descriptor: one
 	// name to look up instead of the whole path, a thousand times.
 	dirs := make([]*os.File, len(stateDirs))
@@ -124,7 +135,7 @@ func List(dataDir string, include Include, detail Detail) (pods []*Pod, errs []e
 	}()
 	uuids, err := listUUIDs(dataDir, include, dirs)
 	if err != nil {
-		return nil, []error{err}
+		return []error{err}
 	}
 	dirfds := make([]int, len(stateDirs))
 	for i, f := range dirs {
@@ -136,46 +147,54 @@ func List(dataDir string, include Include, detail Detail) (pods []*Pod, errs []e
 	got := make([]*Pod, len(uuids))
 	gotErr := make([]error, len(uuids))
 	// Reading is mostly waiting on the file system; a few workers cut a
-	// list of a thousand pods several times over.
-	// The workers take the next pod from a counter: no hand-off through
-	// a channel, no wake-up a pod.
-	var wg sync.WaitGroup
+	// list of a thousand pods several times over. They take pods from a
+	// counter a chunk at a time and say which chunk they finished: a
+	// hand-off every eachChunk pods, not every pod.
+	chunks := (len(uuids) + eachChunk - 1) / eachChunk
+	finished := make(chan int, chunks)
 	var next atomic.Int64
 	for w := 0; w < min(len(uuids), 2*runtime.GOMAXPROCS(0)); w++ {
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
 			var m memo
 			for {
-				i := int(next.Add(1) - 1)
-				if i >= len(uuids) {
+				c := int(next.Add(1) - 1)
+				if c >= chunks {
 					return
 				}
-				// Where it was listed first: the directories
-				// before it in Read's order did not have it a
-				// moment ago (three failed opens a pod saved).
-				got[i], gotErr[i] = readIn(dataDir, dirfds[uuids[i].dir], &stateDirs[uuids[i].dir], uuids[i].uuid, detail, &m)
-				if errors.Is(gotErr[i], os.ErrNotExist) || gotErr[i] == nil && got[i].ManifestErr != nil {
-					// Moved on since (to garbage/), or read
-					// while a collector removed it: look again
-					// everywhere.
-					got[i], gotErr[i] = read(dataDir, uuids[i].uuid, detail)
+				for i := c * eachChunk; i < min((c+1)*eachChunk, len(uuids)); i++ {
+					// Where it was listed first: the directories
+					// before it in Read's order did not have it a
+					// moment ago (three failed opens a pod saved).
+					got[i], gotErr[i] = readIn(dataDir, dirfds[uuids[i].dir], &stateDirs[uuids[i].dir], uuids[i].uuid, detail, &m)
+					if errors.Is(gotErr[i], os.ErrNotExist) || gotErr[i] == nil && got[i].ManifestErr != nil {
+						// Moved on since (to garbage/), or read
+						// while a collector removed it: look again
+						// everywhere.
+						got[i], gotErr[i] = read(dataDir, uuids[i].uuid, detail)
+					}
 				}
+				finished <- c
 			}
 		}()
 	}
-	wg.Wait()
-	for i, p := range got {
-		switch {
-		case errors.Is(gotErr[i], ErrNotFound):
-			// Deleted since it was listed.
-		case gotErr[i] != nil:
-			errs = append(errs, gotErr[i])
-		case include&p.dirKind() != 0:
-			pods = append(pods, p)
+	done := make([]bool, chunks)
+	for c := 0; c < chunks; {
+		done[<-finished] = true
+		for ; c < chunks && done[c]; c++ {
+			for i := c * eachChunk; i < min((c+1)*eachChunk, len(uuids)); i++ {
+				switch p := got[i]; {
+				case errors.Is(gotErr[i], ErrNotFound):
+					// Deleted since it was listed.
+				case gotErr[i] != nil:
+					errs = append(errs, gotErr[i])
+				case include&p.dirKind() != 0:
+					fn(p)
+				}
+				got[i] = nil
+			}
 		}
 	}
-	return pods, errs
+	return errs
 }
 
 // dirKind is the directory the pod was found in.
