@@ -211,7 +211,8 @@ static int tree_busy(int parent, const char *name, int depth)
 		return 0;
 	int dir = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dir < 0)
-		return 0;
+		/* Gone is empty; anything else is for the drain to say. */
+		return errno != ENOENT;
 	/* The top directory's count covers its subtree on v2. */
 	int busy = depth == 0 ? populated(dir) : -1;
 	if (busy >= 0) {
@@ -244,7 +245,7 @@ static int tree_busy(int parent, const char *name, int depth)
  * (the gc entry point, rkt gc, rkt rm), as rkt's stage1 leaves its pod's,
  * but nothing of the pod may outlive the lock. PID 1 has been reaped, so
  * after every orderly end the tree is already empty and this only reads
- * each directory's process list; what a killed PID 1 left is killed. */
+ * (tree_busy); what a killed PID 1 left is killed. */
 static void drain_cgroup(const char *path)
 {
 	char *slash = strrchr(path, '/');
