@@ -89,25 +89,27 @@ func (g *Group) exists() bool {
 }
 
 // Remove deletes the group from every hierarchy. It fails while processes
-// remain.
+// remain. rmdir can fail with EBUSY for a moment after the last process
+// left (its exit is still being accounted): Remove retries for a while,
+// which PID 1's loop must not; it uses TryRemove.
 func (g *Group) Remove() error {
+	var err error
+	for i := 0; i < 100; i++ {
+		if err = g.TryRemove(); !errors.Is(err, unix.EBUSY) {
+			return err
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return err
+}
+
+// TryRemove is Remove without waiting: a directory still busy is left,
+// and the error says so (errors.Is(err, unix.EBUSY)); a later call
+// removes what is left (a directory already gone is not an error).
+func (g *Group) TryRemove() error {
 	var errs []error
 	for _, d := range g.dirs() {
-		// rmdir can fail with EBUSY for a moment after the last
-		// process left (its exit is still being accounted).
-		var err error
-		for i := 0; i < 100; i++ {
-			err = unix.Rmdir(d)
-			if err == nil || errors.Is(err, unix.ENOENT) {
-				err = nil
-				break
-			}
-			if !errors.Is(err, unix.EBUSY) {
-				break
-			}
-			time.Sleep(time.Millisecond)
-		}
-		if err != nil {
+		if err := unix.Rmdir(d); err != nil && !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
 		}
 	}

@@ -1,7 +1,8 @@
 // Package layout owns the pod directory's layout: where rkt's stage0 and
 // pod1's stage1 put each file of a pod (contract §4-§5), as paths relative
 // to the pod directory (the cwd of every stage1 entry point), and the
-// stage1 annotation names. Every package that reads or writes a pod
+// stage1 annotation names, and the rkt data directory the pod directories
+// live in (pods/<state>/<uuid>). Every package that reads or writes a pod
 // directory, on the host side and in the stage1, takes its paths from
 // here, so that two files can only collide where this file shows it.
 //
@@ -44,6 +45,9 @@ const (
 	NetDir = "net"
 	// SharedVolumes holds the pod's kind=empty volumes.
 	SharedVolumes = "sharedVolumes"
+	// AppOpsDir holds pod1 app's journal of app operations in progress
+	// (hostside/appops), for gc to finish one a killed pod1 app left.
+	AppOpsDir = "appops"
 	// LogDir holds the apps' log files on a host without a journal:
 	// "<app>.log" and its previous part "<app>.log.1" (package podlog).
 	// Written by PID 1 through a directory fd, read by pod1 logs.
@@ -113,24 +117,72 @@ const (
 	ControlSocket = Pod1Dir + "/control.sock"
 )
 
+// The names in an app's directory (AppDir) and in its appsinfo/<app>/.
+const (
+	// RootfsName is the app's root directory in AppDir.
+	RootfsName = "rootfs"
+	// ManifestName is the app's image manifest, in both.
+	ManifestName = "manifest"
+	// TreeStoreIDName names the app's image tree in the store
+	// (appsinfo/<app>/ of an overlay pod).
+	TreeStoreIDName = "treeStoreID"
+)
+
 // AppDir is stage1/rootfs/opt/stage2/<app>: the app's image manifest and
 // rootfs.
 func AppDir(app string) string { return path.Join(Stage2Dir, app) }
 
 // AppRootfs is the app's root directory.
-func AppRootfs(app string) string { return path.Join(Stage2Dir, app, "rootfs") }
+func AppRootfs(app string) string { return path.Join(Stage2Dir, app, RootfsName) }
 
 // AppManifest is the app's image manifest as the stage1 reads it.
-func AppManifest(app string) string { return path.Join(Stage2Dir, app, "manifest") }
+func AppManifest(app string) string { return path.Join(Stage2Dir, app, ManifestName) }
 
 // AppInfoDir is appsinfo/<app>.
 func AppInfoDir(app string) string { return path.Join(AppsInfo, app) }
+
+// AppInfoManifest is appsinfo/<app>/manifest, stage0's copy of the app's
+// image manifest.
+func AppInfoManifest(app string) string { return path.Join(AppsInfo, app, ManifestName) }
+
+// AppInfoTreeStoreID is appsinfo/<app>/treeStoreID.
+func AppInfoTreeStoreID(app string) string { return path.Join(AppsInfo, app, TreeStoreIDName) }
 
 // AppSpec is the app's resolved spec.
 func AppSpec(app string) string { return path.Join(AppSpecDir, app+".json") }
 
 // AppEnv is the environment file stage0 writes for the app.
 func AppEnv(app string) string { return path.Join(EnvDir, app) }
+
+// The rkt data directory (--dir, /var/lib/rkt by default), as paths
+// relative to it: each pod's directory is pods/<state>/<uuid>, its state
+// the directory it is in (rkt's common.go), beside the image stores.
+const (
+	PodsDir = "pods"
+	// The state directories, in the order a pod passes through them.
+	PodsEmbryo        = "embryo"
+	PodsPrepare       = "prepare"
+	PodsPrepared      = "prepared"
+	PodsRun           = "run"
+	PodsExitedGarbage = "exited-garbage"
+	PodsGarbage       = "garbage"
+	// ImageStoreDir is pod1 run's store of unpacked images,
+	// <ImageStoreDir>/<store id>/rootfs; TreeStoreDir is rkt's.
+	ImageStoreDir = "pod1/images"
+	TreeStoreDir  = "cas/tree"
+)
+
+// PodStates lists the state directories, in the order a pod passes
+// through them.
+func PodStates() []string {
+	return []string{PodsEmbryo, PodsPrepare, PodsPrepared, PodsRun, PodsExitedGarbage, PodsGarbage}
+}
+
+// StateDir is pods/<state>.
+func StateDir(state string) string { return path.Join(PodsDir, state) }
+
+// PodIn is pods/<state>/<uuid>, the pod's directory while it is in state.
+func PodIn(state, uuid string) string { return path.Join(PodsDir, state, uuid) }
 
 // Stage1 image annotations (contract §1).
 const (

@@ -35,6 +35,7 @@ import (
 
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/podplan"
+	"github.com/pod1/pod1/safefile"
 )
 
 // maxPending is how far an output client may fall behind before it is
@@ -364,12 +365,9 @@ func (h *Hub) serve(app string, eps []string) (*appHub, error) {
 		h.dropLocked(a)
 		return nil, err
 	}
-	tmp := FdPath(fd, "."+EndpointsFile+".tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
-		h.dropLocked(a)
-		return nil, err
-	}
-	if err := os.Rename(tmp, FdPath(fd, EndpointsFile)); err != nil {
+	// rkt attach reads it while the app runs, which a host crash ends:
+	// atomic, not durable.
+	if err := safefile.WriteFile(FdPath(fd, EndpointsFile), append(b, '\n'), 0o600, safefile.Volatile); err != nil {
 		h.dropLocked(a)
 		return nil, err
 	}

@@ -242,7 +242,7 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 			return nil, errorf(field(fmt.Sprintf("exec[%d]", i)), "contains a NUL byte")
 		}
 	}
-	rootfs := filepath.Join(appDir, "rootfs")
+	rootfs := filepath.Join(appDir, layout.RootfsName)
 	if err := checkRootFS(rootfs); err != nil {
 		return nil, errorf(field("rootfs"), "%w", err)
 	}

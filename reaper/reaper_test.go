@@ -191,8 +191,8 @@ func TestWaitAllDrains(t *testing.T) {
 	}
 }
 
-// waitExited waits for one report on c, or fails.
-func waitExited(t *testing.T, c <-chan struct{}) {
+// waitWakeup waits for one report on c, or fails.
+func waitWakeup(t *testing.T, c <-chan struct{}) {
 	t.Helper()
 	select {
 	case <-c:
@@ -201,11 +201,11 @@ func waitExited(t *testing.T, c <-chan struct{}) {
 	}
 }
 
-// Exited wakes the caller at a child's exit with no SIGCHLD registered
+// Wakeup wakes the caller at a child's exit with no SIGCHLD registered
 // (nothing here listens for it), including the first child
 // started after the process had none (waitid's ECHILD), and it does not
 // spin once everything is reaped.
-func TestExitedReportsExitsWithoutSIGCHLD(t *testing.T) {
+func TestWakeupReportsExitsWithoutSIGCHLD(t *testing.T) {
 	r := New()
 	// Nothing of an earlier test may be left to wake us.
 	drainChildren()
@@ -222,7 +222,7 @@ func TestExitedReportsExitsWithoutSIGCHLD(t *testing.T) {
 			t.Fatal("the watcher never found itself without a child")
 		}
 		pid := startHelper(t, r, code, "exit", code)
-		waitExited(t, exited)
+		waitWakeup(t, exited)
 		var got []Exit
 		for deadline := time.Now().Add(10 * time.Second); len(got) == 0; {
 			// The report may precede the Go helper's last thread
@@ -260,7 +260,7 @@ func TestExitedReportsExitsWithoutSIGCHLD(t *testing.T) {
 
 // An exit from before the watcher started is reported too: it waits as a
 // zombie, which waitid sees at once.
-func TestExitedSeesAnExitFromBeforeItStarted(t *testing.T) {
+func TestWakeupSeesAnExitFromBeforeItStarted(t *testing.T) {
 	r := New()
 	pid := startHelper(t, r, "early", "exit", 3)
 	for deadline := time.Now().Add(10 * time.Second); reapableZombiesOf(t, os.Getpid()) == 0; {
@@ -269,7 +269,7 @@ func TestExitedSeesAnExitFromBeforeItStarted(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	waitExited(t, r.Wakeup())
+	waitWakeup(t, r.Wakeup())
 	got := r.Reap()
 	if len(got) != 1 || got[0].Pid != pid || got[0].Status.ExitStatus() != 3 {
 		t.Fatalf("exits %+v", got)

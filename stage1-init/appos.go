@@ -51,6 +51,9 @@ type appRes struct {
 	// namespaces only); a report that is not this one is of a run
 	// since replaced.
 	handover *handover
+	// oom: the kernel's OOM killer killed in the cgroup Sweep last found
+	// empty (read before it was removed).
+	oom bool
 }
 
 // pendingStart is a run's first process waiting for its spec.
@@ -127,28 +130,42 @@ func (o *appOS) Sweep(a *supervisor.App) bool {
 	// The run is over: its attach clients are let go.
 	o.attach.End(a.Name)
 	cg := o.cg(a)
-	if cg == nil || cg.Empty() {
+	if cg == nil {
 		return true
 	}
-	if err := cg.Kill(); err != nil {
-		o.debugf("app %q: kill cgroup: %v", a.Name, err)
-	}
-	return false
-}
-
-// Release removes an emptied cgroup; the next run gets a fresh one.
-func (o *appOS) Release(a *supervisor.App) bool {
-	cg := o.cg(a)
-	if cg == nil {
+	if !cg.Empty() {
+		if err := cg.Kill(); err != nil {
+			o.debugf("app %q: kill cgroup: %v", a.Name, err)
+		}
 		return false
 	}
-	// The OOM count dies with the cgroup: read it first.
-	oom := cg.OOMKills() > 0
-	if err := cg.Remove(); err != nil {
-		o.debugf("app %q: %v", a.Name, err)
-		return oom
+	// Emptied: removed now, so that the next run gets a fresh one. The
+	// OOM count dies with the cgroup: read it first.
+	r := o.res[a]
+	r.oom = cg.OOMKills() > 0
+	err := cg.TryRemove()
+	if errors.Is(err, unix.EBUSY) {
+		// The kernel is still accounting the last exit: looked at
+		// again at the app's next recheck, never waited for here.
+		return false
 	}
-	o.res[a].cg = nil
+	if err != nil {
+		o.debugf("app %q: %v", a.Name, err)
+		return true
+	}
+	r.cg = nil
+	return true
+}
+
+// Release reports whether the kernel's OOM killer killed in the cgroup
+// Sweep found empty.
+func (o *appOS) Release(a *supervisor.App) bool {
+	r := o.res[a]
+	if r == nil {
+		return false
+	}
+	oom := r.oom
+	r.oom = false
 	return oom
 }
 

@@ -41,7 +41,7 @@ func dispatch() int {
 	case roleAttach:
 		return attachMain(os.Args[1:])
 	default:
-		logx.Errorf("unknown role %q (run me as run, stop or gc)", role)
+		logx.Errorf("unknown role %q (run me as one of the entry points the stage1 manifest names)", role)
 		return status.CodeStage1Failure
 	}
 }

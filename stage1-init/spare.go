@@ -12,7 +12,7 @@ import (
 )
 
 // spare is an app process started before PID 1 knows its pod: the stage1
-// binary re-executed as pod1-app, through its Go start-up (3-4 ms) and
+// binary re-executed as pod1-app, through its Go start-up and
 // waiting for a spec. PID 1 starts it first thing, so that start-up
 // overlaps run's preparation of the pod and PID 1's own, instead of
 // following them on the way to the first app's exec

@@ -44,8 +44,8 @@ type OS interface {
 	Signal(a *App, sig unix.Signal)
 	Kill(a *App)
 	// Sweep kills what the app's last run left in its cgroup and reports
-	// whether nothing is left; Release then removes the emptied cgroup
-	// and reports whether the kernel's OOM killer killed in it.
+	// whether nothing is left (the emptied cgroup is removed then);
+	// Release then reports whether the kernel's OOM killer killed in it.
 	Sweep(a *App) (empty bool)
 	Release(a *App) (oomKilled bool)
 	// WriteRecord writes the app's JSON record (a.Rec); WriteStatus the

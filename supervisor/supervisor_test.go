@@ -709,3 +709,91 @@ func TestWhenStarted(t *testing.T) {
 		t.Fatalf("answered %d times, state %v", n, s.Find("a").State())
 	}
 }
+
+// The pod's exit policy: by default only a failure ends the pod, with its
+// code; any-app ends it at the first app to finish, main-app at the main
+// app's end, each with that app's code; a mutable pod ends only when
+// stopped.
+func TestExitPolicies(t *testing.T) {
+	for _, c := range []struct {
+		policy, main string
+		mutable      bool
+		ends         string // the app whose end (exit 3) ends the pod
+	}{
+		{"", "", false, "b"},
+		{podplan.ExitAnyApp, "", false, "a"},
+		{podplan.ExitMainApp, "b", false, "b"},
+		{podplan.ExitAnyApp, "", true, ""},
+	} {
+		f := newFakeOS(t)
+		s := New(f, &podplan.Pod{Mutable: c.mutable, ExitPolicy: c.policy, MainApp: c.main,
+			Apps: []podplan.App{appCfg("a", podplan.RestartNever), appCfg("b", podplan.RestartNever), appCfg("c", podplan.RestartNever)}})
+		s.StartAll(func() bool { return false })
+		name := fmt.Sprintf("policy %q main %q mutable %v", c.policy, c.main, c.mutable)
+		s.Exit(s.Find("a"), exit0, f.now)
+		if got := s.Stopping(); got != (c.ends == "a") {
+			t.Errorf("%s: stopping after a's exit 0: %v", name, got)
+		}
+		if c.ends == "a" {
+			if s.Code() != 0 || s.Find("b").state != Stopping || s.Find("c").state != Stopping {
+				t.Errorf("%s: code %d, b %v, c %v", name, s.Code(), s.Find("b").state, s.Find("c").state)
+			}
+			continue
+		}
+		s.Exit(s.Find("b"), unix.WaitStatus(3<<8), f.now)
+		if got := s.Stopping(); got != (c.ends == "b") {
+			t.Errorf("%s: stopping after b's exit 3: %v", name, got)
+		}
+		if c.ends == "b" && (s.Code() != 3 || s.Find("c").state != Stopping) {
+			t.Errorf("%s: code %d, c %v", name, s.Code(), s.Find("c").state)
+		}
+		if c.ends == "" && (s.Over() || s.Code() != 0) {
+			t.Errorf("%s: over %v, code %d", name, s.Over(), s.Code())
+		}
+	}
+}
+
+// A run the kernel's OOM killer ended in its cgroup is recorded so.
+func TestOOMKillRecorded(t *testing.T) {
+	f := newFakeOS(t)
+	s := newPod(f, false, appCfg("a", podplan.RestartNever))
+	a := s.apps[0]
+	s.Fire(a, Start, nil)
+	f.oom = true
+	s.Exit(a, sigkill, f.now)
+	if a.state != Exited || a.Rec.LastFailure != status.ReasonOOM || f.statuses["a"] != 137 {
+		t.Fatalf("state %v, last failure %q, status %v", a.state, a.Rec.LastFailure, f.statuses)
+	}
+}
+
+// At the pod's very end (nothing of it alive), Flush finishes every app
+// still being cleaned: with its code, its cgroup released if it emptied,
+// kept (and logged) if not; no post-stop handler starts any more.
+func TestFlush(t *testing.T) {
+	f := newFakeOS(t)
+	pre := appCfg("h", podplan.RestartNever)
+	pre.PostStop = []string{"/post"}
+	s := newPod(f, false, appCfg("a", podplan.RestartNever), appCfg("b", podplan.RestartAlways), pre)
+	s.StartAll(func() bool { return false })
+	a, b, h := s.Find("a"), s.Find("b"), s.Find("h")
+	f.full[a], f.full[b], f.full[h] = true, true, true
+	s.StopPod("test", true)
+	s.Exit(a, sigkill, f.now)
+	s.Exit(b, sigkill, f.now)
+	s.Exit(h, sigkill, f.now)
+	if a.state != Cleaning || b.state != Cleaning || h.state != Cleaning {
+		t.Fatalf("a %v, b %v, h %v", a.state, b.state, h.state)
+	}
+	f.full[a] = false
+	f.calls, f.logs = nil, nil
+	s.Flush()
+	if !s.Over() || f.statuses["a"] != 137 || f.statuses["b"] != 137 || f.statuses["h"] != 137 {
+		t.Fatalf("over %v, statuses %v", s.Over(), f.statuses)
+	}
+	if !slices.Contains(f.calls, "release a") || slices.Contains(f.calls, "release b") || slices.Contains(f.calls, "start h") {
+		t.Fatalf("calls %q", f.calls)
+	}
+	if len(f.logs) != 2 {
+		t.Fatalf("logs %q", f.logs)
+	}
+}

@@ -276,9 +276,6 @@ func of(s ...State) []State { return s }
 // empty); then cgroup-empty decides. In a user namespace each process a
 // run starts (the app's after a pre-start handler, a post-stop handler)
 // begins as a set-up process: Starting where the cells say Running or
-// Stopping. In a user namespace each process a
-// run starts (the app's after a pre-start handler, a post-stop handler)
-// begins as a set-up process: Starting where the cells say Running or
 // Stopping.
 var (
 	exitedRunning = cell{to: of(Running, Starting, Cleaning, Backoff, Exited),

@@ -58,6 +58,7 @@ func cliSandbox(t *testing.T, flags ...string) (string, string) {
 		_, err = os.Readlink(filepath.Join(data, "pods/run", uuid, layout.SupervisorStatus))
 		return err == nil
 	})
+	ownPod(uuid)
 	// Registered after dataDir's cleanup, so it runs first: stop the pod,
 	// then the overlays can be unmounted.
 	t.Cleanup(func() {

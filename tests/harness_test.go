@@ -111,7 +111,11 @@ func newUUID(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.TrimSpace(string(b))
+	u := strings.TrimSpace(string(b))
+	// Every pod the harness lays out is named with it: its cgroups
+	// are this run's (runCheckingCgroups).
+	ownPod(u)
+	return u
 }
 
 func annotationList(m map[string]string) []map[string]string {

@@ -61,6 +61,7 @@ func runBG(t *testing.T, data string, args ...string) *bgPod {
 		b, err := os.ReadFile(uuidFile)
 		if err == nil && len(b) > 0 {
 			p.UUID = strings.TrimSpace(string(b))
+			ownPod(p.UUID)
 			break
 		}
 		select {

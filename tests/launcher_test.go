@@ -42,6 +42,7 @@ func dataDir(t *testing.T) string {
 	t.Helper()
 	d := t.TempDir()
 	t.Cleanup(func() {
+		ownPodsUnder(d)
 		gcPodCgroupsUnder(t, d)
 		if err := launch.UnmountAll(d); err != nil {
 			t.Errorf("unmount: %v", err)

@@ -58,6 +58,7 @@ func runInNS(t *testing.T, ns *logNS, data string, apps ...[]string) *nsPod {
 		p.UUID = strings.TrimSpace(string(b))
 		return err == nil && p.UUID != ""
 	})
+	ownPod(p.UUID)
 	p.Dir = filepath.Join(data, "pods/run", p.UUID)
 	return p
 }

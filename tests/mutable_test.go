@@ -230,8 +230,14 @@ func TestMutablePodAppLifecycle(t *testing.T) {
 	if code, out := entry(t, p, "app-start", "--debug=false", "--app=ghost"); code != 254 || !strings.Contains(out, `no app named "ghost"`) {
 		t.Errorf("start ghost: %d %q", code, out)
 	}
-	// The pod stays up with every app finished, until stopped.
-	time.Sleep(100 * time.Millisecond)
+	// The pod stays up with every app finished, until stopped. PID 1
+	// decides whether the pod is over after each event it handles, before
+	// it takes the next app operation: an operation answered after the
+	// last app finished (web's status written) shows that it decided to
+	// stay, with no fixed sleep that a wrong decision could outlast.
+	if code, out := entry(t, p, "app-stop", "--debug=false", "--app=web"); code != 0 || !strings.Contains(out, "not running") {
+		t.Fatalf("the sandbox did not answer once its apps had finished: exit %d: %s", code, out)
+	}
 	if !locked(t, p.Dir) {
 		t.Fatal("the sandbox ended by itself")
 	}
@@ -518,9 +524,30 @@ func TestForceStopOfARestartingAppIsFinal(t *testing.T) {
 	if got := p.Status(t, a.Name); got != 137 || recState(t, p, a.Name) != status.StateExited {
 		t.Fatalf("after stop --force: status %d, state %s", got, recState(t, p, a.Name))
 	}
-	// Ten times its backoff: a restart would have happened by now.
-	time.Sleep(100 * time.Millisecond)
-	if n := len(runTimes(t, filepath.Join(vol, "always"))); n != 1 || recState(t, p, a.Name) != status.StateExited {
-		t.Fatalf("ran %d times, state %s", n, recState(t, p, a.Name))
+	// A restart of it would be due at its end plus its backoff. A
+	// witness app that ends after it, with the same backoff, restarts
+	// only once PID 1's clock is past that: PID 1 fires every restart
+	// that is due at once, and records a restarted app (restart count,
+	// state) before it starts it. Once the witness has run twice, a
+	// restart of the stopped app would show in its record, however slow
+	// the machine.
+	w := App{Name: "witness", Exec: probe("append", "/vol/witness", "+", "exit", "1"), MPoints: mp, Annotations: map[string]string{
+		"pod1/restart-policy": "on-failure", "pod1/restart-backoff": "10ms", "pod1/start-limit-burst": "2", "pod1/start-limit-interval": "1h"}}
+	if code, out := addApp(t, p, w); code != 0 {
+		t.Fatalf("add witness: %d %s", code, out)
+	}
+	if code, out := startApp(t, p, w.Name); code != 0 {
+		t.Fatalf("start witness: %d %s", code, out)
+	}
+	waitFor(t, 10*time.Second, "the witness's restart and end", func() bool { return p.Status(t, w.Name) == 1 })
+	if n := len(runTimes(t, filepath.Join(vol, "witness"))); n != 2 {
+		t.Fatalf("the witness ran %d times, want 2", n)
+	}
+	rec, err := status.ReadRecord(p.statusDir(), a.Name)
+	if err != nil || rec.State != status.StateExited || rec.RestartCount != 0 || p.Status(t, a.Name) != 137 {
+		t.Fatalf("the stopped app after the witness's restart: record %+v (%v), status %d", rec, err, p.Status(t, a.Name))
+	}
+	if n := len(runTimes(t, filepath.Join(vol, "always"))); n != 1 {
+		t.Fatalf("the stopped app ran %d times", n)
 	}
 }

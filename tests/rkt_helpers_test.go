@@ -68,6 +68,9 @@ func newRkt(t *testing.T) *rktEnv {
 // cleanup stops every pod still running, gc's them all (our stage1's gc
 // included) and unmounts whatever is left under the test's directory.
 func (r *rktEnv) cleanup() {
+	// Before gc removes them: these pods are this run's
+	// (runCheckingCgroups).
+	ownPodsUnder(r.data)
 	out, _, _ := r.exec(rktTimeout, nil, "list", "--full", "--no-legend")
 	for _, l := range strings.Split(out, "\n") {
 		if f := strings.Fields(l); len(f) > 0 && strings.Contains(l, "running") {
@@ -199,6 +202,7 @@ func (r *rktEnv) start(verb string, args ...string) *rktPod {
 		b, err := os.ReadFile(uf)
 		if err == nil && len(b) > 0 {
 			p.UUID = strings.TrimSpace(string(b))
+			ownPod(p.UUID)
 			return true
 		}
 		return false

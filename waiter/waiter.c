@@ -55,18 +55,35 @@ enum { LEVEL_NONE, LEVEL_STOP, LEVEL_FORCE };
  * (cgroups.RemoveTimeout). */
 #define REMOVE_TIMEOUT_MS 30000
 
-__attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
+/* Lines in logx's format (package logx), as every stage1 process writes
+ * them to the one stderr they share: an error is "stage1: <why>", the line
+ * rkt shows; any other line says which process wrote it and its level. */
+static void vline(const char *level, const char *fmt, va_list ap)
 {
 	char buf[512];
-	va_list ap;
-	va_start(ap, fmt);
-	int len = snprintf(buf, sizeof buf, "stage1: ");
+	int len = level ? snprintf(buf, sizeof buf, "stage1: pod1-waiter[%d] %s: ", (int)getpid(), level)
+			: snprintf(buf, sizeof buf, "stage1: ");
 	len += vsnprintf(buf + len, sizeof buf - len, fmt, ap);
-	va_end(ap);
 	if (len >= (int)sizeof buf - 1)
 		len = sizeof buf - 2;
 	buf[len++] = '\n';
 	(void)!write(2, buf, len);
+}
+
+__attribute__((format(printf, 1, 2))) static void say(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vline(NULL, fmt, ap);
+	va_end(ap);
+}
+
+__attribute__((format(printf, 1, 2))) static void warn(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vline("warning", fmt, ap);
+	va_end(ap);
 }
 
 static long number(const char *s, const char *field)
@@ -164,19 +181,98 @@ static int drain_tree(int parent, const char *name, int depth)
 	return n;
 }
 
+/* lists_process reports whether the cgroup directory dir (an open
+ * directory) lists a process in its cgroup.procs; a list that cannot be
+ * read counts as one. */
+static int lists_process(int dir)
+{
+	int fd = openat(dir, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	char buf[64];
+	ssize_t n;
+	while ((n = read(fd, buf, sizeof buf)) < 0 && errno == EINTR)
+		;
+	close(fd);
+	return n != 0;
+}
+
+/* populated reads the cgroup v2 directory dir's cgroup.events: 1 when a
+ * process is in it or below it (the kernel keeps the count for the whole
+ * subtree), 0 when none is, -1 when there is no such file (cgroup v1).
+ * A file that cannot be read or parsed counts as populated. */
+static int populated(int dir)
+{
+	int fd = openat(dir, "cgroup.events", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? -1 : 1;
+	char buf[256];
+	ssize_t n;
+	while ((n = read(fd, buf, sizeof buf - 1)) < 0 && errno == EINTR)
+		;
+	close(fd);
+	if (n <= 0)
+		return 1;
+	buf[n] = 0;
+	const char *p = strstr(buf, "populated ");
+	return !p || p[strlen("populated ")] != '0';
+}
+
+/* tree_busy reports whether the cgroup name in parent or anything below
+ * it holds a process, reading only: on cgroup v2 its cgroup.events, on v1
+ * each directory's cgroup.procs. After every orderly end it holds none,
+ * and this is all the waiter does to its cgroups. */
+static int tree_busy(int parent, const char *name, int depth)
+{
+	if (depth > 64)
+		return 0;
+	int dir = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dir < 0)
+		/* Gone is empty; anything else is for the drain to say. */
+		return errno != ENOENT;
+	/* The top directory's count covers its subtree on v2. */
+	int busy = depth == 0 ? populated(dir) : -1;
+	if (busy >= 0) {
+		close(dir);
+		return busy;
+	}
+	busy = lists_process(dir);
+	char buf[4096];
+	long n;
+	while (!busy && (n = syscall(SYS_getdents64, dir, buf, sizeof buf)) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			busy = 1;
+			break;
+		}
+		for (long off = 0; off < n && !busy;) {
+			struct dirent64 *e = (struct dirent64 *)(buf + off);
+			off += e->d_reclen;
+			if (e->d_type == DT_DIR && strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+				busy = tree_busy(dir, e->d_name, depth + 1);
+		}
+	}
+	close(dir);
+	return busy;
+}
+
 /* drain_cgroup empties the pod's cgroup at path in one hierarchy, as the
  * Go run's cgroups.Drain does: the emptied cgroups stay for gc to remove
  * (the gc entry point, rkt gc, rkt rm), as rkt's stage1 leaves its pod's,
  * but nothing of the pod may outlive the lock. PID 1 has been reaped, so
  * after every orderly end the tree is already empty and this only reads
- * each directory's process list; what a killed PID 1 left is killed. */
+ * (tree_busy); what a killed PID 1 left is killed. */
 static void drain_cgroup(const char *path)
 {
 	char *slash = strrchr(path, '/');
 	if (path[0] != '/' || !slash || !slash[1]) {
-		say("waiter: cgroup %s: not an absolute path", path);
+		warn("cgroup %s: not an absolute path", path);
 		return;
 	}
+	/* After every orderly end nothing is left: reading is enough. */
+	if (!tree_busy(AT_FDCWD, path, 0))
+		return;
 	char parent_path[4096];
 	size_t n = slash == path ? 1 : (size_t)(slash - path);
 	if (n >= sizeof parent_path)
@@ -185,13 +281,13 @@ static void drain_cgroup(const char *path)
 	parent_path[n] = 0;
 	int parent = open(parent_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (parent < 0) {
-		say("warning: empty cgroups: %s: %s", path, strerror(errno));
+		warn("empty cgroups: %s: %s", path, strerror(errno));
 		return;
 	}
 	long deadline = now_ms() + REMOVE_TIMEOUT_MS;
 	while (drain_tree(parent, slash + 1, 0)) {
 		if (now_ms() > deadline) {
-			say("warning: empty cgroups: processes left in %s after 30s", path);
+			warn("empty cgroups: processes left in %s after 30s", path);
 			break;
 		}
 		msleep(2);
@@ -436,7 +532,7 @@ int main(int argc, char **argv)
 	/* PID 1 is our child and not yet waited for: its pid names it. */
 	int pidfd = syscall(SYS_pidfd_open, pid, 0);
 	if (pidfd < 0) {
-		say("pidfd of PID 1: %s", strerror(errno));
+		warn("pidfd of PID 1: %s", strerror(errno));
 		kill(pid, SIGUSR1);
 	}
 	forward(pidfd, level);

@@ -34,7 +34,7 @@ const (
 	manifest   = layout.PodManifest
 	statusDir  = layout.StatusDir
 	stage1Root = layout.Stage1RootFS
-	intentDir  = "appops"
+	intentDir  = layout.AppOpsDir
 	// maxFile bounds what is read of a pod file.
 	maxFile = 16 << 20
 )

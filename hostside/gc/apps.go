@@ -7,6 +7,7 @@ import (
 
 	"github.com/pod1/pod1/hostside/appops"
 	"github.com/pod1/pod1/hostside/pods"
+	"github.com/pod1/pod1/layout"
 )
 
 // recoverApps visits the running pods and, under each one's pod.lck (not
@@ -21,7 +22,7 @@ func (c *collector) recoverApps() error {
 	for _, uuid := range uuids {
 		// Only pods with a journal have anything to recover; looking
 		// costs one directory read.
-		if ents, _ := os.ReadDir(filepath.Join(c.podsDir("run"), uuid, "appops")); len(ents) == 0 {
+		if ents, _ := os.ReadDir(filepath.Join(c.podsDir(layout.PodsRun), uuid, layout.AppOpsDir)); len(ents) == 0 {
 			continue
 		}
 		p, err := pods.Read(c.o.Dir, uuid)

@@ -28,6 +28,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/hostside/pods"
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/safefile"
 )
@@ -140,7 +141,9 @@ type collector struct {
 	own   ownCache
 }
 
-func (c *collector) podsDir(state string) string { return filepath.Join(c.o.Dir, "pods", state) }
+func (c *collector) podsDir(state string) string {
+	return filepath.Join(c.o.Dir, layout.StateDir(state))
+}
 
 func (c *collector) step(s Step, uuid string) {
 	if c.o.Step != nil {
@@ -165,22 +168,22 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 
 // markExited moves every exited pod of run/ to exited-garbage/.
 func (c *collector) markExited() error {
-	return c.mark("run", pods.IncludeRun, "exited-garbage", 0, "moving pod %q to garbage")
+	return c.mark(layout.PodsRun, pods.IncludeRun, layout.PodsExitedGarbage, 0, "moving pod %q to garbage")
 }
 
 // markAborted moves every aborted prepare to garbage/.
 func (c *collector) markAborted() error {
-	return c.mark("prepare", pods.IncludePrepare, "garbage", 0, "moving failed prepare %q to garbage")
+	return c.mark(layout.PodsPrepare, pods.IncludePrepare, layout.PodsGarbage, 0, "moving failed prepare %q to garbage")
 }
 
 // markExpired moves prepared pods older than ExpirePrepared to garbage/,
 // and embryos abandoned as long: their creator died between mkdir and
 // lock (rkt leaves those forever).
 func (c *collector) markExpired() error {
-	if err := c.mark("prepared", pods.IncludePrepared, "garbage", c.o.ExpirePrepared, "moving expired prepared pod %q to garbage"); err != nil {
+	if err := c.mark(layout.PodsPrepared, pods.IncludePrepared, layout.PodsGarbage, c.o.ExpirePrepared, "moving expired prepared pod %q to garbage"); err != nil {
 		return err
 	}
-	return c.mark("embryo", pods.IncludeEmbryo, "garbage", c.o.ExpirePrepared, "moving abandoned embryo %q to garbage")
+	return c.mark(layout.PodsEmbryo, pods.IncludeEmbryo, layout.PodsGarbage, c.o.ExpirePrepared, "moving abandoned embryo %q to garbage")
 }
 
 // mark renames every pod of from/ whose lock is free (and, when minAge is

@@ -125,8 +125,8 @@ func (c *collector) findEntrypoint(dir, ep string) (path, argv0 string, err erro
 		id := strings.TrimSpace(string(b))
 		if id != "" && !strings.ContainsAny(id, "/\x00") && id != "." && id != ".." {
 			roots = append(roots,
-				filepath.Join(c.o.Dir, "cas", "tree", id, "rootfs"),
-				filepath.Join(c.o.Dir, "pod1", "images", id, "rootfs"))
+				filepath.Join(c.o.Dir, layout.TreeStoreDir, id, layout.RootfsName),
+				filepath.Join(c.o.Dir, layout.ImageStoreDir, id, layout.RootfsName))
 		}
 	}
 	for _, root := range roots {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pod1/pod1/hostside/pods"
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/safefile"
 )
 
@@ -26,7 +27,7 @@ func (c *collector) sweepExitedGarbage() error {
 		return err
 	}
 	c.parallel(uuids, func(uuid string) {
-		dir := filepath.Join(c.podsDir("exited-garbage"), uuid)
+		dir := filepath.Join(c.podsDir(layout.PodsExitedGarbage), uuid)
 		ctime, err := changeTime(dir)
 		if err != nil {
 			return // moved on or collected meanwhile
@@ -82,7 +83,7 @@ func (c *collector) sweepGarbage() error {
 	// this run's sweepExitedGarbage or by another collector): make those
 	// renames durable before removing anything, so that a crash never
 	// leaves a half-removed pod outside garbage/.
-	if err := safefile.SyncDirs(c.podsDir("exited-garbage"), c.podsDir("garbage")); err != nil {
+	if err := safefile.SyncDirs(c.podsDir(layout.PodsExitedGarbage), c.podsDir(layout.PodsGarbage)); err != nil {
 		return err
 	}
 	mounts, err := readMounts()
@@ -90,7 +91,7 @@ func (c *collector) sweepGarbage() error {
 		return err
 	}
 	c.parallel(uuids, func(uuid string) {
-		c.collect(uuid, filepath.Join(c.podsDir("garbage"), uuid), false, mounts)
+		c.collect(uuid, filepath.Join(c.podsDir(layout.PodsGarbage), uuid), false, mounts)
 	})
 	return nil
 }
@@ -159,7 +160,7 @@ func (c *collector) cleanUp(uuid, dir string, mounts []mount) error {
 		return fmt.Errorf("pod %s: %w", uuid, err)
 	}
 	c.step(StepToGarbage, uuid)
-	if err := renameNoReplace(dir, filepath.Join(c.podsDir("garbage"), uuid)); err != nil {
+	if err := renameNoReplace(dir, filepath.Join(c.podsDir(layout.PodsGarbage), uuid)); err != nil {
 		return fmt.Errorf("pod %s: move to garbage: %w", uuid, err)
 	}
 	return nil

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/safefile"
 )
 
 // knownDir holds, per ACI file already hashed, the identity of the file as
@@ -84,13 +86,5 @@ func rememberStoreID(storeDir string, id fileIdentity, storeID string, now time.
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return
 	}
-	tmp, err := os.CreateTemp(dir, ".tmp-")
-	if err != nil {
-		return
-	}
-	_, werr := tmp.WriteString(id.record(storeID))
-	cerr := tmp.Close()
-	if werr != nil || cerr != nil || os.Rename(tmp.Name(), filepath.Join(dir, id.name())) != nil {
-		_ = os.Remove(tmp.Name())
-	}
+	_ = safefile.WriteIn(dir, id.name(), []byte(id.record(storeID)), 0o600, safefile.Volatile)
 }

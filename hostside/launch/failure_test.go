@@ -9,6 +9,8 @@ import (
 
 	"github.com/appc/spec/schema"
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/layout"
 )
 
 func TestPrepareNoOverlay(t *testing.T) {
@@ -74,7 +76,7 @@ func TestPrepareNoOverlay(t *testing.T) {
 // assertNoPods checks that no pod directory exists in any state.
 func assertNoPods(t *testing.T, data string) {
 	t.Helper()
-	for _, s := range podStates {
+	for _, s := range layout.PodStates() {
 		if !emptyDir(t, filepath.Join(data, "pods", s)) {
 			t.Errorf("pods/%s not empty after a failed Prepare", s)
 		}

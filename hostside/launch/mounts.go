@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/hostside/images"
+	"github.com/pod1/pod1/layout"
 )
 
 // mountOverlay mounts an overlay of img's rootfs on dest/rootfs with upper
@@ -24,7 +25,7 @@ func mountOverlay(p *Prepared, img *images.Image, app, dest string) error {
 	if err != nil {
 		return err
 	}
-	target := filepath.Join(dest, "rootfs")
+	target := filepath.Join(dest, layout.RootfsName)
 	if err := mkdirMode(target, mode); err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pod1/pod1/hostside/images"
 	"github.com/pod1/pod1/idmap"
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/logx"
 )
 
@@ -140,7 +141,7 @@ func (o Options) withDefaults() (Options, error) {
 
 // storeDir is where unpacked ACI files live. It is pod1's own, not rkt's
 // CAS, since pod1 does not implement rkt's store database.
-func (o Options) storeDir() string { return filepath.Join(o.Dir, "pod1", "images") }
+func (o Options) storeDir() string { return filepath.Join(o.Dir, layout.ImageStoreDir) }
 
 func (o Options) debugf(format string, args ...any) {
 	if o.Debug {

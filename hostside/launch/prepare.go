@@ -21,8 +21,6 @@ const (
 	lockPerm = 0o600
 )
 
-var podStates = []string{"embryo", "prepare", "prepared", "run", "exited-garbage", "garbage"}
-
 // Prepared is a pod directory in pods/run/<uuid>, locked and ready for its
 // stage1 to be exec'd.
 type Prepared struct {
@@ -60,7 +58,7 @@ func Prepare(opts Options) (*Prepared, error) {
 	// rkt's data dir layout first, so the image store (which creates its
 	// parents 0700) does not decide the data dir's mode. Existing dirs are
 	// not chmod'ed: `rkt install` gives them a setgid rkt group to keep.
-	if err := os.MkdirAll(filepath.Join(o.Dir, "pods"), dirPerm); err != nil {
+	if err := os.MkdirAll(filepath.Join(o.Dir, layout.PodsDir), dirPerm); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	pl, err := makePlan(o)
@@ -86,8 +84,8 @@ func Prepare(opts Options) (*Prepared, error) {
 // observer ever sees an unlocked prepare/<uuid> (which `rkt gc` would
 // treat as an aborted prepare and delete).
 func createPod(o Options) (p *Prepared, retErr error) {
-	pods := filepath.Join(o.Dir, "pods")
-	for _, s := range podStates {
+	pods := filepath.Join(o.Dir, layout.PodsDir)
+	for _, s := range layout.PodStates() {
 		if err := os.MkdirAll(filepath.Join(pods, s), dirPerm); err != nil {
 			return nil, fmt.Errorf("create pod state dir: %w", err)
 		}
@@ -96,7 +94,7 @@ func createPod(o Options) (p *Prepared, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	embryo := filepath.Join(pods, "embryo", uuid)
+	embryo := filepath.Join(pods, layout.PodsEmbryo, uuid)
 	if err := os.Mkdir(embryo, dirPerm); err != nil {
 		return nil, fmt.Errorf("create pod %s: %w", uuid, err)
 	}
@@ -123,7 +121,7 @@ func createPod(o Options) (p *Prepared, retErr error) {
 	if err := writePodFile(filepath.Join(embryo, layout.PodCreated), nil, filePerm); err != nil {
 		return nil, fmt.Errorf("pod %s: %w", uuid, err)
 	}
-	if err := p.move(filepath.Join(pods, "prepare", uuid), false); err != nil {
+	if err := p.move(filepath.Join(pods, layout.PodsPrepare, uuid), false); err != nil {
 		return nil, err
 	}
 	o.debugf("pod %s: preparing in %s", uuid, p.Dir)
@@ -182,7 +180,7 @@ func fill(p *Prepared, pl *plan, o Options) error {
 
 	// rkt skips prepared/ and goes straight to run/: this process owns
 	// the pod and runs it at once.
-	if err := p.move(filepath.Join(o.Dir, "pods", "run", p.UUID), true); err != nil {
+	if err := p.move(filepath.Join(o.Dir, layout.PodIn(layout.PodsRun, p.UUID)), true); err != nil {
 		return err
 	}
 	if !o.NoOverlay {

@@ -44,25 +44,25 @@ func mountStage1(p *Prepared, pl *plan) error {
 // directory in the stage1 rootfs with a copy of its tree (rkt stage0
 // prepareAppImage).
 func prepareApp(p *Prepared, a plannedApp, o Options) error {
-	info := filepath.Join(p.Dir, layout.AppInfoDir(string(a.name)))
-	if err := mkdirMode(info, dirPerm); err != nil {
+	name := string(a.name)
+	if err := mkdirMode(filepath.Join(p.Dir, layout.AppInfoDir(name)), dirPerm); err != nil {
 		return err
 	}
-	if err := writePodFile(filepath.Join(info, "manifest"), a.img.ManifestJSON, filePerm); err != nil {
+	if err := writePodFile(filepath.Join(p.Dir, layout.AppInfoManifest(name)), a.img.ManifestJSON, filePerm); err != nil {
 		return err
 	}
 	if !o.NoOverlay {
-		return writePodFile(filepath.Join(info, "treeStoreID"), []byte(a.img.TreeStoreID), filePerm)
+		return writePodFile(filepath.Join(p.Dir, layout.AppInfoTreeStoreID(name)), []byte(a.img.TreeStoreID), filePerm)
 	}
 	appDir, err := stage2Dir(p, a)
 	if err != nil {
 		return err
 	}
 	o.debugf("pod %s: copying app %s tree from %s", p.UUID, a.name, a.img.Rootfs())
-	if err := copyTree(a.img.Rootfs(), filepath.Join(appDir, "rootfs"), o.PrivateUsers); err != nil {
+	if err := copyTree(a.img.Rootfs(), filepath.Join(appDir, layout.RootfsName), o.PrivateUsers); err != nil {
 		return err
 	}
-	return ensureMtab(filepath.Join(appDir, "rootfs"))
+	return ensureMtab(filepath.Join(appDir, layout.RootfsName))
 }
 
 // mountApp mounts an app's overlay inside the (mounted) stage1 rootfs
@@ -75,7 +75,7 @@ func mountApp(p *Prepared, a plannedApp) error {
 	if err := mountOverlay(p, a.img, string(a.name), appDir); err != nil {
 		return err
 	}
-	return ensureMtab(filepath.Join(appDir, "rootfs"))
+	return ensureMtab(filepath.Join(appDir, layout.RootfsName))
 }
 
 // stage2Dir creates stage1/rootfs/opt/stage2/<app>, writes the app's
@@ -104,7 +104,7 @@ func stage2Dir(p *Prepared, a plannedApp) (string, error) {
 	if got != want {
 		return "", fmt.Errorf("stage1 rootfs %s is at %s: %w", rel, got, ErrEscape)
 	}
-	if err := writePodFile(filepath.Join(want, "manifest"), a.img.ManifestJSON, filePerm); err != nil {
+	if err := writePodFile(filepath.Join(want, layout.ManifestName), a.img.ManifestJSON, filePerm); err != nil {
 		return "", err
 	}
 	return want, nil

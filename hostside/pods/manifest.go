@@ -61,10 +61,28 @@ func checkName(name string) error {
 	return nil
 }
 
-func (p *Pod) readManifest(fd int) error {
-	b, err := readFileAt(fd, manifestFile)
+func (p *Pod) readManifest(d *podDir, detail Detail) error {
+	b, err := d.read(manifestFile)
 	if err != nil {
 		return fmt.Errorf("read pod manifest: %w", err)
+	}
+	if detail == Summary {
+		ma, ok := d.m.apps[string(b)]
+		if !ok {
+			ma.apps, ma.err = summaryApps(b)
+			if memoable(d.m.apps, b) {
+				if d.m.apps == nil {
+					d.m.apps = map[string]memoApps{}
+				}
+				d.m.apps[string(b)] = ma
+			}
+		}
+		// Apps before a refused name are shown, as a full read
+		// shows them.
+		for _, a := range ma.apps {
+			p.Apps = append(p.Apps, App{Name: a.name, ImageID: a.imageID, ImageName: imageName(d, a.name)})
+		}
+		return ma.err
 	}
 	var m podManifest
 	if err := json.Unmarshal(b, &m); err != nil {
@@ -99,17 +117,17 @@ func (p *Pod) readManifest(fd int) error {
 			out.ReadOnly = ro != nil && *ro
 			a.Mounts = append(a.Mounts, out)
 		}
-		a.ImageName = imageName(fd, ma.Name)
+		a.ImageName = imageName(d, ma.Name)
 		p.Apps = append(p.Apps, a)
 	}
-	sd := fdPath(fd, p.statusDir)
+	sd := fdPath(d.fd, p.statusDir)
 	for i := range p.Apps {
 		a := &p.Apps[i]
 		if r, err := status.ReadRecord(sd, a.Name); err == nil {
 			a.Record = r
 		}
 		if p.Mutable {
-			p.mutableAppState(fd, a)
+			p.mutableAppState(d, a)
 		} else {
 			p.immutableAppState(a, sd)
 		}
@@ -117,13 +135,47 @@ func (p *Pod) readManifest(fd int) error {
 	return nil
 }
 
+// appRef is what Summary keeps of a pod manifest's app.
+type appRef struct{ name, imageID string }
+
+// summaryApps decodes the pod manifest as readManifest does and keeps the
+// apps' names and image IDs, up to the first name it refuses.
+func summaryApps(b []byte) ([]appRef, error) {
+	var m podManifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("decode pod manifest: %w", err)
+	}
+	apps := make([]appRef, 0, len(m.Apps))
+	for _, ma := range m.Apps {
+		if err := checkName(ma.Name); err != nil {
+			return apps, err
+		}
+		apps = append(apps, appRef{ma.Name, ma.Image.ID})
+	}
+	return apps, nil
+}
+
 // imageName is the app image's name[:version] from
 // appsinfo/<app>/manifest (rkt list's getImageName).
-func imageName(fd int, app string) string {
-	b, err := readFileAt(fd, layout.AppInfoDir(app)+"/manifest")
+func imageName(d *podDir, app string) string {
+	b, err := d.read(layout.AppInfoDir(app) + "/manifest")
 	if err != nil {
 		return ""
 	}
+	if n, ok := d.m.images[string(b)]; ok {
+		return n
+	}
+	n := decodeImageName(b)
+	if memoable(d.m.images, b) {
+		if d.m.images == nil {
+			d.m.images = map[string]string{}
+		}
+		d.m.images[string(b)] = n
+	}
+	return n
+}
+
+func decodeImageName(b []byte) string {
 	var im struct {
 		Name   string `json:"name"`
 		Labels []struct {
@@ -155,7 +207,7 @@ func (p *Pod) immutableAppState(a *App, statusDir string) {
 
 // mutableAppState is rkt's appStateInMutablePod: stage0's -created and
 // -started markers and the status file, by their mtimes.
-func (p *Pod) mutableAppState(fd int, a *App) {
+func (p *Pod) mutableAppState(d *podDir, a *App) {
 	a.State = AppUnknown
 	defer func() {
 		// A pod killed hard leaves apps without status: they are over
@@ -165,19 +217,19 @@ func (p *Pod) mutableAppState(fd int, a *App) {
 		}
 	}()
 	base := p.statusDir + "/" + a.Name
-	if a.CreatedAt = timePtr(mtimeAt(fd, base+"-created")); a.CreatedAt == nil {
+	if a.CreatedAt = timePtr(d.mtime(base + "-created")); a.CreatedAt == nil {
 		return
 	}
 	a.State = AppCreated
-	if a.StartedAt = timePtr(mtimeAt(fd, base+"-started")); a.StartedAt == nil {
+	if a.StartedAt = timePtr(d.mtime(base + "-started")); a.StartedAt == nil {
 		return
 	}
 	a.State = AppRunning
-	if a.FinishedAt = timePtr(mtimeAt(fd, base)); a.FinishedAt == nil {
+	if a.FinishedAt = timePtr(d.mtime(base)); a.FinishedAt == nil {
 		return
 	}
 	a.State = AppExited
-	code, err := status.Read(fdPath(fd, p.statusDir), a.Name)
+	code, err := status.Read(fdPath(d.fd, p.statusDir), a.Name)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		// rkt: an unreadable status of an exited app reads as failure.
 		code = 1
@@ -206,8 +258,8 @@ func timePtr(t time.Time) *time.Time {
 
 // readNetworks reads net-info.json; a missing or broken file reads as no
 // networks (rkt: ENOENT means the pod uses the host's network).
-func readNetworks(fd int) []Network {
-	b, err := readFileAt(fd, netInfoFile)
+func readNetworks(d *podDir) []Network {
+	b, err := d.read(netInfoFile)
 	if err != nil {
 		return nil
 	}

@@ -57,6 +57,21 @@ const (
 	IncludeAll = IncludeMost | IncludeEmbryo | IncludeGarbage
 )
 
+// Detail says how much of a pod to read.
+type Detail uint8
+
+const (
+	// Full reads everything Pod holds.
+	Full Detail = iota
+	// Summary reads what `list`'s table shows and no more: the state,
+	// Created, Started, Networks, and each app's Name, ImageID and
+	// ImageName, with ManifestErr as Full sets it (the manifest is
+	// decoded and checked the same way). Everything else stays zero: a
+	// list of a thousand pods then opens five files a pod instead of
+	// ten.
+	Summary
+)
+
 // stateDir is one pods/ subdirectory and the state its pods are in when
 // their lock is held and when it is free.
 type stateDir struct {

@@ -31,11 +31,15 @@ const (
 // Read returns the pod with the full UUID uuid under dataDir (rkt's
 // --dir), wherever it is in its lifecycle.
 func Read(dataDir, uuid string) (*Pod, error) {
+	return read(dataDir, uuid, Full)
+}
+
+func read(dataDir, uuid string, detail Detail) (*Pod, error) {
 	// A pod moves between directories (run -> exited-garbage) while we
 	// look; a second pass finds it where it went.
 	for pass := 0; pass < 2; pass++ {
 		for i := range stateDirs {
-			p, err := readIn(dataDir, &stateDirs[i], uuid)
+			p, err := readIn(dataDir, -1, &stateDirs[i], uuid, detail, nil)
 			if errors.Is(err, os.ErrNotExist) {
 				continue
 			}
@@ -46,9 +50,18 @@ func Read(dataDir, uuid string) (*Pod, error) {
 }
 
 // readIn reads the pod if it is in d; os.ErrNotExist when it is not.
-func readIn(dataDir string, d *stateDir, uuid string) (*Pod, error) {
+// dfd, when not -1, is d open: the pod is opened below it. m, when not
+// nil, is kept from pod to pod.
+func readIn(dataDir string, dfd int, d *stateDir, uuid string, detail Detail, m *memo) (*Pod, error) {
 	dir := filepath.Join(dataDir, "pods", d.name, uuid)
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	var fd int
+	var err error
+	if dfd >= 0 {
+		fd, err = unix.Openat(dfd, uuid, flags, 0)
+	} else {
+		fd, err = unix.Open(dir, flags, 0)
+	}
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			return nil, os.ErrNotExist
@@ -66,8 +79,73 @@ func readIn(dataDir string, d *stateDir, uuid string) (*Pod, error) {
 			p.State = d.locked
 		}
 	}
-	p.readAt(fd)
+	if m == nil {
+		m = &memo{}
+	}
+	p.readAt(&podDir{fd: fd, m: m}, detail)
 	return p, nil
+}
+
+// podDir is an open pod directory and the memo its files are read with.
+type podDir struct {
+	fd int
+	m  *memo
+}
+
+// memo is what one List worker keeps from pod to pod: the buffer a pod's
+// files are read into, and what it decoded of the manifests it saw, by
+// their bytes. The pods of one image carry byte-identical image
+// manifests, and pods run alike byte-identical pod manifests: each is
+// decoded once. Decoding is a function of the bytes alone, so a hit gives
+// what decoding them again would.
+type memo struct {
+	buf    []byte
+	images map[string]string
+	apps   map[string]memoApps
+}
+
+// memoApps is a pod manifest's apps as Summary reads them, up to the first
+// one whose name is refused, and the error it ended with.
+type memoApps struct {
+	apps []appRef
+	err  error
+}
+
+// Bounds of a memo: a manifest larger than memoMaxBytes is decoded every
+// time, and past memoMaxEntries distinct ones nothing more is kept.
+const (
+	memoMaxBytes   = 16 << 10
+	memoMaxEntries = 64
+)
+
+func memoable[V any](m map[string]V, b []byte) bool {
+	return len(b) <= memoMaxBytes && len(m) < memoMaxEntries
+}
+
+// read reads a regular file of the pod directory without following a
+// symlink and without blocking on a FIFO. The bytes are valid until the
+// next read: every caller decodes them (copying what it keeps) at once.
+func (d *podDir) read(name string) ([]byte, error) {
+	b, err := safefile.ReadRegularAtInto(d.fd, name, maxFileSize, d.m.buf)
+	switch {
+	case errors.Is(err, safefile.ErrNotRegular):
+		return nil, fmt.Errorf("%s: not a regular file", name)
+	case errors.Is(err, safefile.ErrTooLarge):
+		return nil, fmt.Errorf("%s: larger than %d bytes", name, maxFileSize)
+	}
+	if cap(b) > cap(d.m.buf) {
+		d.m.buf = b[:0]
+	}
+	return b, err
+}
+
+// mtime returns a pod file's mtime, zero if it cannot be read.
+func (d *podDir) mtime(name string) time.Time {
+	var st unix.Stat_t
+	if err := unix.Fstatat(d.fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return time.Time{}
+	}
+	return time.Unix(st.Mtim.Unix())
 }
 
 // lockHeld tests the pod directory's lock the way rkt does: a shared,
@@ -84,58 +162,72 @@ func lockHeld(fd int) (bool, error) {
 	return false, err
 }
 
-// readAt fills in everything but the state from the open pod directory.
-// Missing files are normal (a pod is read at every step of its life);
-// other failures leave the field empty and, for the manifest, are kept in
-// ManifestErr.
-func (p *Pod) readAt(fd int) {
-	p.readStage1Layout(fd)
+// readAt fills in everything but the state from the open pod directory,
+// or with Summary only what Summary names. Missing files are normal (a pod
+// is read at every step of its life); other failures leave the field empty
+// and, for the manifest, are kept in ManifestErr.
+func (p *Pod) readAt(d *podDir, detail Detail) {
+	if detail == Full {
+		p.readStage1Layout(d)
+	}
 	if p.State == Prepared || p.State == Running || p.IsAfterRun() {
-		p.Created = mtimeAt(fd, createdFile)
+		p.Created = d.mtime(createdFile)
 		if p.Created.IsZero() {
 			// rkt before v1.20 had no pod-created.
-			p.Created = mtimeAt(fd, manifestFile)
+			p.Created = d.mtime(manifestFile)
 		}
 	}
 	if p.State == Running || p.IsAfterRun() {
 		for _, f := range []string{layout.Pid, layout.Ppid} {
-			if t := mtimeAt(fd, f); !t.IsZero() {
+			if t := d.mtime(f); !t.IsZero() {
 				p.Started = t
 				break
 			}
 		}
 	}
-	p.Pid = pidAt(fd)
+	if detail == Summary {
+		if p.State == Running || p.State == Exited {
+			p.Networks = readNetworks(d)
+		}
+		p.readManifestAt(d, detail)
+		return
+	}
+	p.Pid = pidAt(d)
 	switch p.State {
 	case Garbage, Deleting, ExitedGarbage, ExitedDeleting:
 		var st unix.Stat_t
-		if unix.Fstat(fd, &st) == nil {
+		if unix.Fstat(d.fd, &st) == nil {
 			p.GCMarked = time.Unix(st.Ctim.Unix())
 		}
 	case Running, Exited:
 		// rkt reads them for exited pods too: the networks stay set
 		// up until gc.
-		p.Networks = readNetworks(fd)
+		p.Networks = readNetworks(d)
 	}
+	p.readManifestAt(d, detail)
+}
+
+// readManifestAt reads the apps, or keeps why they cannot be read.
+func (p *Pod) readManifestAt(d *podDir, detail Detail) {
 	// rkt: the manifest may be missing while preparing or deleting.
 	if p.State == Preparing || p.State == AbortedPrepare || p.State == Deleting || p.State == Embryo {
-		if _, err := readFileAt(fd, manifestFile); err != nil {
+		if _, err := d.read(manifestFile); err != nil {
 			return
 		}
 	}
-	if err := p.readManifest(fd); err != nil {
+	if err := p.readManifest(d, detail); err != nil {
 		p.ManifestErr = err
 	}
 }
 
 // readStage1Layout finds where the stage1's files are on the host.
-func (p *Pod) readStage1Layout(fd int) {
+func (p *Pod) readStage1Layout(d *podDir) {
 	p.statusDir = layout.StatusDir
-	if b, err := readFileAt(fd, stage1IDFile); err == nil {
+	if b, err := d.read(stage1IDFile); err == nil {
 		p.Stage1TreeStoreID = strings.TrimSpace(string(b))
 	}
 	var st unix.Stat_t
-	if unix.Fstatat(fd, overlayPrepared, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+	if unix.Fstatat(d.fd, overlayPrepared, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 		return
 	}
 	p.Overlay = true
@@ -155,19 +247,10 @@ func (p *Pod) Stage1RootfsPath() string {
 	return filepath.Dir(filepath.Dir(p.StatusDir()))
 }
 
-// mtimeAt returns a pod file's mtime, zero if it cannot be read.
-func mtimeAt(fd int, name string) time.Time {
-	var st unix.Stat_t
-	if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return time.Time{}
-	}
-	return time.Unix(st.Mtim.Unix())
-}
-
 // pidAt reads the pid file, or the ppid file (rkt Pod.Pid).
-func pidAt(fd int) int {
+func pidAt(d *podDir) int {
 	for _, f := range []string{layout.Pid, layout.Ppid} {
-		b, err := readFileAt(fd, f)
+		b, err := d.read(f)
 		if err != nil {
 			continue
 		}
@@ -176,19 +259,6 @@ func pidAt(fd int) int {
 		}
 	}
 	return 0
-}
-
-// readFileAt reads a regular file of the pod directory without following a
-// symlink and without blocking on a FIFO.
-func readFileAt(dirfd int, name string) ([]byte, error) {
-	b, err := safefile.ReadRegularAt(dirfd, name, maxFileSize)
-	switch {
-	case errors.Is(err, safefile.ErrNotRegular):
-		return nil, fmt.Errorf("%s: not a regular file", name)
-	case errors.Is(err, safefile.ErrTooLarge):
-		return nil, fmt.Errorf("%s: larger than %d bytes", name, maxFileSize)
-	}
-	return b, err
 }
 
 // fdPath names a path below an open directory for APIs that take paths;

@@ -1,0 +1,78 @@
+package cgroups
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TryRemove never waits: a group that still holds a process is left in
+// place at once with EBUSY, and removed by a later call once it is empty
+// (a directory already gone is no error). PID 1's loop relies on it
+// (stage1-init's appOS.Sweep).
+func TestTryRemoveNeverWaits(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: it creates a cgroup and moves a process into it (run as root, as make test does)")
+	}
+	v2, v1, err := mounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &Group{}
+	name := "pod1-test-tryremove-" + strconv.Itoa(os.Getpid())
+	switch {
+	case v1["pids"] != "":
+		g.V1 = map[string]string{"pids": filepath.Join(v1["pids"], name)}
+	case v2 != "":
+		g.V2 = filepath.Join(v2, name)
+	default:
+		t.Skip("no cgroup hierarchy to test with")
+	}
+	dir := g.trackDir()
+	must(t, os.Mkdir(dir, 0o755))
+	t.Cleanup(func() { _ = unix.Rmdir(dir) })
+	cmd := exec.Command("sleep", "1h")
+	must(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	must(t, os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0))
+
+	t0 := time.Now()
+	err = g.TryRemove()
+	if !errors.Is(err, unix.EBUSY) {
+		t.Fatalf("TryRemove of a group with a process: %v, want EBUSY", err)
+	}
+	// Remove would have retried for 100 ms and more.
+	if d := time.Since(t0); d > 50*time.Millisecond {
+		t.Fatalf("TryRemove took %v", d)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("the busy group is gone: %v", err)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	for deadline := time.Now().Add(time.Minute); ; {
+		err = g.TryRemove()
+		if !errors.Is(err, unix.EBUSY) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the emptied group stayed busy")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("TryRemove of the emptied group: %v", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the emptied group is still there: %v", err)
+	}
+	if err := g.TryRemove(); err != nil {
+		t.Fatalf("TryRemove of a group already gone: %v", err)
+	}
+}
