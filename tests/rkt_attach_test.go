@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os/exec"
@@ -75,20 +76,43 @@ func (r *rktEnv) attach(t *testing.T, uuid string, args ...string) *attachSessio
 }
 
 // expect waits for a line of ch that contains want.
-func expect(t *testing.T, ch chan string, want string) {
+func (s *attachSession) expect(t *testing.T, ch chan string, want string) {
 	t.Helper()
 	deadline := time.After(eventDeadline)
 	var seen []string
+	match := func(l string) bool {
+		seen = append(seen, l)
+		return strings.Contains(l, want)
+	}
 	for {
 		select {
 		case l := <-ch:
-			if strings.Contains(l, want) {
+			if match(l) {
 				return
 			}
-			seen = append(seen, l)
+			continue
+		case <-s.done:
+			// rkt attach ended, and its lines were queued before: look
+			// through them, then fail now with its exit code and
+			// stderr rather than at the deadline with nothing to go on.
+			for len(ch) > 0 {
+				if match(<-ch) {
+					return
+				}
+			}
 		case <-deadline:
-			t.Fatalf("no line with %q; saw %q", want, seen)
 		}
+		var errs []string
+		for ch != s.errs && len(s.errs) > 0 {
+			errs = append(errs, <-s.errs)
+		}
+		ended := "still running"
+		select {
+		case <-s.done:
+			ended = fmt.Sprintf("ended with %d", s.code)
+		default:
+		}
+		t.Fatalf("no line with %q; saw %q; rkt attach %s, its stderr %q", want, seen, ended, errs)
 	}
 }
 
@@ -140,14 +164,14 @@ func TestRktAttachStream(t *testing.T) {
 	a := r.attach(t, p.UUID)
 	_, err := io.WriteString(a.in, "some_input\n")
 	must(t, err)
-	expect(t, a.lines, "got some_input tty=false ctty=false")
-	expect(t, a.errs, "err some_input")
+	a.expect(t, a.lines, "got some_input tty=false ctty=false")
+	a.expect(t, a.errs, "err some_input")
 	// Detach (rkt attach killed, as by ^C): the app goes on.
 	_ = a.in.Close()
 	b := r.attach(t, p.UUID, "--mode=stdin,stdout")
 	_, err = io.WriteString(b.in, "again\n")
 	must(t, err)
-	expect(t, b.lines, "got again tty=false")
+	b.expect(t, b.lines, "got again tty=false")
 	r.rkt("app", "stop", p.UUID, "--app=echo")
 	select {
 	case <-b.done:
@@ -160,7 +184,7 @@ func TestRktAttachStream(t *testing.T) {
 	c := r.attach(t, p.UUID, "--app=echo")
 	_, err = io.WriteString(c.in, "third\n")
 	must(t, err)
-	expect(t, c.lines, "got third")
+	c.expect(t, c.lines, "got third")
 	r.rkt("stop", p.UUID)
 	p.wait(t)
 }
@@ -177,7 +201,7 @@ func TestRktAttachEndsWithItsCaller(t *testing.T) {
 	a := r.attach(t, p.UUID)
 	_, err := io.WriteString(a.in, "first\n")
 	must(t, err)
-	expect(t, a.lines, "got first")
+	a.expect(t, a.lines, "got first")
 	a.kill()
 	start := time.Now()
 	select {
@@ -189,7 +213,7 @@ func TestRktAttachEndsWithItsCaller(t *testing.T) {
 	b := r.attach(t, p.UUID)
 	_, err = io.WriteString(b.in, "second\n")
 	must(t, err)
-	expect(t, b.lines, "got second")
+	b.expect(t, b.lines, "got second")
 	r.rkt("stop", p.UUID)
 	p.wait(t)
 }
@@ -206,9 +230,9 @@ func TestRktAttachTTY(t *testing.T) {
 	a := r.attach(t, p.UUID)
 	_, err := io.WriteString(a.in, "some_input\n")
 	must(t, err)
-	expect(t, a.lines, "got some_input tty=true ctty=true")
+	a.expect(t, a.lines, "got some_input tty=true ctty=true")
 	// stderr is the terminal too.
-	expect(t, a.lines, "err some_input")
+	a.expect(t, a.lines, "err some_input")
 	r.rkt("stop", p.UUID)
 	p.wait(t)
 	select {
