@@ -110,24 +110,18 @@ func mask(root *os.File, p string, src *os.File) error {
 	if err != nil {
 		return err
 	}
+	defer t.Close()
 	var st unix.Stat_t
-	err = unix.Fstat(int(t.Fd()), &st)
-	if err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
-		err = unix.Mount("tmpfs", fdPath(t), "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=000,size=4k,nr_inodes=1")
-		t.Close()
+	if err := unix.Fstat(int(t.Fd()), &st); err != nil {
 		return err
 	}
-	if err == nil {
-		err = unix.Mount(fdPath(src), fdPath(t), "", unix.MS_BIND, "")
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return unix.Mount("tmpfs", fdPath(t), "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=000,size=4k,nr_inodes=1")
 	}
-	t.Close()
-	if err != nil {
-		return err
-	}
-	return remountReadOnly(root, p)
+	return bindReadOnly(src, t, 0)
 }
 
-// readOnlyBind binds p onto itself and makes the new mount read-only.
+// readOnlyBind binds p onto itself, read-only.
 func readOnlyBind(root *os.File, p string) error {
 	t, err := pathrs.OpenatInRoot(root, p)
 	if errors.Is(err, os.ErrNotExist) {
@@ -136,23 +130,31 @@ func readOnlyBind(root *os.File, p string) error {
 	if err != nil {
 		return err
 	}
-	err = unix.Mount(fdPath(t), fdPath(t), "", unix.MS_BIND|unix.MS_REC, "")
-	t.Close()
-	if err != nil {
-		return err
-	}
-	return remountReadOnly(root, p)
+	defer t.Close()
+	return bindReadOnly(t, t, unix.AT_RECURSIVE)
 }
 
-// remountReadOnly makes the mount now on p read-only, reached anew through
-// the root, keeping its other flags and adding nosuid and nodev.
-func remountReadOnly(root *os.File, p string) error {
-	t, err := pathrs.OpenatInRoot(root, p)
+// bindReadOnly mounts a copy of src's tree (recursive: unix.AT_RECURSIVE)
+// on dst, its top mount read-only, nosuid and nodev and its other flags
+// as src's. The copy is made read-only while it is detached, so the one
+// lookup of dst is the only one: no path is walked again to reach the
+// new mount, and no window shows it writable.
+func bindReadOnly(src, dst *os.File, recursive uint) error {
+	tree, err := unix.OpenTree(int(src.Fd()), "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH|recursive)
 	if err != nil {
-		return err
+		return fmt.Errorf("open_tree: %w", err)
 	}
-	defer t.Close()
-	return remountFdReadOnly(t, unix.MS_NOSUID|unix.MS_NODEV)
+	defer unix.Close(tree)
+	// Without AT_RECURSIVE: the top mount only, as a bind remount
+	// without MS_REC did.
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		return fmt.Errorf("mount_setattr: %w", err)
+	}
+	if err := unix.MoveMount(tree, "", int(dst.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move_mount: %w", err)
+	}
+	return nil
 }
 
 // remountFdReadOnly remounts the mount f is the root of read-only, with

@@ -178,7 +178,7 @@ func (g *Group) Add(pid int) error {
 func (g *Group) add(pid int, dirs []string) error {
 	b := []byte(strconv.Itoa(pid))
 	for _, d := range dirs {
-		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), b, 0); err != nil {
+		if err := writeFile(filepath.Join(d, "cgroup.procs"), b); err != nil {
 			return fmt.Errorf("move %d into %s: %w", pid, d, err)
 		}
 	}

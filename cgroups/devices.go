@@ -72,7 +72,7 @@ func (d Device) v1() string {
 func (g *Group) SetDevices(ds []Device) error {
 	v1 := g.V1["devices"]
 	if v1 != "" {
-		if err := os.WriteFile(filepath.Join(v1, "devices.deny"), []byte("a"), 0); err != nil {
+		if err := writeFile(filepath.Join(v1, "devices.deny"), []byte("a")); err != nil {
 			return fmt.Errorf("device allow-list: %w", err)
 		}
 		if err := allowV1(v1, ds); err != nil {
@@ -97,17 +97,18 @@ func (g *Group) SetDevices(ds []Device) error {
 // allowV1 writes each entry of ds to dir's devices.allow, one write per
 // entry (the kernel reads one rule a write) through one open file.
 func allowV1(dir string, ds []Device) error {
-	f, err := os.OpenFile(filepath.Join(dir, "devices.allow"), os.O_WRONLY, 0)
+	p := filepath.Join(dir, "devices.allow")
+	fd, err := unix.Open(p, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("device allow-list: %w", err)
+		return fmt.Errorf("device allow-list: %w", &os.PathError{Op: "open", Path: p, Err: err})
 	}
-	defer f.Close()
+	defer unix.Close(fd)
 	for _, d := range ds {
-		if _, err := f.WriteString(d.v1()); err != nil {
+		if err := writeFd(fd, p, []byte(d.v1())); err != nil {
 			return fmt.Errorf("device allow-list: allow %s: %w", d.v1(), err)
 		}
 	}
-	return f.Close()
+	return nil
 }
 
 // Access bits and device types of struct bpf_cgroup_dev_ctx (uapi

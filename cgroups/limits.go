@@ -75,7 +75,7 @@ func (g *Group) SetLimits(l Limits) error {
 		} else {
 			val = w.v2val
 		}
-		if err := os.WriteFile(file, []byte(val), 0); err != nil {
+		if err := writeFile(file, []byte(val)); err != nil {
 			return fmt.Errorf("set %s to %s: %w", file, val, err)
 		}
 	}

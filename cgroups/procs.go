@@ -127,7 +127,7 @@ func (g *Group) SetPidsMax(n int) error {
 	if d == "" {
 		return errors.New("no pids controller")
 	}
-	return os.WriteFile(filepath.Join(d, "pids.max"), []byte(strconv.Itoa(n)), 0)
+	return writeFile(filepath.Join(d, "pids.max"), []byte(strconv.Itoa(n)))
 }
 
 // OOMKills reports how many processes of the group the kernel's OOM killer

@@ -210,23 +210,40 @@ func cloneTree(b bindSpec) (int, error) {
 }
 
 // attach puts a cloned tree at its own path under the new root, creating
-// the path in the tmpfs if no tree attached before holds it.
+// the path in the tmpfs if no tree attached before holds it. Raw system
+// calls, not os.MkdirAll and os.OpenFile: no stat walk up the path, no
+// poller registration of a file that is only created.
 func attach(tree int, b bindSpec) error {
 	dst := ownRootBase + b.path
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil && !errors.Is(err, unix.EROFS) {
+	if err := mkdirParents(dst); err != nil {
 		return err
 	}
 	if b.file {
-		f, err := os.OpenFile(dst, os.O_CREATE|os.O_RDONLY, 0o644)
+		fd, err := unix.Open(dst, unix.O_CREAT|unix.O_RDONLY|unix.O_CLOEXEC, 0o644)
 		if err == nil {
-			f.Close()
-		} else if !errors.Is(err, unix.EROFS) && !errors.Is(err, os.ErrExist) {
+			unix.Close(fd)
+		} else if !errors.Is(err, unix.EROFS) && !errors.Is(err, unix.EEXIST) {
 			return err
 		}
-	} else if err := os.Mkdir(dst, 0o755); err != nil && !errors.Is(err, os.ErrExist) && !errors.Is(err, unix.EROFS) {
+	} else if err := unix.Mkdir(dst, 0o755); err != nil && !errors.Is(err, unix.EEXIST) && !errors.Is(err, unix.EROFS) {
 		return err
 	}
 	return unix.MoveMount(tree, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH)
+}
+
+// mkdirParents makes every missing directory above p, an absolute clean
+// path, from the top down; one that exists, or is on a read-only tree
+// attached before, is left as it is.
+func mkdirParents(p string) error {
+	for i := 1; i < len(p); i++ {
+		if p[i] != '/' {
+			continue
+		}
+		if err := unix.Mkdir(p[:i], 0o755); err != nil && !errors.Is(err, unix.EEXIST) && !errors.Is(err, unix.EROFS) {
+			return err
+		}
+	}
+	return nil
 }
 
 // mountPodProc mounts a procfs of the pod's pid namespace (PID 1's) with
