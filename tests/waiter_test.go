@@ -58,7 +58,7 @@ func checkOver(t *testing.T, p *Pod, ns string, r *Run) {
 		t.Errorf("the lock is held after run exited; stderr %s", r.Stderr)
 	}
 	if left := nsMembers(ns); ns != "" && len(left) != 0 {
-		t.Errorf("%d pod processes alive after run exited", len(left))
+		t.Errorf("%d pod processes alive after run exited: %s", len(left), describeProcs(left))
 	}
 	if left := cgroupMembers(p); len(left) != 0 {
 		t.Errorf("%d processes in the pod's cgroups after run exited", len(left))
@@ -234,4 +234,24 @@ func TestWaiterHandoverSweep(t *testing.T) {
 			t.Logf("%d of %d signals came after the hand-over", after, steps)
 		})
 	}
+}
+
+// describeProcs says what each process is (name, state, parent, pids in
+// each namespace, command line), so that a failure names the culprit.
+func describeProcs(pids []int) string {
+	var out []string
+	for _, pid := range pids {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		var f []string
+		for _, l := range strings.Split(string(b), "\n") {
+			for _, k := range []string{"Name:", "State:", "PPid:", "NSpid:"} {
+				if strings.HasPrefix(l, k) {
+					f = append(f, strings.Join(strings.Fields(l), " "))
+				}
+			}
+		}
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		out = append(out, fmt.Sprintf("[pid %d: %s; cmdline %q]", pid, strings.Join(f, ", "), strings.ReplaceAll(string(cmd), "\x00", " ")))
+	}
+	return strings.Join(out, " ")
 }
