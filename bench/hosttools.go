@@ -80,7 +80,7 @@ func (b *bench) measureHostTools(n int) []*section {
 			if err := clonePods(dir, tmpl, n); err != nil {
 				rm.fail(err)
 			} else if err := rm.record(false, func(r *row) error {
-				c, err := run(spec{argv: []string{lookPath("rm"), "-rf", "--", filepath.Join(dir, "pods", "run")}}, 120*time.Second)
+				c, err := run(spec{argv: []string{lookPath("rm"), "-rf", "--", filepath.Join(dir, layout.StateDir(layout.PodsRun))}}, 120*time.Second)
 				if c != nil {
 					defer c.close()
 				}
@@ -88,7 +88,7 @@ func (b *bench) measureHostTools(n int) []*section {
 					return err
 				}
 				r.m[0].add(ms(c.elapsed()))
-				return os.MkdirAll(filepath.Join(dir, "pods", "run"), 0o755)
+				return os.MkdirAll(filepath.Join(dir, layout.StateDir(layout.PodsRun)), 0o755)
 			}); err != nil {
 				b.logf("host: rm -rf: %v", err)
 			}
@@ -101,8 +101,8 @@ func (b *bench) measureHostTools(n int) []*section {
 					return err
 				}
 				k := 0
-				for _, d := range []string{"run", "exited-garbage", "garbage"} {
-					left, _ := os.ReadDir(filepath.Join(dir, "pods", d))
+				for _, d := range []string{layout.PodsRun, layout.PodsExitedGarbage, layout.PodsGarbage} {
+					left, _ := os.ReadDir(filepath.Join(dir, layout.StateDir(d)))
 					k += len(left)
 				}
 				if k > 0 {
@@ -146,13 +146,13 @@ func (b *bench) exitedPod(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	ents, err := os.ReadDir(filepath.Join(dir, "pods", "run"))
+	ents, err := os.ReadDir(filepath.Join(dir, layout.StateDir(layout.PodsRun)))
 	if err != nil || len(ents) != 1 {
 		return "", errors.Join(err, fmt.Errorf("want one pod in run/, found %d", len(ents)))
 	}
 	// The pod left its cgroups for gc, which never sees the template:
 	// they go now, as its gc entry point would remove them.
-	pd := filepath.Join(dir, "pods", "run", ents[0].Name())
+	pd := filepath.Join(dir, layout.PodIn(layout.PodsRun, ents[0].Name()))
 	if err := cgroups.RemovePod(pd, ents[0].Name()); err != nil {
 		return "", err
 	}
@@ -167,7 +167,7 @@ func clonePods(dir, tmpl string, n int) error {
 		if err != nil {
 			return err
 		}
-		dst := filepath.Join(dir, "pods", "run", uuid)
+		dst := filepath.Join(dir, layout.PodIn(layout.PodsRun, uuid))
 		if err := linkTree(tmpl, dst); err != nil {
 			return err
 		}

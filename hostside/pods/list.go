@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/layout"
 )
 
 // UUIDs returns the UUIDs of the pods in the included directories, sorted
@@ -46,7 +48,7 @@ func listUUIDs(dataDir string, include Include, keep []*os.File) ([]listed, erro
 		}
 		// Opened raw, and wrapped: an os.Open'd directory is offered
 		// to the network poller, which then polls for nothing.
-		path := filepath.Join(dataDir, "pods", d.name)
+		path := filepath.Join(dataDir, layout.StateDir(d.name))
 		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if errors.Is(err, unix.ENOENT) {
 			continue

@@ -84,12 +84,12 @@ type stateDir struct {
 }
 
 var stateDirs = []stateDir{
-	{"embryo", IncludeEmbryo, Embryo, Embryo, true},
-	{"prepare", IncludePrepare, Preparing, AbortedPrepare, false},
-	{"prepared", IncludePrepared, Prepared, Prepared, true},
-	{"run", IncludeRun, Running, Exited, false},
-	{"exited-garbage", IncludeExitedGarbage, ExitedDeleting, ExitedGarbage, false},
-	{"garbage", IncludeGarbage, Deleting, Garbage, false},
+	{layout.PodsEmbryo, IncludeEmbryo, Embryo, Embryo, true},
+	{layout.PodsPrepare, IncludePrepare, Preparing, AbortedPrepare, false},
+	{layout.PodsPrepared, IncludePrepared, Prepared, Prepared, true},
+	{layout.PodsRun, IncludeRun, Running, Exited, false},
+	{layout.PodsExitedGarbage, IncludeExitedGarbage, ExitedDeleting, ExitedGarbage, false},
+	{layout.PodsGarbage, IncludeGarbage, Deleting, Garbage, false},
 }
 
 // AppState is an app's state in rkt's API (api/v1).

@@ -53,7 +53,7 @@ func read(dataDir, uuid string, detail Detail) (*Pod, error) {
 // dfd, when not -1, is d open: the pod is opened below it. m, when not
 // nil, is kept from pod to pod.
 func readIn(dataDir string, dfd int, d *stateDir, uuid string, detail Detail, m *memo) (*Pod, error) {
-	dir := filepath.Join(dataDir, "pods", d.name, uuid)
+	dir := filepath.Join(dataDir, layout.PodIn(d.name, uuid))
 	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	var fd int
 	var err error
