@@ -446,6 +446,22 @@ func podPid(t *testing.T, p *Pod) int {
 }
 
 // pidNS returns the pid namespace of a process.
+// holdNS is pidNS, for a namespace the test checks later: it keeps the
+// namespace open until the test ends. A namespace's inode number is free
+// for the next namespace once the last reference is gone, so a later
+// check by number alone could find another pod's processes (seen: a
+// sweep's check found the PID 1 of the pod running beside it, whose
+// parent was that pod's waiter).
+func holdNS(t *testing.T, pid int) string {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	if err != nil {
+		return ""
+	}
+	t.Cleanup(func() { f.Close() })
+	l, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd()))
+	return l
+}
+
 func pidNS(pid int) string {
 	l, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
 	return l

@@ -194,7 +194,7 @@ func TestHostsideGCAfterStage1Killed(t *testing.T) {
 	img := probeACIDir(t)
 	p := runBG(t, data, img, "--exec=/bin/probe", "--", "sleep", "1h")
 	pid := p.waitPid(t)
-	ns := pidNS(pid)
+	ns := holdNS(t, pid)
 	must(t, p.Cmd.Process.Signal(syscall.SIGKILL)) // pod1 run became the stage1's run
 	p.wait(t)
 	waitFor(t, 5*time.Second, "pod processes gone", func() bool { return len(nsMembers(ns)) == 0 })

@@ -177,7 +177,7 @@ func TestLockFreeMeansPodGoneAndStatusesFinal(t *testing.T) {
 			{Name: "quick", Exec: probe("exit", "0")},
 		}, nil)
 		r := start(t, p, RunOpts{})
-		ns := pidNS(podPid(t, p))
+		ns := holdNS(t, podPid(t, p))
 		if ns == "" {
 			t.Fatal("no pid namespace seen")
 		}
@@ -219,7 +219,7 @@ func TestThousandOrphansLeaveNoZombie(t *testing.T) {
 		MPoints: []map[string]any{{"name": "vol", "path": "/vol"}},
 	}}, []map[string]any{{"name": "vol", "kind": "host", "source": vol}})
 	r := start(t, p, RunOpts{})
-	ns := pidNS(podPid(t, p))
+	ns := holdNS(t, podPid(t, p))
 	waitFor(t, 60*time.Second, "orphans spawned", func() bool {
 		_, err := os.Stat(filepath.Join(vol, "spawned"))
 		return err == nil
@@ -250,7 +250,7 @@ func TestSIGKILLOfAStage1Process(t *testing.T) {
 			}, nil)
 			r := start(t, p, RunOpts{})
 			initPid := podPid(t, p)
-			ns := pidNS(initPid)
+			ns := holdNS(t, initPid)
 			waitFor(t, 10*time.Second, "early app's status", func() bool { return p.Status(t, "early") == 0 })
 			waitFor(t, 10*time.Second, "daemons", func() bool { return len(nsMembers(ns)) >= 8 })
 			pid := r.Cmd.Process.Pid

@@ -61,7 +61,7 @@ func killRunAt(t *testing.T, r *Run, at func()) string {
 	waitFor(t, 5*time.Second, "run stopped", func() bool { st := procState(pid); return st == "T" || st == "Z" || st == "" })
 	ns := ""
 	for _, c := range childrenOf(pid) {
-		if l := pidNS(c); l != "" && l != pidNS(os.Getpid()) {
+		if l := holdNS(t, c); l != "" && l != pidNS(os.Getpid()) {
 			ns = l
 		}
 	}
@@ -90,7 +90,7 @@ func TestSIGKILLOfRunSweep(t *testing.T) {
 		moment{"ready", func(t *testing.T, p *Pod) { waitSupervisorReady(t, p) }},
 		moment{"daemons", func(t *testing.T, p *Pod) {
 			waitSupervisorReady(t, p)
-			ns := pidNS(podPid(t, p))
+			ns := holdNS(t, podPid(t, p))
 			waitFor(t, 10*time.Second, "daemons", func() bool { return len(nsMembers(ns)) >= 100 })
 		}},
 	)

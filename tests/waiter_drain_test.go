@@ -31,7 +31,7 @@ func TestWaiterKillsWhatIsLeftInThePodsCgroups(t *testing.T) {
 	pid := r.Cmd.Process.Pid
 	waitSupervisorReady(t, p)
 	waitFor(t, 10*time.Second, "the hand-over", func() bool { return handedOver(pid) })
-	ns := pidNS(podPid(t, p))
+	ns := holdNS(t, podPid(t, p))
 	b, err := os.ReadFile(filepath.Join(p.Dir, layout.CgroupsFile))
 	must(t, err)
 	var g struct {

@@ -58,7 +58,7 @@ func checkOver(t *testing.T, p *Pod, ns string, r *Run) {
 		t.Errorf("the lock is held after run exited; stderr %s", r.Stderr)
 	}
 	if left := nsMembers(ns); ns != "" && len(left) != 0 {
-		t.Errorf("%d pod processes alive after run exited: %s", len(left), describeProcs(left))
+		t.Errorf("%d pod processes alive after run exited (run was pid %d, the test is %d): %s", len(left), r.Cmd.Process.Pid, os.Getpid(), describeProcs(left))
 	}
 	if left := cgroupMembers(p); len(left) != 0 {
 		t.Errorf("%d processes in the pod's cgroups after run exited", len(left))
@@ -94,7 +94,7 @@ func TestWaiter(t *testing.T) {
 			waitSupervisorReady(t, p)
 			waitFor(t, 10*time.Second, "the hand-over", func() bool { return handedOver(pid) })
 			init := podPid(t, p)
-			ns := pidNS(init)
+			ns := holdNS(t, init)
 			var fds []string
 			// The waiter opens PID 1's pidfd once it has read the
 			// report and reaped the Go run.
@@ -149,7 +149,7 @@ func TestWaiter(t *testing.T) {
 		useWaiter(t, p)
 		r := start(t, p, RunOpts{})
 		waitFor(t, 10*time.Second, "the hand-over", func() bool { return handedOver(r.Cmd.Process.Pid) })
-		ns := pidNS(podPid(t, p))
+		ns := holdNS(t, podPid(t, p))
 		if code := r.Wait(t); code != 3 {
 			t.Errorf("pod exit %d, want 3; stderr %s", code, r.Stderr)
 		}
@@ -206,7 +206,7 @@ func TestWaiterHandoverSweep(t *testing.T) {
 							// PID 1 or the Go run: whichever is in
 							// a pid namespace of its own.
 							for _, c := range init {
-								if l := pidNS(c); l != pidNS(os.Getpid()) {
+								if l := holdNS(t, c); l != pidNS(os.Getpid()) {
 									ns = l
 								}
 							}
@@ -251,7 +251,17 @@ func describeProcs(pids []int) string {
 			}
 		}
 		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		out = append(out, fmt.Sprintf("[pid %d: %s; cmdline %q]", pid, strings.Join(f, ", "), strings.ReplaceAll(string(cmd), "\x00", " ")))
+		ppid := 0
+		for _, l := range f {
+			if strings.HasPrefix(l, "PPid: ") {
+				ppid, _ = strconv.Atoi(strings.TrimPrefix(l, "PPid: "))
+			}
+		}
+		pcmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", ppid))
+		pst, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", ppid))
+		pexe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", ppid))
+		out = append(out, fmt.Sprintf("[pid %d: %s; cmdline %q; parent's cmdline %q, stat %q, exe %q]", pid, strings.Join(f, ", "),
+			strings.ReplaceAll(string(cmd), "\x00", " "), strings.ReplaceAll(string(pcmd), "\x00", " "), pst, pexe))
 	}
 	return strings.Join(out, " ")
 }
