@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -116,4 +117,15 @@ func gcPodCgroupsUnder(t *testing.T, data string) {
 			t.Errorf("remove the cgroups of the pod in %s: %v", d, err)
 		}
 	}
+}
+
+// podCgroup is the pod's cgroup as run saved it for gc
+// (layout.CgroupsFile).
+func podCgroup(t *testing.T, p *Pod) *cgroups.Group {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(p.Dir, layout.CgroupsFile))
+	must(t, err)
+	var g cgroups.Group
+	must(t, json.Unmarshal(b, &g))
+	return &g
 }

@@ -2,7 +2,6 @@ package tests
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -120,13 +119,7 @@ func TestDeviceAllowList(t *testing.T) {
 // the cgroup2 one.
 func podCgroupFile(t *testing.T, p *Pod, file string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(p.Dir, layout.CgroupsFile))
-	must(t, err)
-	var g struct {
-		V2 string            `json:"v2"`
-		V1 map[string]string `json:"v1"`
-	}
-	must(t, json.Unmarshal(b, &g))
+	g := podCgroup(t, p)
 	if d := g.V1["pids"]; d != "" {
 		return filepath.Join(d, "apps", file)
 	}
@@ -309,13 +302,7 @@ func TestGCKillsLeftoversBeforeReturning(t *testing.T) {
 	r := start(t, p, RunOpts{Timeout: 2 * cgDeadline})
 	runningApp(t, p, "a")
 	init := podPid(t, p)
-	b, err := os.ReadFile(filepath.Join(p.Dir, layout.CgroupsFile))
-	must(t, err)
-	var g struct {
-		V2 string            `json:"v2"`
-		V1 map[string]string `json:"v1"`
-	}
-	must(t, json.Unmarshal(b, &g))
+	g := podCgroup(t, p)
 	dirs := []string{g.V2}
 	for _, d := range g.V1 {
 		dirs = append(dirs, d)

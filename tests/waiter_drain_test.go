@@ -2,7 +2,6 @@ package tests
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,8 +10,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/pod1/pod1/layout"
 )
 
 // Processes in the pod's cgroups that the kernel does not kill with the
@@ -32,13 +29,7 @@ func TestWaiterKillsWhatIsLeftInThePodsCgroups(t *testing.T) {
 	waitSupervisorReady(t, p)
 	waitFor(t, 10*time.Second, "the hand-over", func() bool { return handedOver(pid) })
 	ns := holdNS(t, podPid(t, p))
-	b, err := os.ReadFile(filepath.Join(p.Dir, layout.CgroupsFile))
-	must(t, err)
-	var g struct {
-		V2 string            `json:"v2"`
-		V1 map[string]string `json:"v1"`
-	}
-	must(t, json.Unmarshal(b, &g))
+	g := podCgroup(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), cgDeadline)
 	defer cancel()
 	var left []*exec.Cmd
