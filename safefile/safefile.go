@@ -90,17 +90,26 @@ func (d *Dir) Sync() error {
 // per write (".<name>.tmp-<random>"), created with O_EXCL|O_NOFOLLOW, so
 // two writers of one name never rename each other's partial file.
 func (d *Dir) WriteFile(name string, data []byte, perm os.FileMode, sync Sync) error {
-	return d.write(name, data, perm, sync, false)
+	return d.write(name, name, data, perm, sync, false)
 }
 
 // WriteReserved is WriteFile that first fills the temp file Reserve made
 // for name, if there is one, so that it cannot fail for lack of space.
 // Only the owner of name may use it: the reservation's name is fixed.
 func (d *Dir) WriteReserved(name string, data []byte, perm os.FileMode, sync Sync) error {
-	return d.write(name, data, perm, sync, true)
+	return d.write(name, name, data, perm, sync, true)
 }
 
-func (d *Dir) write(name string, data []byte, perm os.FileMode, sync Sync, reserved bool) error {
+// WriteReservedAs is WriteReserved that fills name's reservation but
+// renames it to as: a file that another process moves to name later (the
+// lock keeper commits an app's final status so, status.WritePending).
+func (d *Dir) WriteReservedAs(name, as string, data []byte, perm os.FileMode, sync Sync) error {
+	return d.write(name, as, data, perm, sync, true)
+}
+
+// write fills a temp file for name (its reservation if reserved and
+// there is one) and renames it to as.
+func (d *Dir) write(name, as string, data []byte, perm os.FileMode, sync Sync, reserved bool) error {
 	dirfd := d.Fd()
 	fd, tmp, filled := -1, "", false
 	if reserved {
@@ -109,7 +118,7 @@ func (d *Dir) write(name string, data []byte, perm os.FileMode, sync Sync, reser
 	}
 	if fd < 0 {
 		var err error
-		if fd, tmp, err = createUnique(dirfd, name); err != nil {
+		if fd, tmp, err = createUnique(dirfd, as); err != nil {
 			return err
 		}
 	}
@@ -117,7 +126,7 @@ func (d *Dir) write(name string, data []byte, perm os.FileMode, sync Sync, reser
 	// a pod's start and two at every app's exit, and os.NewFile costs an
 	// fcntl and a failed epoll registration each.
 	if sync == Durable {
-		fsynced(filepath.Join(d.Name(), name))
+		fsynced(filepath.Join(d.Name(), as))
 	}
 	err := fill(fd, tmp, data, perm, sync)
 	if err == nil && filled {
@@ -133,8 +142,8 @@ func (d *Dir) write(name string, data []byte, perm os.FileMode, sync Sync, reser
 	if err == nil {
 		// renameat replaces a planted symlink named <name> itself; it
 		// never follows it.
-		if rerr := unix.Renameat(dirfd, tmp, dirfd, name); rerr != nil {
-			err = fmt.Errorf("rename %s: %w", name, rerr)
+		if rerr := unix.Renameat(dirfd, tmp, dirfd, as); rerr != nil {
+			err = fmt.Errorf("rename %s: %w", as, rerr)
 		}
 	}
 	if err != nil {

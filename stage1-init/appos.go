@@ -40,6 +40,9 @@ type appOS struct {
 	// ended before their report was read (Adopt).
 	reports chan *handover
 	early   []reaper.Exit
+	// commit is the lock keeper's commit pipe (commitFd, non-blocking),
+	// or -1: the final statuses are then all written durably here.
+	commit int
 }
 
 // appRes is what appOS holds for one app.
@@ -191,9 +194,44 @@ func (o *appOS) WriteRecord(a *supervisor.App) {
 	}
 }
 
-func (o *appOS) WriteStatus(name string, code int) {
+// WriteStatus writes the app's final status. The pod's last ones are left
+// pending for the lock keeper to commit (status.WritePending): it makes
+// them durable and visible while the kernel ends PID 1, not before PID 1
+// may end, and before it releases the lock. Without a keeper to tell, or
+// if the pending write fails, the status is written durably here.
+func (o *appOS) WriteStatus(name string, code int, last bool) {
+	if last && o.commit >= 0 {
+		err := o.dir.WritePending(name, code)
+		if err == nil && o.tellKeeper() {
+			return
+		}
+		if err != nil {
+			o.logf("app %q: write status %d for the lock keeper: %v", name, code, err)
+		} else if _, err := status.CommitPending(o.dir.Fd()); err == nil {
+			return
+		}
+	}
 	if err := o.dir.Write(name, code); err != nil {
 		o.logf("app %q: write status %d: %v", name, code, err)
+	}
+}
+
+// tellKeeper says on the commit pipe that a status is pending, and reports
+// whether the keeper will read it. A full pipe already says so; a keeper
+// gone (EPIPE) commits nothing any more.
+func (o *appOS) tellKeeper() bool {
+	for {
+		_, err := unix.Write(o.commit, []byte{1})
+		switch {
+		case err == nil, errors.Is(err, unix.EAGAIN):
+			return true
+		case errors.Is(err, unix.EINTR):
+			continue
+		}
+		o.logf("commit pipe: %v; PID 1 commits its statuses", err)
+		unix.Close(o.commit)
+		o.commit = -1
+		return false
 	}
 }
 

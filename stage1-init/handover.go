@@ -32,6 +32,10 @@ const (
 	// detached copy of the directory, from which ".." leads nowhere.
 	logDirFd = 7
 	criDirFd = 8
+	// commitFd is the write end of the lock keeper's commit pipe: a
+	// byte on it says a final status waits for the keeper's commit
+	// (appOS.WriteStatus).
+	commitFd = 9
 )
 
 // takeHandover is PID 1's first step after installing its signal table:
@@ -99,4 +103,17 @@ func watchParent(req *sigpolicy.Requests) error {
 // (threats T1).
 func closeOnExecFrom3() error {
 	return unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+}
+
+// commitPipe returns the commit pipe's write end (commitFd), non-blocking:
+// PID 1 never waits on the keeper. It is -1 if run passed none.
+func commitPipe() int {
+	var st unix.Stat_t
+	if unix.Fstat(commitFd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return -1
+	}
+	if unix.SetNonblock(commitFd, true) != nil {
+		return -1
+	}
+	return commitFd
 }

@@ -17,9 +17,11 @@ const lockSlotFd = 4
 const noFd = ^uintptr(0)
 
 // pid1Files returns the fds run passes to PID 1, indexed by their number
-// there; logs are the log and CRI directories, noFd where the pod has none.
-func pid1Files(config *os.File, parent int, ready *os.File, logs [2]uintptr) []uintptr {
-	files := make([]uintptr, criDirFd+1)
+// there; logs are the log and CRI directories, noFd where the pod has none;
+// commit is the write end of the lock keeper's commit pipe.
+func pid1Files(config *os.File, parent int, ready *os.File, logs [2]uintptr, commit int) []uintptr {
+	files := make([]uintptr, commitFd+1)
+	files[commitFd] = uintptr(commit)
 	files[0], files[1], files[2] = os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd()
 	files[podConfigFd], files[readyFd] = config.Fd(), ready.Fd()
 	files[logDirFd], files[criDirFd] = logs[0], logs[1]

@@ -8,17 +8,21 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/logx"
+	"github.com/pod1/pod1/status"
 	"golang.org/x/sys/unix"
 )
 
 // roleLockKeeper is the process that holds the pod's lock for PID 1.
 const roleLockKeeper = "pod1-lock"
 
-// The lock keeper's fds: the lock, and a pidfd of PID 1.
+// The lock keeper's fds: the lock (an fd of the pod directory), a pidfd of
+// PID 1, and the read end of the commit pipe.
 const (
-	keeperLockFd = 3
-	keeperPidFd  = 4
+	keeperLockFd   = 3
+	keeperPidFd    = 4
+	keeperCommitFd = 5
 )
 
 // The pod's lock (rkt's open file description of the pod directory) must
@@ -32,10 +36,17 @@ const (
 // kernel has killed and reaped every other process of the pod's pid
 // namespace (PID 1's exit waits for that before its pidfd reports it).
 //
+// It also commits the final statuses PID 1 leaves pending as the pod ends
+// (status.WritePending): when PID 1 says so on the commit pipe, while the
+// kernel ends PID 1, and once more when PID 1 is gone, for what a PID 1
+// that died left. So a final status is durable before the lock is
+// released, whoever commits it.
+//
 // startLockKeeper starts it (the waiter's binary, or this one when the
-// image has no waiter) for PID 1's pidfd, with cloneFlags (the waiter's
-// CLONE_PARENT), and returns its pid.
-func startLockKeeper(lock *os.File, pidfd int, cloneFlags uintptr) (int, error) {
+// image has no waiter) for PID 1's pidfd and the commit pipe's read end,
+// with cloneFlags (the waiter's CLONE_PARENT), and returns its pid. Its
+// argument is the status directory, below the pod directory.
+func startLockKeeper(lock *os.File, pidfd, commit int, cloneFlags uintptr) (int, error) {
 	// The waiter's binary in its keeper role, when it is there: a C
 	// program that only waits holds next to nothing, where a Go runtime
 	// holds megabytes for the pod's whole life.
@@ -49,10 +60,10 @@ func startLockKeeper(lock *os.File, pidfd int, cloneFlags uintptr) (int, error) 
 	}
 	defer w.Close()
 	closed := ^uintptr(0)
-	kpid, err := syscall.ForkExec(exePath, []string{roleLockKeeper}, &syscall.ProcAttr{
+	kpid, err := syscall.ForkExec(exePath, []string{roleLockKeeper, layout.StatusDir}, &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   []string{},
-		Files: []uintptr{closed, closed, os.Stderr.Fd(), lock.Fd(), uintptr(pidfd)},
+		Files: []uintptr{closed, closed, os.Stderr.Fd(), lock.Fd(), uintptr(pidfd), uintptr(commit)},
 		Sys:   &syscall.SysProcAttr{Setsid: true, Cloneflags: cloneFlags},
 	})
 	if err != nil {
@@ -61,17 +72,68 @@ func startLockKeeper(lock *os.File, pidfd int, cloneFlags uintptr) (int, error) 
 	return kpid, nil
 }
 
-// lockKeeperMain holds fd 3 until the pidfd on fd 4 says PID 1 has exited.
+// lockKeeperMain holds fd 3 until the pidfd on fd 4 says PID 1 has exited,
+// committing pending final statuses when the commit pipe on fd 5 says so
+// and before it exits.
 func lockKeeperMain() int {
-	fds := []unix.PollFd{{Fd: keeperPidFd, Events: unix.POLLIN}}
-	for {
-		_, err := unix.Poll(fds, -1)
-		if err == nil {
-			return 0
-		}
-		if !errors.Is(err, unix.EINTR) {
-			logx.Errorf("%v", err)
-			return 1
+	statusDir := layout.StatusDir
+	if len(os.Args) > 1 {
+		statusDir = os.Args[1]
+	}
+	fds := []unix.PollFd{{Fd: keeperPidFd, Events: unix.POLLIN}, {Fd: keeperCommitFd, Events: unix.POLLIN}}
+	var st unix.Stat_t
+	if unix.Fstat(keeperCommitFd, &st) != nil {
+		fds = fds[:1] // no commit pipe: PID 1 commits its statuses
+	}
+	code := 0
+	commit := func() {
+		if err := commitStatuses(statusDir); err != nil {
+			logx.Errorf("lock keeper: %v", err)
+			code = 1
 		}
 	}
+	for {
+		if _, err := unix.Poll(fds, -1); err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			logx.Errorf("lock keeper: %v", err)
+			commit()
+			return 1
+		}
+		if fds[0].Revents != 0 {
+			commit()
+			return code
+		}
+		switch r := fds[len(fds)-1].Revents; {
+		case len(fds) == 1:
+		case r&unix.POLLIN != 0:
+			var b [64]byte
+			_, _ = unix.Read(keeperCommitFd, b[:])
+			commit()
+		case r != 0:
+			// PID 1 closed its end (it is ending): only its exit is
+			// left to wait for.
+			fds = fds[:1]
+		}
+	}
+}
+
+// commitStatuses commits the pending final statuses of the status
+// directory rel, below the pod directory on the lock's fd, reached without
+// following a symlink.
+func commitStatuses(rel string) error {
+	fd, err := unix.Openat2(keeperLockFd, rel, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if errors.Is(err, unix.ENOENT) {
+		return nil // the pod never got as far as a status directory
+	}
+	if err != nil {
+		return fmt.Errorf("status directory: %w", err)
+	}
+	defer unix.Close(fd)
+	_, err = status.CommitPending(fd)
+	return err
 }

@@ -86,7 +86,7 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	if err != nil {
 		return fail(fmt.Errorf("pod init: status directory: %w", err))
 	}
-	o := &appOS{pod: pod, dir: dir, reaper: rp, spare: sp, reports: make(chan *handover)}
+	o := &appOS{pod: pod, dir: dir, reaper: rp, spare: sp, reports: make(chan *handover), commit: commitPipe()}
 	p := &pid1{pod: pod, os: o, reaper: rp, req: req, sup: supervisor.New(o, pod)}
 	if o.devNull, err = unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))

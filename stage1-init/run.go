@@ -240,6 +240,17 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 		pw.Close()
 		return fail(err)
 	}
+	// The commit pipe: PID 1 says on it that it left a final status for
+	// the lock keeper to commit (status.WritePending); the keeper reads.
+	var commitPipe [2]int
+	if err := unix.Pipe2(commitPipe[:], unix.O_CLOEXEC); err != nil {
+		pr.Close()
+		pw.Close()
+		rr.Close()
+		rw.Close()
+		return fail(fmt.Errorf("commit pipe: %w", err))
+	}
+	commitR, commitW := commitPipe[0], commitPipe[1]
 	self := w.parentPidfd()
 	// syscall.ForkExec, not os.StartProcess: the latter's first call in a
 	// process forks and reaps a throwaway child to probe clone(CLONE_PIDFD)
@@ -253,6 +264,8 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 		pw.Close()
 		rr.Close()
 		rw.Close()
+		unix.Close(commitR)
+		unix.Close(commitW)
 		if self >= 0 {
 			unix.Close(self)
 		}
@@ -263,7 +276,7 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	pid, err := forkPID1(podBoundingSet(pod), exePath, []string{roleInit}, &syscall.ProcAttr{
 		Dir:   podDir,
 		Env:   pid1Env(os.Environ()),
-		Files: pid1Files(pr, self, rw, logFds),
+		Files: pid1Files(pr, self, rw, logFds, commitW),
 		Sys: &syscall.SysProcAttr{
 			Cloneflags: cloneFlags(f) | w.cloneFlags(),
 			// A process group of its own: the terminal's signals
@@ -274,6 +287,7 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	})
 	pr.Close()
 	rw.Close()
+	unix.Close(commitW)
 	if self >= 0 {
 		unix.Close(self)
 	}
@@ -282,6 +296,7 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 		exe.Close()
 		pw.Close()
 		rr.Close()
+		unix.Close(commitR)
 		return fail(fmt.Errorf("start pod init: %w", err))
 	}
 	exe.Close()
@@ -293,11 +308,13 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	keeperDone := make(chan error, 1)
 	keeper := 0
 	if kpidfd, err := unix.PidfdOpen(pid, 0); err != nil {
+		unix.Close(commitR)
 		keeperDone <- fmt.Errorf("lock keeper: pidfd of PID 1: %w", err)
 	} else {
 		go func() {
-			k, err := startLockKeeper(lock, kpidfd, w.cloneFlags())
+			k, err := startLockKeeper(lock, kpidfd, commitR, w.cloneFlags())
 			unix.Close(kpidfd)
+			unix.Close(commitR)
 			keeper = k
 			keeperDone <- err
 		}()

@@ -50,8 +50,11 @@ type OS interface {
 	Release(a *App) (oomKilled bool)
 	// WriteRecord writes the app's JSON record (a.Rec); WriteStatus the
 	// plain status file rkt reads; ClearStatus removes the latter.
+	// last says that the pod ends with this status and nobody waits for
+	// it: its commit may be left to the pod's end (status.WritePending),
+	// which makes it durable and visible before the lock is released.
 	WriteRecord(a *App)
-	WriteStatus(name string, code int)
+	WriteStatus(name string, code int, last bool)
 	ClearStatus(name string)
 	// Forget deletes what PID 1 keeps of a removed app: its record, its
 	// spec, its cgroup.
@@ -706,7 +709,7 @@ func (s *Supervisor) finish(a *App, code int) {
 	// The record first: the status's durable write (fsync of the file
 	// and of the directory) then makes both durable at once.
 	s.write(a)
-	s.os.WriteStatus(a.Name, code)
+	s.os.WriteStatus(a.Name, code, s.lastStatus(a))
 	ws := a.waiters
 	a.waiters = nil
 	if a.fate == fateRemove {
@@ -734,6 +737,14 @@ func (s *Supervisor) finish(a *App, code int) {
 			s.StopPod(fmt.Sprintf("app %q failed with %d", a.Name, code), false)
 		}
 	}
+}
+
+// lastStatus reports whether the final status of a, which has just
+// finished, comes as the pod ends: the pod is stopping, or it is over with
+// this app, and no app operation waits for it (its caller may read the
+// status as soon as it is answered).
+func (s *Supervisor) lastStatus(a *App) bool {
+	return len(a.waiters) == 0 && (s.stopping || s.final || s.Over())
 }
 
 // remove drops an app that is not running from the pod (Removed).

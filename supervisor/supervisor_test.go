@@ -30,13 +30,14 @@ type fakeOS struct {
 	calls    []string
 	records  map[string][]string // record states written, per app
 	statuses map[string]int
+	last     map[string]bool // WriteStatus's last, per app
 	logs     []string
 	levels   []Level
 }
 
 func newFakeOS(t *testing.T) *fakeOS {
 	return &fakeOS{t: t, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), nextPid: 100,
-		full: map[*App]bool{}, records: map[string][]string{}, statuses: map[string]int{}}
+		full: map[*App]bool{}, records: map[string][]string{}, statuses: map[string]int{}, last: map[string]bool{}}
 }
 
 func (f *fakeOS) Now() time.Time { return f.now }
@@ -75,9 +76,10 @@ func (f *fakeOS) WriteRecord(a *App) {
 	f.call("record %s %s", a.Name, a.Rec.State)
 	f.records[a.Name] = append(f.records[a.Name], a.Rec.State)
 }
-func (f *fakeOS) WriteStatus(name string, code int) {
+func (f *fakeOS) WriteStatus(name string, code int, last bool) {
 	f.call("status %s %d", name, code)
 	f.statuses[name] = code
+	f.last[name] = last
 }
 func (f *fakeOS) ClearStatus(name string) {
 	f.call("clear %s", name)
@@ -796,4 +798,60 @@ func TestFlush(t *testing.T) {
 	if len(f.logs) != 2 {
 		t.Fatalf("logs %q", f.logs)
 	}
+}
+
+// A final status is said to be the pod's last (its commit may wait for the
+// pod's end) only when the pod ends with it and nobody waits for it.
+func TestLastStatus(t *testing.T) {
+	exitAndClean := func(s *Supervisor, a *App, ws unix.WaitStatus) {
+		s.Exit(a, ws, s.os.Now())
+	}
+	t.Run("immutable pod: the last app to finish", func(t *testing.T) {
+		f := newFakeOS(t)
+		s := newPod(f, false, appCfg("a", podplan.RestartNever), appCfg("b", podplan.RestartNever))
+		s.StartAll(func() bool { return false })
+		a, b := s.apps[0], s.apps[1]
+		exitAndClean(s, a, exit0)
+		if _, ok := f.last["a"]; !ok || f.last["a"] {
+			t.Fatalf("first app's status: written %v, last %v; want written, not last", ok, f.last["a"])
+		}
+		exitAndClean(s, b, exit0)
+		if !f.last["b"] || !s.Over() {
+			t.Fatalf("last app's status: last %v, pod over %v", f.last["b"], s.Over())
+		}
+	})
+	t.Run("mutable pod: an app finishing while the pod stays", func(t *testing.T) {
+		f := newFakeOS(t)
+		s := newPod(f, true, appCfg("a", podplan.RestartNever))
+		a := s.apps[0]
+		s.Fire(a, Start, nil)
+		exitAndClean(s, a, exit1)
+		if _, ok := f.last["a"]; !ok || f.last["a"] {
+			t.Fatalf("written %v, last %v; want written, not last", ok, f.last["a"])
+		}
+	})
+	t.Run("pod stop: every app finishing in it", func(t *testing.T) {
+		f := newFakeOS(t)
+		s := newPod(f, false, appCfg("a", podplan.RestartAlways), appCfg("b", podplan.RestartAlways))
+		s.StartAll(func() bool { return false })
+		s.StopPod("test", false)
+		exitAndClean(s, s.apps[0], sigterm)
+		exitAndClean(s, s.apps[1], sigterm)
+		if !f.last["a"] || !f.last["b"] {
+			t.Fatalf("last %v; want both", f.last)
+		}
+	})
+	t.Run("app stop answered: its caller may read the status", func(t *testing.T) {
+		f := newFakeOS(t)
+		s := newPod(f, true, appCfg("a", podplan.RestartNever))
+		a := s.apps[0]
+		s.Fire(a, Start, nil)
+		answered := false
+		s.StopApp("a", false, func(error) { answered = true })
+		s.StopPod("test", false)
+		exitAndClean(s, a, sigterm)
+		if !answered || f.last["a"] {
+			t.Fatalf("answered %v, last %v; want answered, not last", answered, f.last["a"])
+		}
+	})
 }

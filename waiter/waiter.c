@@ -418,30 +418,134 @@ static void shed(void)
 		syscall(SYS_madvise, r.lo[i], r.hi[i] - r.lo[i], MADV_DONTNEED);
 }
 
-/* The lock keeper (stage1-init/lockkeeper.go starts it): holds the pod's
- * lock on fd 3 until the pidfd on fd 4 says PID 1 has exited. */
+/* The lock keeper (stage1-init/lockkeeper.go starts it, and says why it
+ * exists): holds the pod's lock on fd 3 (an fd of the pod directory) until
+ * the pidfd on fd 4 says PID 1 has exited. It commits the final statuses
+ * PID 1 leaves pending (status.WritePending) when PID 1 writes a byte on the
+ * commit pipe (fd 5), and once more before it exits: a status is durable
+ * before the lock is released. argv[1] is the status directory, below the
+ * pod directory. */
 #define KEEPER_ROLE "pod1-lock"
+#define PENDING_SUFFIX ".commit"
 
-static int keeper_main(void)
+#ifndef RESOLVE_NO_MAGICLINKS
+#define RESOLVE_NO_MAGICLINKS 0x02
+#define RESOLVE_NO_SYMLINKS 0x04
+#define RESOLVE_BENEATH 0x08
+#endif
+
+struct keeper_open_how {
+	uint64_t flags, mode, resolve;
+};
+
+/* sync_regular fsyncs name in dir if it is a regular file: what is not
+ * one (planted) is refused before it is opened, since opening a device may
+ * act on it, and after, in case it was swapped in between. */
+static int sync_regular(int dir, const char *name)
+{
+	struct stat st, st2;
+	if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
+		return -1;
+	int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	int ok = !fstat(fd, &st2) && S_ISREG(st2.st_mode) && st2.st_ino == st.st_ino && st2.st_dev == st.st_dev &&
+		 !fsync(fd);
+	close(fd);
+	return ok ? 0 : -1;
+}
+
+/* commit_statuses makes every pending status in the status directory rel
+ * (below the pod directory on fd 3, reached without following a symlink)
+ * durable and visible: "<app>.commit" is fsynced and renamed to "<app>",
+ * then the directory is fsynced (status.CommitPending is its Go twin). */
+static void commit_statuses(const char *rel)
+{
+	if (!rel)
+		return;
+	struct keeper_open_how how = {
+		.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	int dir = syscall(SYS_openat2, 3, rel, &how, sizeof how);
+	if (dir < 0) {
+		if (errno != ENOENT)
+			say("lock keeper: status directory: %s", strerror(errno));
+		return;
+	}
+	int fd = dup(dir);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		close(dir);
+		return;
+	}
+	int moved = 0;
+	struct dirent *e;
+	size_t sl = strlen(PENDING_SUFFIX);
+	while ((e = readdir(d))) {
+		size_t n = strlen(e->d_name);
+		if (n <= sl || e->d_name[0] == '.' || strcmp(e->d_name + n - sl, PENDING_SUFFIX) || n >= 256)
+			continue;
+		char app[256];
+		memcpy(app, e->d_name, n - sl);
+		app[n - sl] = 0;
+		if (sync_regular(dir, e->d_name)) {
+			say("lock keeper: commit %s: not a regular file, or not synced", e->d_name);
+			continue;
+		}
+		if (renameat(dir, e->d_name, dir, app)) {
+			say("lock keeper: commit status of %s: %s", app, strerror(errno));
+			continue;
+		}
+		moved++;
+	}
+	closedir(d);
+	if (moved && fsync(dir))
+		say("lock keeper: commit statuses: fsync directory: %s", strerror(errno));
+	close(dir);
+}
+
+static int keeper_main(const char *status_dir)
 {
 	shed();
-	struct pollfd p = { .fd = 4, .events = POLLIN };
+	struct stat st;
+	struct pollfd p[2] = { { .fd = 4, .events = POLLIN }, { .fd = 5, .events = POLLIN } };
+	nfds_t n = fstat(5, &st) ? 1 : 2; /* no commit pipe: PID 1 commits */
 	for (;;) {
-		if (poll(&p, 1, -1) >= 0)
-			return 0;
-		if (errno != EINTR) {
+		if (poll(p, n, -1) < 0) {
+			if (errno == EINTR)
+				continue;
 			say("lock keeper: %s", strerror(errno));
+			commit_statuses(status_dir);
 			return 1;
+		}
+		if (p[0].revents) {
+			commit_statuses(status_dir);
+			return 0;
+		}
+		if (n == 2 && (p[1].revents & POLLIN)) {
+			char b[64];
+			(void)!read(5, b, sizeof b);
+			commit_statuses(status_dir);
+		} else if (n == 2 && p[1].revents) {
+			/* PID 1 closed its end: only its exit is left. */
+			n = 1;
 		}
 	}
 }
 
 int main(int argc, char **argv)
 {
-	(void)argc;
 	const char *base = strrchr(argv[0], '/');
-	if (!strcmp(base ? base + 1 : argv[0], KEEPER_ROLE))
-		return keeper_main();
+	if (!strcmp(base ? base + 1 : argv[0], KEEPER_ROLE)) {
+		/* Without its argument it still holds the lock: releasing
+		 * it early would be the worse failure. */
+		if (argc < 2)
+			say("lock keeper: no status directory: PID 1's pending statuses stay pending");
+		return keeper_main(argc < 2 ? NULL : argv[1]);
+	}
 	/* First thing: every signal blocked. The stop signals stay so, and
 	 * the signalfd reads them; the others are unblocked once their
 	 * disposition is set. */

@@ -1,0 +1,114 @@
+package status
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// A pending final status is invisible under the app's name until
+// CommitPending moves it there; it uses the app's reservation.
+func TestWritePendingThenCommit(t *testing.T) {
+	dir := t.TempDir()
+	d, err := OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Reserve("web", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.WritePending("web", 143); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Read("web"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("pending status visible before its commit: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, ".web.tmp")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the reservation was not the file written: %v", err)
+	}
+	if err := d.Write("db", 0); err != nil {
+		t.Fatal(err)
+	}
+	done, err := CommitPending(d.Fd())
+	if err != nil || !slices.Equal(done, []string{"web"}) {
+		t.Fatalf("CommitPending = %v, %v; want [web]", done, err)
+	}
+	if code, err := d.Read("web"); err != nil || code != 143 {
+		t.Fatalf("committed status = %d, %v; want 143", code, err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "web"+PendingSuffix)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("pending name left after the commit: %v", err)
+	}
+	if done, err := CommitPending(d.Fd()); err != nil || len(done) != 0 {
+		t.Fatalf("second CommitPending = %v, %v; want nothing", done, err)
+	}
+}
+
+// What is planted under a pending name is neither opened nor moved: a
+// symlink (to a file the keeper could otherwise be made to fsync or expose
+// under an app's name), a FIFO (whose open would block) and a directory.
+func TestCommitPendingLeavesPlantedNames(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(target, []byte("7\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(dir, "link"+PendingSuffix)); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mkfifo(filepath.Join(dir, "fifo"+PendingSuffix), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub"+PendingSuffix), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// Not pending names: a hidden one (a temp file's) and the bare suffix.
+	for _, n := range []string{".hidden" + PendingSuffix, PendingSuffix} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte("1\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ok"+PendingSuffix), []byte("0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d, err := OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	type result struct {
+		done []string
+		err  error
+	}
+	c := make(chan result, 1)
+	go func() {
+		done, err := CommitPending(d.Fd())
+		c <- result{done, err}
+	}()
+	var r result
+	select {
+	case r = <-c:
+	case <-time.After(10 * time.Second):
+		t.Fatal("CommitPending blocked (on the FIFO?)")
+	}
+	if !slices.Equal(r.done, []string{"ok"}) {
+		t.Fatalf("committed %v, want [ok]", r.done)
+	}
+	if !errors.Is(r.err, errNotPending) {
+		t.Fatalf("planted names not reported: %v", r.err)
+	}
+	for _, n := range []string{"link", "fifo", "sub", ".hidden", ""} {
+		if _, err := os.Lstat(filepath.Join(dir, n)); n != "" && !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%q was moved to an app's name", n+PendingSuffix)
+		}
+		if _, err := os.Lstat(filepath.Join(dir, n+PendingSuffix)); err != nil {
+			t.Errorf("%q: %v", n+PendingSuffix, err)
+		}
+	}
+}

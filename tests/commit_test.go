@@ -1,0 +1,111 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/status"
+)
+
+// keeperOf finds the lock keeper among the children of the run process
+// pid (the waiter's, through CLONE_PARENT, or the Go run's).
+func keeperOf(t *testing.T, pid int) int {
+	t.Helper()
+	var k int
+	waitFor(t, eventDeadline, "the lock keeper", func() bool {
+		for _, c := range childrenOf(pid) {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", c))
+			if strings.HasPrefix(string(b), "pod1-lock\x00") {
+				k = c
+				return true
+			}
+		}
+		return false
+	})
+	return k
+}
+
+// The pod's last final status is committed by the lock keeper, which holds
+// the lock outside the pod: PID 1 leaves it pending and ends, and the
+// keeper makes it durable and visible while the kernel ends PID 1 (the
+// fsyncs no longer come before PID 1's end). Seen with the keeper stopped:
+// PID 1 is gone, the status is still pending, invisible under the app's
+// name, and the lock is held; once the keeper goes on, the status is
+// there before the lock is free. Both keepers: the waiter's C one, and the
+// Go one of an image without the waiter.
+func TestLastStatusCommittedByTheLockKeeper(t *testing.T) {
+	for _, keeper := range []string{"C", "Go"} {
+		t.Run(keeper, func(t *testing.T) {
+			p := newPod(t, []App{
+				{Name: "a", Exec: probe("sleep", "1h")},
+				{Name: "b", Exec: probe("exit", "3")},
+			}, nil)
+			if keeper == "Go" {
+				// An image without the waiter: run is the Go
+				// binary, and nothing named pod1-waiter is beside it.
+				dir := t.TempDir()
+				for _, b := range []string{"stage1-init", "pod1-init"} {
+					linkOrCopy(t, bin(b), filepath.Join(dir, b))
+				}
+				run := filepath.Join(p.Dir, layout.Stage1RootFS, "run")
+				must(t, os.Remove(run))
+				must(t, os.Symlink(filepath.Join(dir, "stage1-init"), run))
+			}
+			r := start(t, p, RunOpts{})
+			pid1 := podPid(t, p)
+			k := keeperOf(t, r.Cmd.Process.Pid)
+			// Its binary is a detached read-only copy, with no path to
+			// tell by; a Go program has more than one thread.
+			st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", k))
+			if isC := strings.Contains(string(st), "\nThreads:\t1\n"); isC != (keeper == "C") {
+				t.Fatalf("the keeper is not the %s one:\n%s", keeper, st)
+			}
+			pidfd, err := unix.PidfdOpen(pid1, 0)
+			must(t, err)
+			defer unix.Close(pidfd)
+			// b's status comes while a still runs: durable at once,
+			// as before.
+			waitFor(t, eventDeadline, "b's status", func() bool { return p.Status(t, "b") == 3 })
+			must(t, unix.Kill(k, unix.SIGSTOP))
+			stopped := true
+			defer func() {
+				if stopped {
+					_ = unix.Kill(k, unix.SIGCONT)
+				}
+			}()
+			must(t, r.Cmd.Process.Signal(unix.SIGTERM))
+			fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+			if n, err := unix.Poll(fds, int(eventDeadline/time.Millisecond)); n != 1 || err != nil {
+				t.Fatalf("PID 1 did not end: %d, %v; stderr %s", n, err, r.Stderr)
+			}
+			if got := p.Status(t, "a"); got != -1 {
+				t.Fatalf("a's status %d visible before the keeper committed it", got)
+			}
+			pending, err := status.Read(p.statusDir(), "a"+status.PendingSuffix)
+			if err != nil || pending != 143 {
+				t.Fatalf("a's pending status: %d, %v; want 143", pending, err)
+			}
+			if !locked(t, p.Dir) {
+				t.Fatal("the lock is free while a status is pending")
+			}
+			must(t, unix.Kill(k, unix.SIGCONT))
+			stopped = false
+			if code := r.Wait(t); code != 3 {
+				t.Fatalf("pod exit %d, want b's 3; stderr %s", code, r.Stderr)
+			}
+			if got := p.Status(t, "a"); got != 143 {
+				t.Fatalf("a's status %d after the commit, want 143", got)
+			}
+			if _, err := os.Lstat(filepath.Join(p.statusDir(), "a"+status.PendingSuffix)); !os.IsNotExist(err) {
+				t.Fatalf("the pending status is left: %v", err)
+			}
+		})
+	}
+}
