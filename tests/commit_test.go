@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -103,7 +104,7 @@ func TestLastStatusCommittedByTheLockKeeper(t *testing.T) {
 			if got := p.Status(t, "a"); got != 143 {
 				t.Fatalf("a's status %d after the commit, want 143", got)
 			}
-			if _, err := os.Lstat(filepath.Join(p.statusDir(), "a"+status.PendingSuffix)); !os.IsNotExist(err) {
+			if _, err := os.Lstat(filepath.Join(p.statusDir(), "a"+status.PendingSuffix)); !errors.Is(err, os.ErrNotExist) {
 				t.Fatalf("the pending status is left: %v", err)
 			}
 		})
