@@ -13,7 +13,7 @@ RKT := build/rkt/rkt
 BINS := bin/stage1-init bin/pod1-init bin/pod1-waiter bin/net-setup bin/pod1 bin/probe bin/demo-hello
 SRCS := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 
-.PHONY: all image demo test test-race lint tools check-static clean bench vm-test rkt conformance
+.PHONY: all image demo test test-race lint tools check-static clean bench bench-ab vm-test rkt conformance
 
 all: $(BINS)
 
@@ -112,7 +112,7 @@ test: all image check-static $(RKT)
 # detector needs cgo, and the stage1's binaries must be static (they run
 # inside pods that have no loader of ours), so the pods of the integration
 # tests run the ordinary binaries: tests/ is left out. Root, as make test.
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e '/tests$$' -e '/bench$$')
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e '/tests$$')
 
 test-race:
 	@if [ "$$(id -u)" != 0 ]; then echo "make test-race needs root (sudo make test-race): the unit tests of reaper, cgroups and gc do"; exit 1; fi
@@ -184,7 +184,14 @@ bench: all image bin/bench
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(BENCH_PEERS) || exit 1; \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends conmon || echo "bench: conmon is not in this archive; measured without it"; \
 	fi
-	./bin/bench -repo . -out docs/benchmarks.md -svg docs/benchmarks.svg
+	./bin/bench -repo . -ab $(AB_DIR) -out docs/benchmarks.md -svg docs/benchmarks.svg
+
+# make bench-ab builds the trees of issue 12's restructuring steps (the
+# commits bin/bench -ab-commits names) in AB_DIR; make bench then measures
+# each beside this one and judges "no worse" step by step.
+AB_DIR ?= /var/tmp/pod1-ab
+bench-ab: bin/bench
+	bench/ab-trees.sh $(AB_DIR) $$(./bin/bench -ab-commits)
 
 clean:
 	rm -rf bin build
