@@ -158,6 +158,32 @@ func (d *Dir) write(name, as string, data []byte, perm os.FileMode, sync Sync, r
 	return nil
 }
 
+// Symlink atomically replaces name in the directory with a symlink to
+// target: a reader sees the old entry or the new link, never none. The
+// link is made under a fresh temp name (symlinkat fails on whatever is
+// there, a planted symlink included) and renamed into place; renameat
+// replaces a planted name itself, never following it. A symlink has no
+// data to fsync: the rename is as durable as the directory.
+func (d *Dir) Symlink(name, target string) error {
+	dirfd := d.Fd()
+	for range 100 {
+		tmp := "." + name + ".tmp-" + strconv.FormatUint(rand.Uint64(), 36)
+		err := unix.Symlinkat(target, dirfd, tmp)
+		if errors.Is(err, unix.EEXIST) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("symlink %s: %w", name, err)
+		}
+		if err := unix.Renameat(dirfd, tmp, dirfd, name); err != nil {
+			_ = unix.Unlinkat(dirfd, tmp, 0)
+			return fmt.Errorf("rename %s: %w", name, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("symlink %s: a temp name: %w", name, unix.EEXIST)
+}
+
 // reservationName is the fixed temp name of name's reservation. A leading
 // dot cannot collide with an app name (an ACName has no dot).
 func reservationName(name string) string { return "." + name + ".tmp" }

@@ -119,3 +119,37 @@ func TestReserve(t *testing.T) {
 		t.Errorf("left behind: %v", ents)
 	}
 }
+
+// Symlink replaces what is there (a file, a planted symlink to a file
+// elsewhere) with the link itself, never writing through the old one, and
+// leaves no temp name behind.
+func TestSymlinkReplacesAtomically(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("keep"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(dir, "status")); err != nil {
+		t.Fatal(err)
+	}
+	d, err := OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	for range 2 {
+		if err := d.Symlink("status", "ready"); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := os.Readlink(filepath.Join(dir, "status")); err != nil || got != "ready" {
+			t.Fatalf("link = %q, %v; want ready", got, err)
+		}
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep" {
+		t.Fatalf("the planted link's target changed: %q", b)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 {
+		t.Fatalf("left in the directory: %v", ents)
+	}
+}

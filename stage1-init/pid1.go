@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podplan"
 	"github.com/pod1/pod1/reaper"
+	"github.com/pod1/pod1/safefile"
 	"github.com/pod1/pod1/sigpolicy"
 	"github.com/pod1/pod1/status"
 	"github.com/pod1/pod1/supervisor"
@@ -181,16 +183,15 @@ func readPodConfig() (*podplan.Pod, error) {
 	return &p, nil
 }
 
-// markReady writes rkt/supervisor-status -> "ready" (contract §4) as a
-// symlink made under a temporary name and renamed into place.
+// markReady writes rkt/supervisor-status -> "ready" (contract §4), a
+// symlink replaced atomically.
 func markReady() error {
-	const dir = layout.RktDir
-	tmp := dir + "/.supervisor-status.tmp"
-	_ = os.Remove(tmp)
-	if err := os.Symlink("ready", tmp); err != nil {
+	d, err := safefile.OpenDir(layout.RktDir)
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, layout.SupervisorStatus)
+	defer d.Close()
+	return d.Symlink(filepath.Base(layout.SupervisorStatus), "ready")
 }
 
 // recoverPanic turns a panic in the supervisor into the same orderly end as
