@@ -153,6 +153,17 @@ static int kill_left(int dir)
 	return n;
 }
 
+/* dir_stream opens a directory stream on a copy of the open directory dir
+ * (which stays open), or returns NULL. */
+static DIR *dir_stream(int dir)
+{
+	int fd = dup(dir);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d && fd >= 0)
+		close(fd);
+	return d;
+}
+
 /* drain_tree kills what is left in the cgroup name in parent and in
  * everything below it; it returns how many processes it found (0: the
  * tree is empty). The directories stay. */
@@ -164,11 +175,8 @@ static int drain_tree(int parent, const char *name, int depth)
 	if (dir < 0)
 		return 0;
 	int n = kill_left(dir);
-	int fd = dup(dir);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	DIR *d = dir_stream(dir);
 	if (!d) {
-		if (fd >= 0)
-			close(fd);
 		close(dir);
 		return n;
 	}
@@ -473,11 +481,8 @@ static void commit_statuses(const char *rel)
 			say("lock keeper: status directory: %s", strerror(errno));
 		return;
 	}
-	int fd = dup(dir);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	DIR *d = dir_stream(dir);
 	if (!d) {
-		if (fd >= 0)
-			close(fd);
 		close(dir);
 		return;
 	}
