@@ -85,11 +85,9 @@ func lockKeeperMain() int {
 	if unix.Fstat(keeperCommitFd, &st) != nil {
 		fds = fds[:1] // no commit pipe: PID 1 commits its statuses
 	}
-	code := 0
 	commit := func() {
 		if err := commitStatuses(statusDir); err != nil {
-			logx.Errorf("lock keeper: %v", err)
-			code = 1
+			logx.Warnf("lock keeper: %v", err)
 		}
 	}
 	for {
@@ -103,7 +101,7 @@ func lockKeeperMain() int {
 		}
 		if fds[0].Revents != 0 {
 			commit()
-			return code
+			return 0
 		}
 		switch r := fds[len(fds)-1].Revents; {
 		case len(fds) == 1:

@@ -49,15 +49,7 @@ func TestLastStatusCommittedByTheLockKeeper(t *testing.T) {
 				{Name: "b", Exec: probe("exit", "3")},
 			}, nil)
 			if keeper == "Go" {
-				// An image without the waiter: run is the Go
-				// binary, and nothing named pod1-waiter is beside it.
-				dir := t.TempDir()
-				for _, b := range []string{"stage1-init", "pod1-init"} {
-					linkOrCopy(t, bin(b), filepath.Join(dir, b))
-				}
-				run := filepath.Join(p.Dir, layout.Stage1RootFS, "run")
-				must(t, os.Remove(run))
-				must(t, os.Symlink(filepath.Join(dir, "stage1-init"), run))
+				imageWithoutWaiter(t, p)
 			}
 			r := start(t, p, RunOpts{})
 			pid1 := podPid(t, p)
@@ -106,6 +98,88 @@ func TestLastStatusCommittedByTheLockKeeper(t *testing.T) {
 			}
 			if _, err := os.Lstat(filepath.Join(p.statusDir(), "a"+status.PendingSuffix)); !errors.Is(err, os.ErrNotExist) {
 				t.Fatalf("the pending status is left: %v", err)
+			}
+		})
+	}
+}
+
+// imageWithoutWaiter makes the pod's run the Go binary with nothing named
+// pod1-waiter beside it, so that its lock keeper is the Go one.
+func imageWithoutWaiter(t *testing.T, p *Pod) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, b := range []string{"stage1-init", "pod1-init"} {
+		linkOrCopy(t, bin(b), filepath.Join(dir, b))
+	}
+	run := filepath.Join(p.Dir, layout.Stage1RootFS, "run")
+	must(t, os.Remove(run))
+	must(t, os.Symlink(filepath.Join(dir, "stage1-init"), run))
+}
+
+// waitReady waits until the pod says its apps are started.
+func waitReady(t *testing.T, p *Pod) {
+	t.Helper()
+	waitFor(t, eventDeadline, "supervisor ready", func() bool {
+		_, err := os.Lstat(filepath.Join(p.Dir, layout.SupervisorStatus))
+		return err == nil
+	})
+}
+
+// A keeper that is gone (SIGKILLed) commits nothing: PID 1, told so by
+// the commit pipe (EPIPE), commits the pod's last statuses itself.
+func TestLastStatusWithTheKeeperGone(t *testing.T) {
+	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
+	r := start(t, p, RunOpts{})
+	podPid(t, p)
+	waitReady(t, p)
+	k := keeperOf(t, r.Cmd.Process.Pid)
+	must(t, unix.Kill(k, unix.SIGKILL))
+	// Its parent reaps it only at the pod's end.
+	waitFor(t, eventDeadline, "the keeper dead", func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", k))
+		return err != nil || strings.Contains(string(b), "\nState:\tZ")
+	})
+	must(t, r.Cmd.Process.Signal(unix.SIGTERM))
+	r.Wait(t)
+	if got := p.Status(t, "a"); got != 143 {
+		t.Fatalf("a's status %d, want 143; stderr %s", got, r.Stderr)
+	}
+	if _, err := os.Lstat(filepath.Join(p.statusDir(), "a"+status.PendingSuffix)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the pending status is left: %v", err)
+	}
+}
+
+// What is planted in the status directory under a pending name is neither
+// followed nor opened by either keeper: a symlink to a host file is not
+// made an app's status, a FIFO does not block the commit, and the pod ends
+// with its own status committed.
+func TestKeeperLeavesPlantedPendingNames(t *testing.T) {
+	for _, keeper := range []string{"C", "Go"} {
+		t.Run(keeper, func(t *testing.T) {
+			p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
+			if keeper == "Go" {
+				imageWithoutWaiter(t, p)
+			}
+			r := start(t, p, RunOpts{})
+			podPid(t, p)
+			waitReady(t, p)
+			secret := filepath.Join(t.TempDir(), "secret")
+			must(t, os.WriteFile(secret, []byte("0\n"), 0o600))
+			dir := p.statusDir()
+			must(t, os.Symlink(secret, filepath.Join(dir, "link"+status.PendingSuffix)))
+			must(t, unix.Mkfifo(filepath.Join(dir, "fifo"+status.PendingSuffix), 0o600))
+			must(t, r.Cmd.Process.Signal(unix.SIGTERM))
+			r.Wait(t)
+			if got := p.Status(t, "a"); got != 143 {
+				t.Fatalf("a's status %d, want 143; stderr %s", got, r.Stderr)
+			}
+			for _, n := range []string{"link", "fifo"} {
+				if _, err := os.Lstat(filepath.Join(dir, n)); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("planted %s%s was moved to %s", n, status.PendingSuffix, n)
+				}
+				if _, err := os.Lstat(filepath.Join(dir, n+status.PendingSuffix)); err != nil {
+					t.Errorf("planted %s%s: %v", n, status.PendingSuffix, err)
+				}
 			}
 		})
 	}

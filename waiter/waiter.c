@@ -478,7 +478,7 @@ static void commit_statuses(const char *rel)
 	int dir = syscall(SYS_openat2, 3, rel, &how, sizeof how);
 	if (dir < 0) {
 		if (errno != ENOENT)
-			say("lock keeper: status directory: %s", strerror(errno));
+			warn("lock keeper: status directory: %s", strerror(errno));
 		return;
 	}
 	DIR *d = dir_stream(dir);
@@ -497,18 +497,18 @@ static void commit_statuses(const char *rel)
 		memcpy(app, e->d_name, n - sl);
 		app[n - sl] = 0;
 		if (sync_regular(dir, e->d_name)) {
-			say("lock keeper: commit %s: not a regular file, or not synced", e->d_name);
+			warn("lock keeper: commit %s: not a regular file, or not synced", e->d_name);
 			continue;
 		}
 		if (renameat(dir, e->d_name, dir, app)) {
-			say("lock keeper: commit status of %s: %s", app, strerror(errno));
+			warn("lock keeper: commit status of %s: %s", app, strerror(errno));
 			continue;
 		}
 		moved++;
 	}
 	closedir(d);
 	if (moved && fsync(dir))
-		say("lock keeper: commit statuses: fsync directory: %s", strerror(errno));
+		warn("lock keeper: commit statuses: fsync directory: %s", strerror(errno));
 	close(dir);
 }
 
