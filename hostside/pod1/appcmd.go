@@ -87,21 +87,35 @@ func appSandbox(g *globalFlags, args []string, stdout, stderr io.Writer) int {
 	return exitError
 }
 
-// openRunning resolves a UUID (or unique prefix) to a running pod and
-// takes its pod.lck.
-func openRunning(g *globalFlags, prefix string) (*appops.Pod, error) {
-	uuid, err := pods.Resolve(g.dir, prefix)
+// findPod resolves a UUID (or unique prefix) and reads the pod.
+func findPod(g *globalFlags, target string) (*pods.Pod, error) {
+	uuid, err := pods.Resolve(g.dir, target)
 	if err != nil {
 		return nil, err
 	}
-	p, err := pods.Read(g.dir, uuid)
+	return pods.Read(g.dir, uuid)
+}
+
+// findRunning is findPod for a pod that must be running.
+func findRunning(g *globalFlags, target string) (*pods.Pod, error) {
+	p, err := findPod(g, target)
 	if err != nil {
 		return nil, err
 	}
 	if p.State != pods.Running {
-		return nil, fmt.Errorf("pod %s is %s, not running", uuid, p.State)
+		return nil, fmt.Errorf("pod %s is not running (%s)", p.UUID, p.State)
 	}
-	return appops.Open(p.Dir, uuid)
+	return p, nil
+}
+
+// openRunning resolves a UUID (or unique prefix) to a running pod and
+// takes its pod.lck.
+func openRunning(g *globalFlags, target string) (*appops.Pod, error) {
+	p, err := findRunning(g, target)
+	if err != nil {
+		return nil, err
+	}
+	return appops.Open(p.Dir, p.UUID)
 }
 
 func appAdd(g *globalFlags, args []string, stdout, stderr io.Writer) int {
@@ -181,12 +195,7 @@ func appShow(g *globalFlags, op string, args []string, stdout, stderr io.Writer)
 		fail(stderr, prefix, errors.New("want one UUID, and --app=NAME for status"))
 		return exitError
 	}
-	uuid, err := pods.Resolve(g.dir, fs.Arg(0))
-	if err != nil {
-		fail(stderr, prefix, err)
-		return exitError
-	}
-	p, err := pods.Read(g.dir, uuid)
+	p, err := findPod(g, fs.Arg(0))
 	if err != nil {
 		fail(stderr, prefix, err)
 		return exitError
@@ -225,7 +234,7 @@ func appShow(g *globalFlags, op string, args []string, stdout, stderr io.Writer)
 		return 0
 	}
 	if op == "status" {
-		fail(stderr, prefix, fmt.Errorf("pod %s has no app %q", uuid, *name))
+		fail(stderr, prefix, fmt.Errorf("pod %s has no app %q", p.UUID, *name))
 		return exitError
 	}
 	return 0

@@ -70,17 +70,11 @@ func cmdEnter(g *globalFlags, args []string, stdout, stderr io.Writer) int {
 // the enter entrypoint, the file to execute, and its arguments. It also
 // chdirs to the pod directory, the entrypoint's cwd.
 func enterArgv(g *globalFlags, app, target string, cmd []string) ([]string, error) {
-	uuid, err := pods.Resolve(g.dir, target)
+	p, err := findRunning(g, target)
 	if err != nil {
 		return nil, err
 	}
-	p, err := pods.Read(g.dir, uuid)
-	if err != nil {
-		return nil, err
-	}
-	if p.State != pods.Running {
-		return nil, fmt.Errorf("pod %s is not running (%s)", uuid, p.State)
-	}
+	uuid := p.UUID
 	if app == "" {
 		if app, err = onlyApp(p); err != nil {
 			return nil, err

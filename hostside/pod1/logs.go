@@ -58,12 +58,7 @@ func cmdLogs(g *globalFlags, args []string, stdout, stderr io.Writer) int {
 		fail(stderr, "pod1 logs", err)
 		return exitError
 	}
-	uuid, err := pods.Resolve(g.dir, fs.Arg(0))
-	if err != nil {
-		fail(stderr, "pod1 logs", err)
-		return exitError
-	}
-	p, err := pods.Read(g.dir, uuid)
+	p, err := findPod(g, fs.Arg(0))
 	if err != nil {
 		fail(stderr, "pod1 logs", err)
 		return exitError
@@ -79,16 +74,16 @@ func cmdLogs(g *globalFlags, args []string, stdout, stderr io.Writer) int {
 	// An app removed from a mutable pod has no entry in the manifest any
 	// more, but its log file stays.
 	if *app != "" && !hasApp(p, *app) && !hasLogFile(dirfd, *app) {
-		fail(stderr, "pod1 logs", fmt.Errorf("pod %s has no app %q", uuid, *app))
+		fail(stderr, "pod1 logs", fmt.Errorf("pod %s has no app %q", p.UUID, *app))
 		return exitError
 	}
 	running := func() bool {
-		q, err := pods.Read(g.dir, uuid)
+		q, err := pods.Read(g.dir, p.UUID)
 		return err == nil && q.State == pods.Running
 	}
 	w := bufio.NewWriter(stdout)
 	if dirfd < 0 {
-		err = logsFromJournal(w, uuid, *app, since, *follow, running)
+		err = logsFromJournal(w, p.UUID, *app, since, *follow, running)
 	} else {
 		err = logsFromFiles(w, dirfd, *app, since, *follow, running)
 	}

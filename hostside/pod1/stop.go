@@ -71,14 +71,11 @@ func cmdStop(g *globalFlags, args []string, stdout, stderr io.Writer) int {
 // does: argv [--force] UUID, cwd the pod directory, our stdio and
 // environment. It returns the line to print on success.
 func stopOne(g *globalFlags, target string, force bool, stdout, stderr io.Writer) (string, error) {
-	uuid, err := pods.Resolve(g.dir, target)
+	p, err := findPod(g, target)
 	if err != nil {
 		return "", err
 	}
-	p, err := pods.Read(g.dir, uuid)
-	if err != nil {
-		return "", err
-	}
+	uuid := p.UUID
 	if p.IsAfterRun() {
 		return fmt.Sprintf("pod %q is already stopped", uuid), nil
 	}
