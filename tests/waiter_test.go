@@ -319,7 +319,7 @@ func TestWaiterAndKeeperAreSmall(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		if kib > maxKiB {
-			t.Errorf("the %s keeps %d KiB resident, want at most %d", w.name, kib, maxKiB)
+			t.Errorf("the %s keeps %d KiB resident, want at most %d (is bin/pod1-waiter linked against musl? Debian's musl-tools)", w.name, kib, maxKiB)
 		}
 	}
 	must(t, unix.Kill(pid, unix.SIGTERM))
