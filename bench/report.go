@@ -116,7 +116,7 @@ func (b *bench) evaluateTargets() {
 	if !missing("7", w, stage1, [2]string{"start", "systemd-nspawn + systemd"}) {
 		add("7", w, fmt.Sprintf("nspawn + systemd %s ms = %s pod1 stage1", num(sd), ratio(sd, pod1)), yesNo(sd >= 40*pod1))
 	}
-	w = "No worse after the restructuring: start to exit of each of its steps' trees against the tree before the step, same run"
+	w = "No worse after the restructuring: start to exit of each of its steps' trees against the tree before the step, same run, within the noise between two rows of the same binaries"
 	if !missing("12", w, stage1) {
 		m, met := b.stepsTarget(func(sec, name string, col int) float64 { v, _ := med(sec, name, col); return v })
 		add("12", w, m, met)

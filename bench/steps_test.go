@@ -27,7 +27,17 @@ func TestStepsTarget(t *testing.T) {
 	if !strings.Contains(m, "between the steps (other issues' work): c3bba14 → 5b07088 65.6 → 92.1 ms (1.40×)") {
 		t.Fatalf("the time between the steps is not shown: %s", m)
 	}
-	fig["pod1 stage1"] = 90
+	// Within the noise between rows of the same binaries: no worse.
+	fig[stepRow("c3bba14")] = 67 * (1 + stepNoise/2)
+	if _, met := b.stepsTarget(med); met != "met" {
+		t.Fatalf("a step within the noise: %q", met)
+	}
+	fig[stepRow("c3bba14")] = 67 * (1 + 2*stepNoise)
+	if _, met := b.stepsTarget(med); met != "**no**" {
+		t.Fatalf("a step beyond the noise: %q", met)
+	}
+	fig[stepRow("c3bba14")] = 65.6
+	fig["pod1 stage1"] = 95
 	if _, met := b.stepsTarget(med); met != "**no**" {
 		t.Fatalf("the last step worse: %q", met)
 	}
