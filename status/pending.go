@@ -1,7 +1,6 @@
 package status
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -93,9 +92,6 @@ func pendingNames(dirfd int) ([]string, error) {
 	return names, nil
 }
 
-// errNotPending is a pending name that is not a regular file.
-var errNotPending = errors.New("not a regular file")
-
 // syncRegular fsyncs the regular file name. What is not one is refused
 // before it is opened (opening a device may act on it) and again after
 // (in case it was swapped in between).
@@ -105,7 +101,7 @@ func syncRegular(dirfd int, name string) error {
 		return fmt.Errorf("commit %s: %w", name, err)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return fmt.Errorf("commit %s: %w", name, errNotPending)
+		return fmt.Errorf("commit %s: %w", name, safefile.ErrNotRegular)
 	}
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -117,7 +113,7 @@ func syncRegular(dirfd int, name string) error {
 		return fmt.Errorf("commit %s: %w", name, err)
 	}
 	if st2.Mode&unix.S_IFMT != unix.S_IFREG || st2.Ino != st.Ino || st2.Dev != st.Dev {
-		return fmt.Errorf("commit %s: %w", name, errNotPending)
+		return fmt.Errorf("commit %s: %w", name, safefile.ErrNotRegular)
 	}
 	if err := unix.Fsync(fd); err != nil {
 		return fmt.Errorf("commit %s: fsync: %w", name, err)

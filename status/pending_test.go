@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/safefile"
 )
 
 // A pending final status is invisible under the app's name until
@@ -100,7 +102,7 @@ func TestCommitPendingLeavesPlantedNames(t *testing.T) {
 	if !slices.Equal(r.done, []string{"ok"}) {
 		t.Fatalf("committed %v, want [ok]", r.done)
 	}
-	if !errors.Is(r.err, errNotPending) {
+	if !errors.Is(r.err, safefile.ErrNotRegular) {
 		t.Fatalf("planted names not reported: %v", r.err)
 	}
 	for _, n := range []string{"link", "fifo", "sub", ".hidden", ""} {

@@ -116,22 +116,13 @@ func imageWithoutWaiter(t *testing.T, p *Pod) {
 	must(t, os.Symlink(filepath.Join(dir, "stage1-init"), run))
 }
 
-// waitReady waits until the pod says its apps are started.
-func waitReady(t *testing.T, p *Pod) {
-	t.Helper()
-	waitFor(t, eventDeadline, "supervisor ready", func() bool {
-		_, err := os.Lstat(filepath.Join(p.Dir, layout.SupervisorStatus))
-		return err == nil
-	})
-}
-
 // A keeper that is gone (SIGKILLed) commits nothing: PID 1, told so by
 // the commit pipe (EPIPE), commits the pod's last statuses itself.
 func TestLastStatusWithTheKeeperGone(t *testing.T) {
 	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
 	r := start(t, p, RunOpts{})
 	podPid(t, p)
-	waitReady(t, p)
+	waitSupervisorReady(t, p)
 	k := keeperOf(t, r.Cmd.Process.Pid)
 	must(t, unix.Kill(k, unix.SIGKILL))
 	// Its parent reaps it only at the pod's end.
@@ -162,7 +153,7 @@ func TestKeeperLeavesPlantedPendingNames(t *testing.T) {
 			}
 			r := start(t, p, RunOpts{})
 			podPid(t, p)
-			waitReady(t, p)
+			waitSupervisorReady(t, p)
 			secret := filepath.Join(t.TempDir(), "secret")
 			must(t, os.WriteFile(secret, []byte("0\n"), 0o600))
 			dir := p.statusDir()

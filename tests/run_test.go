@@ -111,10 +111,7 @@ func TestSIGTERMToRunStopsThePod(t *testing.T) {
 			}, nil)
 			r := start(t, p, RunOpts{})
 			podPid(t, p)
-			waitFor(t, 5*time.Second, "supervisor ready", func() bool {
-				_, err := os.Lstat(filepath.Join(p.Dir, layout.SupervisorStatus))
-				return err == nil
-			})
+			waitSupervisorReady(t, p)
 			must(t, r.Cmd.Process.Signal(sig))
 			if code := r.Wait(t); code != 0 {
 				t.Fatalf("pod exit %d; stderr %s", code, r.Stderr)

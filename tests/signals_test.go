@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/sigpolicy"
 )
 
@@ -61,7 +62,7 @@ func alive(pid int) bool {
 func waitSupervisorReady(t *testing.T, p *Pod) {
 	t.Helper()
 	waitFor(t, 10*time.Second, "supervisor ready", func() bool {
-		_, err := os.Lstat(filepath.Join(p.Dir, "stage1/rootfs/rkt/supervisor-status"))
+		_, err := os.Lstat(filepath.Join(p.Dir, layout.SupervisorStatus))
 		return err == nil
 	})
 }

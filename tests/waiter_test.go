@@ -298,15 +298,7 @@ func TestWaiterAndKeeperAreSmall(t *testing.T) {
 	init := podPid(t, p)
 	ns := holdNS(t, init)
 	waitFor(t, 10*time.Second, "the hand-over", func() bool { return handedOver(pid) })
-	var keeper int
-	for _, c := range childrenOf(pid) {
-		if c != init {
-			keeper = c
-		}
-	}
-	if keeper == 0 {
-		t.Fatal("no lock keeper among the waiter's children")
-	}
+	keeper := keeperOf(t, pid)
 	// Each sheds its pages once it only waits: wait for that, and fail
 	// if it never comes down to the bound.
 	for _, w := range []struct {
