@@ -40,7 +40,7 @@ func benchMain() int {
 	orphans := flag.Int("orphans", 20000, "orphans of the reaping measurement")
 	npods := flag.Int("pods", 1000, "pods of the host tools measurement")
 	flag.StringVar(&b.peers, "peers", "", "comma-separated words: only the interleaved rows whose name contains one (e.g. \"pod1 stage1,floor\"); all by default")
-	vs := flag.String("vs", "", "comma-separated other pod1 trees (built: bin/, build/): the stage1 start of each is measured in the same rounds as -repo's, a row each")
+	vs := flag.String("vs", "", "comma-separated other pod1 trees (built: bin/, build/): the stage1 start and the cooperative stop of each are measured in the same rounds as -repo's, a row each")
 	flag.StringVar(&b.abDir, "ab", "", "directory of the trees built at issue 12's step commits (bench/ab-trees.sh): each one found is measured in the start rounds, and issue 12's target judged step by step")
 	commits := flag.Bool("ab-commits", false, "print the commits of issue 12's steps (for bench/ab-trees.sh) and exit")
 	only := flag.String("only", "", "comma-separated measurements to run (start,memory,reap,stop,host,scale,logs,net); all by default")

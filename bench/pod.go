@@ -209,7 +209,12 @@ func (b *bench) startPodNet(p *pod, net string) (*child, error) {
 // newStartedPod prepares a pod of apps and starts it (startPod). The
 // caller closes the child.
 func (b *bench) newStartedPod(apps []podApp) (*pod, *child, error) {
-	p, err := b.newPod(apps)
+	return b.newStartedPodOpts(apps, podOpts{})
+}
+
+// newStartedPodOpts is newStartedPod with pod-level settings.
+func (b *bench) newStartedPodOpts(apps []podApp, o podOpts) (*pod, *child, error) {
+	p, err := b.newPodOpts(apps, o)
 	if err != nil {
 		return nil, nil, err
 	}
