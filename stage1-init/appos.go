@@ -57,6 +57,9 @@ type appRes struct {
 	// oom: the kernel's OOM killer killed in the cgroup Sweep last found
 	// empty (read before it was removed).
 	oom bool
+	// emptied: Sweep found cg empty; it is removed after the app's
+	// status, or before its next run (removeEmptied).
+	emptied bool
 }
 
 // pendingStart is a run's first process waiting for its spec.
@@ -82,6 +85,16 @@ func (o *appOS) resOf(a *supervisor.App) *appRes {
 		o.res[a] = r
 	}
 	return r
+}
+
+// resByName is what appOS holds for the app of that name, nil if none.
+func (o *appOS) resByName(name string) *appRes {
+	for a, r := range o.res {
+		if a.Name == name {
+			return r
+		}
+	}
+	return nil
 }
 
 func (o *appOS) cg(a *supervisor.App) *cgroups.Group {
@@ -129,11 +142,20 @@ func (o *appOS) Kill(a *supervisor.App) {
 // it forked), so a restart starts clean and a finished app leaves nothing
 // (threats P8). Their ends are PID 1's to reap (they are re-parented to
 // it), and wake its loop, which then looks again.
+//
+// An emptied cgroup is removed later (removeEmptied): after the app's
+// status when it is finished, so that the status, which the lock keeper
+// commits at the pod's end, is not behind a removal in every hierarchy;
+// before its next run when it restarts, which gets a fresh one.
 func (o *appOS) Sweep(a *supervisor.App) bool {
 	// The run is over: its attach clients are let go.
 	o.attach.End(a.Name)
 	cg := o.cg(a)
 	if cg == nil {
+		return true
+	}
+	r := o.res[a]
+	if r.emptied {
 		return true
 	}
 	if !cg.Empty() {
@@ -142,22 +164,28 @@ func (o *appOS) Sweep(a *supervisor.App) bool {
 		}
 		return false
 	}
-	// Emptied: removed now, so that the next run gets a fresh one. The
-	// OOM count dies with the cgroup: read it first.
-	r := o.res[a]
+	// The OOM count dies with the cgroup: read it now.
 	r.oom = cg.OOMKills() > 0
-	err := cg.TryRemove()
-	if errors.Is(err, unix.EBUSY) {
-		// The kernel is still accounting the last exit: looked at
-		// again at the app's next recheck, never waited for here.
-		return false
-	}
-	if err != nil {
-		o.debugf("app %q: %v", a.Name, err)
-		return true
-	}
-	r.cg = nil
+	r.emptied = true
 	return true
+}
+
+// removeEmptied removes the app's cgroup once Sweep found it empty. A
+// cgroup the kernel still accounts an exit to (EBUSY) is left: the pod's
+// end, or the app's next run, removes it.
+func (o *appOS) removeEmptied(r *appRes, name string) {
+	if r == nil || r.cg == nil || !r.emptied {
+		return
+	}
+	if err := r.cg.TryRemove(); err != nil {
+		if !errors.Is(err, unix.EBUSY) {
+			// Gone for any other reason: a new one is made.
+			r.cg, r.emptied = nil, false
+		}
+		o.debugf("app %q: %v", name, err)
+		return
+	}
+	r.cg, r.emptied = nil, false
 }
 
 // Release reports whether the kernel's OOM killer killed in the cgroup
@@ -200,6 +228,7 @@ func (o *appOS) WriteRecord(a *supervisor.App) {
 // may end, and before it releases the lock. Without a keeper to tell, or
 // if the pending write fails, the status is written durably here.
 func (o *appOS) WriteStatus(name string, code int, last bool) {
+	defer o.removeEmptied(o.resByName(name), name)
 	if last && o.commit >= 0 {
 		err := o.dir.WritePending(name, code)
 		if err == nil && o.tellKeeper() {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -220,6 +221,15 @@ func (o *appOS) Adopt(a *supervisor.App, pid int) int {
 }
 
 func (o *appOS) ensureCgroup(a *supervisor.App, r *appRes) error {
+	if r.emptied {
+		// The last run's: a restart gets a fresh one (counters,
+		// cgroup.kill's sequence). Still accounted (EBUSY) after
+		// Remove's wait, it is reused.
+		if err := r.cg.Remove(); err == nil || !errors.Is(err, unix.EBUSY) {
+			r.cg = nil
+		}
+		r.emptied = false
+	}
 	if o.pod.Cgroup == nil || r.cg != nil {
 		return nil
 	}
