@@ -32,7 +32,7 @@ func (g *Group) Procs() ([]int, error) {
 	if d == "" {
 		return nil, nil
 	}
-	b, err := os.ReadFile(filepath.Join(d, "cgroup.procs"))
+	b, err := readFile(filepath.Join(d, "cgroup.procs"))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -143,7 +143,7 @@ func (g *Group) OOMKills() int {
 }
 
 func fieldOf(file, key string) int {
-	b, err := os.ReadFile(file)
+	b, err := readFile(file)
 	if err != nil {
 		return 0
 	}

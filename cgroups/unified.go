@@ -48,7 +48,7 @@ func podParentIn(mount, self string) string {
 // hasProcesses reports whether a cgroup v2 directory holds any process
 // (an unreadable one counts as holding some: it cannot be used).
 func hasProcesses(dir string) bool {
-	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	b, err := readFile(filepath.Join(dir, "cgroup.procs"))
 	return err != nil || len(strings.TrimSpace(string(b))) > 0
 }
 
