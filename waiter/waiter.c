@@ -27,6 +27,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <elf.h>
+#include <limits.h>
 #include <link.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -227,10 +228,37 @@ static int populated(int dir)
 	return !p || p[strlen("populated ")] != '0';
 }
 
+/* leaf_busy reports whether the cgroup directory name in dir, which the
+ * caller found to have no subdirectory, lists a process: its cgroup.procs
+ * is read by path, without opening the directory. */
+static int leaf_busy(int dir, const char *name)
+{
+	char path[NAME_MAX + sizeof "/cgroup.procs"];
+	if ((size_t)snprintf(path, sizeof path, "%s/cgroup.procs", name) >= sizeof path)
+		return 1;
+	int fd = openat(dir, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		/* Gone is empty. */
+		return errno != ENOENT;
+	char buf[64];
+	ssize_t n;
+	while ((n = read(fd, buf, sizeof buf)) < 0 && errno == EINTR)
+		;
+	close(fd);
+	return n != 0;
+}
+
 /* tree_busy reports whether the cgroup name in parent or anything below
  * it holds a process, reading only: on cgroup v2 its cgroup.events, on v1
  * each directory's cgroup.procs. After every orderly end it holds none,
- * and this is all the waiter does to its cgroups. */
+ * and this is all the waiter does to its cgroups.
+ *
+ * A cgroup file system counts a directory's subdirectories in its link
+ * count (2 + subdirectories), so a directory found to have none is read
+ * without being opened or listed, and a listing stops once it has found
+ * them all: on a hybrid host this check is on the path of every pod's
+ * end, once per v1 hierarchy. A link count that does not read so (below
+ * 2) gets the whole listing. */
 static int tree_busy(int parent, const char *name, int depth)
 {
 	if (depth > 64)
@@ -246,19 +274,30 @@ static int tree_busy(int parent, const char *name, int depth)
 		return busy;
 	}
 	busy = lists_process(dir);
+	struct stat st;
+	long left = -1;
+	if (!busy && !fstat(dir, &st) && st.st_nlink >= 2)
+		left = (long)st.st_nlink - 2;
 	char buf[4096];
 	long n;
-	while (!busy && (n = syscall(SYS_getdents64, dir, buf, sizeof buf)) != 0) {
+	while (!busy && left != 0 && (n = syscall(SYS_getdents64, dir, buf, sizeof buf)) != 0) {
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
 			busy = 1;
 			break;
 		}
-		for (long off = 0; off < n && !busy;) {
+		for (long off = 0; off < n && !busy && left != 0;) {
 			struct dirent64 *e = (struct dirent64 *)(buf + off);
 			off += e->d_reclen;
-			if (e->d_type == DT_DIR && strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			if (e->d_type != DT_DIR || !strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+				continue;
+			if (left > 0)
+				left--;
+			struct stat cs;
+			if (fstatat(dir, e->d_name, &cs, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(cs.st_mode) && cs.st_nlink == 2)
+				busy = leaf_busy(dir, e->d_name);
+			else
 				busy = tree_busy(dir, e->d_name, depth + 1);
 		}
 	}
