@@ -11,6 +11,8 @@ import (
 	"github.com/pod1/pod1/status"
 )
 
+func init() { nameProcess(roleInit, roleLockKeeper) }
+
 func dispatch() int {
 	role := filepath.Base(os.Args[0])
 	if role == "stage1-init" {

@@ -11,6 +11,8 @@ import (
 	"github.com/pod1/pod1/status"
 )
 
+func init() { nameProcess(roleInit) }
+
 // dispatch of the start-path binary, pod1-init (built with the tag
 // pod1init): the pod's PID 1, and the apps' first processes it starts. It links none of what only
 // the host side needs (the manifest schema, netlink, CNI): run validates

@@ -23,7 +23,12 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/status"
@@ -47,6 +52,19 @@ func main() {
 	// adjusting it to the cgroup's CPU limit.
 	runtime.GOMAXPROCS(1)
 	os.Exit(dispatch())
+}
+
+// nameProcess gives the process its role's name when it runs as one of
+// roles. PID 1 and the lock keeper are run from read-only copies of the
+// binary by their paths in /proc/self/fd, which would name them after the
+// fd's number in ps, top and pgrep. Called from an init function: the
+// runtime runs those on the main thread, whose name is the process's.
+func nameProcess(roles ...string) {
+	role := filepath.Base(os.Args[0])
+	if slices.Contains(roles, role) {
+		name := append([]byte(role), 0)
+		_ = unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&name[0])), 0, 0, 0)
+	}
 }
 
 // fail prints the one line a setup failure gets and returns rkt's stage1

@@ -320,3 +320,37 @@ func TestWaiterAndKeeperAreSmall(t *testing.T) {
 	}
 	checkOver(t, p, ns, r)
 }
+
+// PID 1 and the lock keeper run from read-only copies of their binaries,
+// by their paths in /proc/self/fd: without names of their own they would
+// show in ps, top and pgrep as the fd's number ("256").
+func TestStage1ProcessesAreNamed(t *testing.T) {
+	for _, waiter := range []bool{true, false} {
+		t.Run(map[bool]string{true: "waiter", false: "Go run"}[waiter], func(t *testing.T) {
+			p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
+			if waiter {
+				useWaiter(t, p)
+			}
+			r := start(t, p, RunOpts{})
+			pid := r.Cmd.Process.Pid
+			init := podPid(t, p)
+			ns := holdNS(t, init)
+			waitSupervisorReady(t, p)
+			for _, w := range []struct {
+				pid  int
+				want string
+			}{{pid, "run"}, {init, "pod1-init"}, {keeperOf(t, pid), "pod1-lock"}} {
+				b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", w.pid))
+				must(t, err)
+				if got := strings.TrimSpace(string(b)); got != w.want {
+					t.Errorf("pid %d is named %q, want %q", w.pid, got, w.want)
+				}
+			}
+			must(t, unix.Kill(pid, unix.SIGTERM))
+			if code := r.Wait(t); code != 0 {
+				t.Errorf("pod exit %d; stderr %s", code, r.Stderr)
+			}
+			checkOver(t, p, ns, r)
+		})
+	}
+}

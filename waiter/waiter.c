@@ -41,6 +41,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -600,6 +601,9 @@ int main(int argc, char **argv)
 {
 	const char *base = strrchr(argv[0], '/');
 	if (!strcmp(base ? base + 1 : argv[0], KEEPER_ROLE)) {
+		/* Run by its path in /proc/self/fd, it would be named after
+		 * the fd's number in ps, top and pgrep. */
+		prctl(PR_SET_NAME, KEEPER_ROLE);
 		/* Without its argument it still holds the lock: releasing
 		 * it early would be the worse failure. */
 		if (argc < 2)
