@@ -537,32 +537,40 @@ static void commit_statuses(const char *rel)
 			warn("lock keeper: status directory: %s", strerror(errno));
 		return;
 	}
-	DIR *d = dir_stream(dir);
-	if (!d) {
-		close(dir);
-		return;
-	}
+	/* The entries are read straight into a static buffer (no stream,
+	 * no allocation): this runs on the path from PID 1's last status to
+	 * the lock's release, in a process that has shed its pages. */
+	static char buf[4096];
 	int moved = 0;
-	struct dirent *e;
 	size_t sl = strlen(PENDING_SUFFIX);
-	while ((e = readdir(d))) {
-		size_t n = strlen(e->d_name);
-		if (n <= sl || e->d_name[0] == '.' || strcmp(e->d_name + n - sl, PENDING_SUFFIX) || n >= 256)
-			continue;
-		char app[256];
-		memcpy(app, e->d_name, n - sl);
-		app[n - sl] = 0;
-		if (sync_regular(dir, e->d_name)) {
-			warn("lock keeper: commit %s: not a regular file, or not synced", e->d_name);
-			continue;
+	long got;
+	while ((got = syscall(SYS_getdents64, dir, buf, sizeof buf)) != 0) {
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			warn("lock keeper: status directory: %s", strerror(errno));
+			break;
 		}
-		if (renameat(dir, e->d_name, dir, app)) {
-			warn("lock keeper: commit status of %s: %s", app, strerror(errno));
-			continue;
+		for (long off = 0; off < got;) {
+			struct dirent64 *e = (struct dirent64 *)(buf + off);
+			off += e->d_reclen;
+			size_t n = strlen(e->d_name);
+			if (n <= sl || e->d_name[0] == '.' || strcmp(e->d_name + n - sl, PENDING_SUFFIX) || n >= 256)
+				continue;
+			char app[256];
+			memcpy(app, e->d_name, n - sl);
+			app[n - sl] = 0;
+			if (sync_regular(dir, e->d_name)) {
+				warn("lock keeper: commit %s: not a regular file, or not synced", e->d_name);
+				continue;
+			}
+			if (renameat(dir, e->d_name, dir, app)) {
+				warn("lock keeper: commit status of %s: %s", app, strerror(errno));
+				continue;
+			}
+			moved++;
 		}
-		moved++;
 	}
-	closedir(d);
 	if (moved && fsync(dir))
 		warn("lock keeper: commit statuses: fsync directory: %s", strerror(errno));
 	close(dir);
