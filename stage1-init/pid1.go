@@ -143,6 +143,8 @@ type pid1 struct {
 	// shedAt, when not zero, is when the loop sheds the memory only
 	// start-up used (shedUnusedMemory).
 	shedAt time.Time
+	// shed: the binary's pages were shed since the last restoreCode.
+	shed bool
 }
 
 // ready marks the pod ready (contract §4).
@@ -166,7 +168,21 @@ func (p *pid1) actOnRequest() {
 		p.sup.StopPod(p.req.Why(), false)
 	case sigpolicy.ForceStop:
 		p.sup.StopPod(p.req.Why()+": forced stop", true)
+	default:
+		return
 	}
+	// The apps have their signals: the code of the pod's end is mapped
+	// back in while they exit.
+	if p.shed {
+		p.shed = false
+		restoreCode()
+	}
+}
+
+// shedMemory is shedUnusedMemory, remembered for restoreCode.
+func (p *pid1) shedMemory() {
+	shedUnusedMemory()
+	p.shed = true
 }
 
 func readPodConfig() (*podplan.Pod, error) {
@@ -250,7 +266,7 @@ func (p *pid1) loop() int {
 			// shedUnusedMemory.
 			if !time.Now().Before(p.shedAt) {
 				p.shedAt = time.Time{}
-				shedUnusedMemory()
+				p.shedMemory()
 			} else if next.IsZero() || p.shedAt.Before(next) {
 				next = p.shedAt
 			}
@@ -270,7 +286,7 @@ func (p *pid1) loop() int {
 			// parsed, specs decoded) and map in code the loop does not
 			// use: give both back now so PID 1 stays small in a
 			// long-lived pod.
-			shedUnusedMemory()
+			p.shedMemory()
 		case h := <-p.os.reports:
 			p.report(h)
 		case <-timer.C:

@@ -66,10 +66,10 @@ func checkOver(t *testing.T, p *Pod, ns string, r *Run) {
 }
 
 // Once the waiter has taken over, it is what run was: it holds the lock
-// and nothing else of the host but stdio and PID 1's pidfd, ignores the
-// signals run ignores, passes a graceful or a forced stop on, and exits
-// with PID 1's code, or 254 if PID 1 was killed; the lock is free only
-// when every pod process is gone.
+// and nothing else of the host but stdio and PID 1's pidfd (and, of the
+// pod, its network namespace), ignores the signals run ignores, passes a
+// graceful or a forced stop on, and exits with PID 1's code, or 254 if
+// PID 1 was killed; the lock is free only when every pod process is gone.
 func TestWaiter(t *testing.T) {
 	type mode struct {
 		name   string
@@ -115,7 +115,18 @@ func TestWaiter(t *testing.T) {
 				}
 			}
 			slices.Sort(own)
-			if len(own) != 3 || !slices.ContainsFunc(own, func(s string) bool { return strings.HasSuffix(s, "=anon_inode:[pidfd]") }) ||
+			// And PID 1's network namespace unless it is the
+			// waiter's: held so that its teardown comes after the
+			// lock's release (hold_netns).
+			want := 3
+			podNet, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", init))
+			if ownNet, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid)); podNet != ownNet {
+				want = 4
+				if !slices.ContainsFunc(own, func(s string) bool { return strings.HasSuffix(s, "="+podNet) }) {
+					t.Errorf("the waiter does not hold PID 1's network namespace %s: %v", podNet, own)
+				}
+			}
+			if len(own) != want || !slices.ContainsFunc(own, func(s string) bool { return strings.HasSuffix(s, "=anon_inode:[pidfd]") }) ||
 				!slices.ContainsFunc(own, func(s string) bool { return strings.HasSuffix(s, "=anon_inode:[signalfd]") }) ||
 				!slices.ContainsFunc(own, func(s string) bool { return strings.HasSuffix(s, "="+p.Dir) }) {
 				t.Errorf("the waiter's fds: %v (all: %v)", own, fds)
@@ -352,5 +363,69 @@ func TestStage1ProcessesAreNamed(t *testing.T) {
 			}
 			checkOver(t, p, ns, r)
 		})
+	}
+}
+
+// codeRssKiB sums what pid keeps resident of its own executable's
+// read-only mappings (its code and constants), and their size; 0, 0 once
+// pid is gone.
+func codeRssKiB(t *testing.T, pid int) (rss, size int) {
+	t.Helper()
+	var exe unix.Stat_t
+	if err := unix.Stat(fmt.Sprintf("/proc/%d/exe", pid), &exe); err != nil {
+		return 0, 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return 0, 0
+	}
+	mine := false
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-") && len(f[1]) == 4:
+			ino, _ := strconv.ParseUint(f[4], 10, 64)
+			mine = ino == exe.Ino && !strings.Contains(f[1], "w")
+		case mine && len(f) == 3 && (f[0] == "Size:" || f[0] == "Rss:"):
+			n, err := strconv.Atoi(f[1])
+			must(t, err)
+			if f[0] == "Size:" {
+				size += n
+			} else {
+				rss += n
+			}
+		}
+	}
+	return rss, size
+}
+
+// Once the pod is up, PID 1 sheds the pages of its binary that only
+// start-up used; when a stop begins it maps them back in at once, while
+// the apps exit, so that the pod's end does not fault them in one by one
+// on the way to the lock's release.
+func TestStopRestoresPID1Code(t *testing.T) {
+	a := App{Name: "a", Exec: probe("ignore-term", "+", "sleep", "1h"), Annotations: map[string]string{"pod1/stop-grace-period": "3s"}}
+	p := newPod(t, []App{a}, nil)
+	r := start(t, p, RunOpts{})
+	init := podPid(t, p)
+	ns := holdNS(t, init)
+	waitSupervisorReady(t, p)
+	rss, size := 0, 0
+	waitFor(t, 10*time.Second, "PID 1 shedding its code", func() bool {
+		rss, size = codeRssKiB(t, init)
+		return size > 0 && rss < size/2
+	})
+	t.Logf("after the shedding: %d of %d KiB of code resident", rss, size)
+	must(t, unix.Kill(r.Cmd.Process.Pid, unix.SIGTERM))
+	waitFor(t, 2*time.Second, "PID 1's code mapped back in once the stop began", func() bool {
+		rss, _ = codeRssKiB(t, init)
+		return rss >= size*9/10
+	})
+	if code := r.Wait(t); code != 0 {
+		t.Errorf("pod exit %d; stderr %s", code, r.Stderr)
+	}
+	checkOver(t, p, ns, r)
+	if got := p.Status(t, "a"); got != 137 {
+		t.Errorf("app a: status %d, want 137 (killed at the end of its grace)", got)
 	}
 }

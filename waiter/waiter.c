@@ -344,6 +344,24 @@ static void drain_cgroup(const char *path)
 	close(parent);
 }
 
+/* hold_netns keeps an fd on PID 1's network namespace, unless it is ours
+ * (--net=host), until this process exits. The kernel tears a network
+ * namespace down in deferred work once its last reference is gone: held
+ * here, that work starts after the lock is released instead of competing
+ * with the pod's end (PID 1's exit, the keeper's commit, this process's
+ * check) for the CPU, and for what the teardown of PID 1's mount namespace
+ * waits for too. A pod with a network of rkt's has it bind-mounted for gc
+ * anyway. */
+static void hold_netns(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat pod, own;
+	if (fd >= 0 && (fstat(fd, &pod) || stat("/proc/self/ns/net", &own) || (pod.st_ino == own.st_ino && pod.st_dev == own.st_dev)))
+		close(fd);
+}
+
 /* The name the Go run dispatches on, and the variable naming the report
  * pipe's fd in its environment. */
 #define GO_RUN_ROLE "run"
@@ -707,6 +725,7 @@ int main(int argc, char **argv)
 	pid_t keeper = (pid_t)number(field[1], "KEEPER");
 	const char *stage2 = field[2];
 	/* PID 1 is our child and not yet waited for: its pid names it. */
+	hold_netns(pid);
 	int pidfd = syscall(SYS_pidfd_open, pid, 0);
 	if (pidfd < 0) {
 		warn("pidfd of PID 1: %s", strerror(errno));
