@@ -195,7 +195,7 @@ func theTable() [numStates][numEvents]cell {
 			Reported:       lateReport,
 			ReportDeadline: never("a cleaning app has no report deadline"),
 			Exit:           never("its process already ended"),
-			CgroupEmpty: {to: of(Running, Stopping, Starting, Backoff, Exited, Removed), doc: "its cgroup is removed (an OOM kill in it recorded); then its post-stop handler runs if it has one and it has not run yet (Running; Stopping, its deadline the grace period, if it or the pod is being stopped; Starting first in a user namespace); else it restarts after its backoff if its policy says so and nobody asked it or the pod to stop, else it is finished with its code",
+			CgroupEmpty: {to: of(Running, Stopping, Starting, Backoff, Exited, Removed), doc: "its cgroup is found empty (an OOM kill in it recorded; the cgroup is removed once the app's status is written, or before its next run); then its post-stop handler runs if it has one and it has not run yet (Running; Stopping, its deadline the grace period, if it or the pod is being stopped; Starting first in a user namespace); else it restarts after its backoff if its policy says so and nobody asked it or the pod to stop, else it is finished with its code",
 				do: func(s *Supervisor, a *App, in *Input) {
 					if s.os.Release(a) {
 						a.Rec.LastFailure = status.ReasonOOM
