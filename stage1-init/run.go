@@ -420,6 +420,7 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	}
 	go forwardStop(req, pid, pidfd, perr)
 	time.AfterFunc(shedDelay, shedUnusedMemory)
+	holdNetns(pid)
 	ws := waitPid(pid)
 	switch {
 	case pidErr != nil:
@@ -455,6 +456,22 @@ func waitUnderWaiter(w *waiter, req *sigpolicy.Requests, pid, pidfd int, perr, p
 		return fail(pidErr)
 	}
 	return status.CodeStage1Failure
+}
+
+// holdNetns keeps PID 1's network namespace, unless it is ours
+// (--net=host), open until this process exits, as the waiter does
+// (waiter.c, hold_netns): the kernel's deferred teardown of it then starts
+// after the lock is released, not during the pod's end. The fd is a plain
+// one, never closed: an *os.File's finalizer would close it early.
+func holdNetns(pid int) {
+	fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/net", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	var pod, own unix.Stat_t
+	if unix.Fstat(fd, &pod) != nil || unix.Stat("/proc/self/ns/net", &own) != nil || pod.Ino == own.Ino && pod.Dev == own.Dev {
+		unix.Close(fd)
+	}
 }
 
 // forwardStop passes each stop request to the run process (rkt run being

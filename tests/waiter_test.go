@@ -341,6 +341,8 @@ func TestStage1ProcessesAreNamed(t *testing.T) {
 			p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
 			if waiter {
 				useWaiter(t, p)
+			} else {
+				imageWithoutWaiter(t, p)
 			}
 			r := start(t, p, RunOpts{})
 			pid := r.Cmd.Process.Pid
@@ -428,4 +430,29 @@ func TestStopRestoresPID1Code(t *testing.T) {
 	if got := p.Status(t, "a"); got != 137 {
 		t.Errorf("app a: status %d, want 137 (killed at the end of its grace)", got)
 	}
+}
+
+// The Go run, as the entry point (make WAITER=0), holds PID 1's network
+// namespace until it exits, as the waiter does (TestWaiter): the kernel's
+// teardown of it then starts after the lock's release.
+func TestGoRunHoldsThePodsNetworkNamespace(t *testing.T) {
+	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
+	imageWithoutWaiter(t, p)
+	r := start(t, p, RunOpts{})
+	pid := r.Cmd.Process.Pid
+	init := podPid(t, p)
+	ns := holdNS(t, init)
+	waitSupervisorReady(t, p)
+	podNet, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", init))
+	if ownNet, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid)); podNet == ownNet {
+		t.Skip("the pod shares run's network namespace")
+	}
+	waitFor(t, eventDeadline, "run holding PID 1's network namespace", func() bool {
+		return slices.ContainsFunc(fdsOf(pid), func(s string) bool { return strings.HasSuffix(s, "="+podNet) })
+	})
+	must(t, unix.Kill(pid, unix.SIGTERM))
+	if code := r.Wait(t); code != 0 {
+		t.Errorf("pod exit %d; stderr %s", code, r.Stderr)
+	}
+	checkOver(t, p, ns, r)
 }
