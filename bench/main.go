@@ -12,11 +12,13 @@
 package main
 
 import (
+	"debug/elf"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -79,6 +81,15 @@ func benchMain() int {
 	}
 	if b.self, err = os.Executable(); err != nil {
 		return fail(err)
+	}
+	// The reaping rows run this binary inside pods and containers, whose
+	// roots hold no dynamic loader.
+	if f, err := elf.Open(b.self); err == nil {
+		dynamic := slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP })
+		f.Close()
+		if dynamic {
+			return fail(fmt.Errorf("%s is dynamically linked: build it with CGO_ENABLED=0 (make bin/bench); it runs inside pods", b.self))
+		}
 	}
 	if err := startReaper(); err != nil {
 		return fail(err)
