@@ -223,9 +223,10 @@ func (o *appOS) Adopt(a *supervisor.App, pid int) int {
 func (o *appOS) ensureCgroup(a *supervisor.App, r *appRes) error {
 	if r.emptied {
 		// The last run's: a restart gets a fresh one (counters,
-		// cgroup.kill's sequence). Still accounted (EBUSY) after
-		// Remove's wait, it is reused.
-		if err := r.cg.Remove(); err == nil || !errors.Is(err, unix.EBUSY) {
+		// cgroup.kill's sequence). One the kernel still accounts an
+		// exit to (EBUSY) is reused rather than waited for: appOS
+		// never waits.
+		if err := r.cg.TryRemove(); err == nil || !errors.Is(err, unix.EBUSY) {
 			r.cg = nil
 		}
 		r.emptied = false
