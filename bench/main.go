@@ -86,7 +86,7 @@ func benchMain() int {
 	// roots hold no dynamic loader.
 	if f, err := elf.Open(b.self); err == nil {
 		dynamic := slices.ContainsFunc(f.Progs, func(p *elf.Prog) bool { return p.Type == elf.PT_INTERP })
-		f.Close()
+		_ = f.Close()
 		if dynamic {
 			return fail(fmt.Errorf("%s is dynamically linked: build it with CGO_ENABLED=0 (make bin/bench); it runs inside pods", b.self))
 		}
