@@ -145,13 +145,17 @@ func (b *bench) runPodToEndNet(p *pod, net string, timeout time.Duration) (*chil
 		c.close()
 		return nil, err
 	}
+	// A pod that ended badly is still collected: its cgroups would
+	// otherwise outlive the bench.
 	if c.code() != 0 {
 		err := fmt.Errorf("exit %d: %s", c.code(), c.output(600))
 		c.close()
+		_ = b.finishPod(p)
 		return nil, err
 	}
 	if err := p.checkStatuses(0); err != nil {
 		c.close()
+		_ = b.finishPod(p)
 		return nil, err
 	}
 	return c, nil
