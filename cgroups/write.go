@@ -2,6 +2,7 @@ package cgroups
 
 import (
 	"os"
+	"slices"
 
 	"golang.org/x/sys/unix"
 )
@@ -48,7 +49,7 @@ func readFile(path string) ([]byte, error) {
 	b := make([]byte, 0, 512)
 	for {
 		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
+			b = slices.Grow(b, 512)
 		}
 		n, err := unix.Read(fd, b[len(b):cap(b)])
 		if err == unix.EINTR {

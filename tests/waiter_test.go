@@ -48,6 +48,25 @@ func fdsOf(pid int) []string {
 	return fds
 }
 
+// stopPod stops the pod run r with SIGTERM, as a user would, and checks
+// that it ends with 0 and leaves nothing (checkOver).
+func stopPod(t *testing.T, p *Pod, r *Run, ns string) {
+	t.Helper()
+	must(t, unix.Kill(r.Cmd.Process.Pid, unix.SIGTERM))
+	if code := r.Wait(t); code != 0 {
+		t.Errorf("pod exit %d; stderr %s", code, r.Stderr)
+	}
+	checkOver(t, p, ns, r)
+}
+
+// podNetns returns PID 1's (init's) network namespace, and whether the
+// run process shares it (--net=host).
+func podNetns(init, run int) (ns string, shared bool) {
+	ns, _ = os.Readlink(fmt.Sprintf("/proc/%d/ns/net", init))
+	runNS, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", run))
+	return ns, ns == runNS
+}
+
 // checkOver checks what "run has exited" must mean: the lock free, no
 // process of the pod's pid namespace ns or of its cgroups alive. The
 // pod's emptied cgroups stay for gc, as the Go run leaves them (rkt's
@@ -119,8 +138,7 @@ func TestWaiter(t *testing.T) {
 			// waiter's: held so that its teardown comes after the
 			// lock's release (hold_netns).
 			want := 3
-			podNet, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", init))
-			if ownNet, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid)); podNet != ownNet {
+			if podNet, shared := podNetns(init, pid); !shared {
 				want = 4
 				if !slices.ContainsFunc(own, func(s string) bool { return strings.HasSuffix(s, "="+podNet) }) {
 					t.Errorf("the waiter does not hold PID 1's network namespace %s: %v", podNet, own)
@@ -325,11 +343,7 @@ func TestWaiterAndKeeperAreSmall(t *testing.T) {
 			t.Errorf("the %s keeps %d KiB resident, want at most %d (is bin/pod1-waiter linked against musl? Debian's musl-tools)", w.name, kib, maxKiB)
 		}
 	}
-	must(t, unix.Kill(pid, unix.SIGTERM))
-	if code := r.Wait(t); code != 0 {
-		t.Errorf("pod exit %d; stderr %s", code, r.Stderr)
-	}
-	checkOver(t, p, ns, r)
+	stopPod(t, p, r, ns)
 }
 
 // PID 1 and the lock keeper run from read-only copies of their binaries,
@@ -359,11 +373,7 @@ func TestStage1ProcessesAreNamed(t *testing.T) {
 					t.Errorf("pid %d is named %q, want %q", w.pid, got, w.want)
 				}
 			}
-			must(t, unix.Kill(pid, unix.SIGTERM))
-			if code := r.Wait(t); code != 0 {
-				t.Errorf("pod exit %d; stderr %s", code, r.Stderr)
-			}
-			checkOver(t, p, ns, r)
+			stopPod(t, p, r, ns)
 		})
 	}
 }
@@ -443,16 +453,12 @@ func TestGoRunHoldsThePodsNetworkNamespace(t *testing.T) {
 	init := podPid(t, p)
 	ns := holdNS(t, init)
 	waitSupervisorReady(t, p)
-	podNet, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", init))
-	if ownNet, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid)); podNet == ownNet {
+	podNet, shared := podNetns(init, pid)
+	if shared {
 		t.Skip("the pod shares run's network namespace")
 	}
 	waitFor(t, eventDeadline, "run holding PID 1's network namespace", func() bool {
 		return slices.ContainsFunc(fdsOf(pid), func(s string) bool { return strings.HasSuffix(s, "="+podNet) })
 	})
-	must(t, unix.Kill(pid, unix.SIGTERM))
-	if code := r.Wait(t); code != 0 {
-		t.Errorf("pod exit %d; stderr %s", code, r.Stderr)
-	}
-	checkOver(t, p, ns, r)
+	stopPod(t, p, r, ns)
 }
