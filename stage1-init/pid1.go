@@ -299,7 +299,10 @@ func (p *pid1) loop() int {
 	// Nothing of the pod is left to empty a cgroup: an app still being
 	// cleaned is finished now.
 	p.sup.Flush()
-	p.os.removeCgroups()
+	// The apps' cgroups, emptied, stay for gc with the pod's: removing
+	// them here (an rmdir in every hierarchy, and a wait for a cgroup
+	// the kernel still accounts an exit to) came before PID 1's exit,
+	// on the way to the lock's release.
 	// Every writer is gone: the pipes hold the apps' last lines, which
 	// are carried before the lock is released. The records then get the
 	// final count of lines the sinks, and bytes the console, could not

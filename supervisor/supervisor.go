@@ -44,7 +44,8 @@ type OS interface {
 	Signal(a *App, sig unix.Signal)
 	Kill(a *App)
 	// Sweep kills what the app's last run left in its cgroup and reports
-	// whether nothing is left (the emptied cgroup is removed then);
+	// whether nothing is left (the emptied cgroup is removed after the
+	// status, unless the pod is ending: gc removes it then);
 	// Release then reports whether the kernel's OOM killer killed in it.
 	Sweep(a *App) (empty bool)
 	Release(a *App) (oomKilled bool)

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/status"
 )
@@ -394,5 +396,42 @@ func TestAppSeesItsOwnCgroupsReadOnly(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An app's emptied cgroup is removed once its status is written while the
+// pod goes on; at the pod's end it stays, empty, for gc with the pod's
+// (PID 1 no longer removes it in every hierarchy before it may exit).
+func TestAppCgroupRemovedUnlessThePodIsEnding(t *testing.T) {
+	p := newPod(t, []App{
+		{Name: "short", Exec: probe("exit", "0")},
+		{Name: "long", Exec: probe("sleep", "1h")},
+	}, nil)
+	r := start(t, p, RunOpts{})
+	waitFor(t, eventDeadline, "short's status", func() bool { return p.Status(t, "short") == 0 })
+	dirs := podCgroup(t, p).Dirs()
+	if len(dirs) == 0 {
+		t.Fatal("the pod has no cgroup")
+	}
+	app := func(dir, name string) string { return filepath.Join(dir, cgroups.AppsName, "app-"+name) }
+	for _, d := range dirs {
+		if _, err := os.Stat(app(d, "long")); err != nil {
+			t.Fatalf("long's cgroup while it runs: %v", err)
+		}
+		waitFor(t, eventDeadline, "short's cgroup removed in "+d, func() bool {
+			_, err := os.Stat(app(d, "short"))
+			return errors.Is(err, os.ErrNotExist)
+		})
+	}
+	must(t, r.Cmd.Process.Signal(unix.SIGTERM))
+	r.Wait(t)
+	if got := p.Status(t, "long"); got != 143 {
+		t.Fatalf("long's status %d, want 143", got)
+	}
+	for _, d := range dirs {
+		procs, err := os.ReadFile(filepath.Join(app(d, "long"), "cgroup.procs"))
+		if err != nil || len(procs) != 0 {
+			t.Errorf("long's cgroup in %s after the pod's end: %q, %v; want there and empty", d, procs, err)
+		}
 	}
 }
