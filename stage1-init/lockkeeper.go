@@ -18,7 +18,10 @@ import (
 const roleLockKeeper = "pod1-lock"
 
 // The lock keeper's fds: the lock (an fd of the pod directory), a pidfd of
-// PID 1, and the read end of the commit pipe.
+// PID 1, the read end of the commit pipe; under the waiter, from fd 6 on,
+// the write end of its done pipe and the pod's log directories
+// (waiter.keeperExtra: only the C keeper gets them, which this Go keeper,
+// run only without the waiter, never is).
 const (
 	keeperLockFd   = 3
 	keeperPidFd    = 4
@@ -44,9 +47,10 @@ const (
 //
 // startLockKeeper starts it (the waiter's binary, or this one when the
 // image has no waiter) for PID 1's pidfd and the commit pipe's read end,
-// with cloneFlags (the waiter's CLONE_PARENT), and returns its pid. Its
-// argument is the status directory, below the pod directory.
-func startLockKeeper(lock *os.File, pidfd, commit int, cloneFlags uintptr) (int, error) {
+// with extra from fd 6 on (waiter.keeperExtra) and cloneFlags (the
+// waiter's CLONE_PARENT), and returns its pid. Its argument is the
+// status directory, below the pod directory.
+func startLockKeeper(lock *os.File, pidfd, commit int, extra []uintptr, cloneFlags uintptr) (int, error) {
 	// The waiter's binary in its keeper role, when it is there: a C
 	// program that only waits holds next to nothing, where a Go runtime
 	// holds megabytes for the pod's whole life.
@@ -63,7 +67,7 @@ func startLockKeeper(lock *os.File, pidfd, commit int, cloneFlags uintptr) (int,
 	kpid, err := syscall.ForkExec(exePath, []string{roleLockKeeper, layout.StatusDir}, &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   []string{},
-		Files: []uintptr{closed, closed, os.Stderr.Fd(), lock.Fd(), uintptr(pidfd), uintptr(commit)},
+		Files: append([]uintptr{closed, closed, os.Stderr.Fd(), lock.Fd(), uintptr(pidfd), uintptr(commit)}, extra...),
 		Sys:   &syscall.SysProcAttr{Setsid: true, Cloneflags: cloneFlags},
 	})
 	if err != nil {

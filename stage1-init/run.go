@@ -291,8 +291,10 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	if self >= 0 {
 		unix.Close(self)
 	}
+	kextra := w.keeperExtra(logFds)
 	closeLogFds(logFds)
 	if err != nil {
+		closeFds(kextra)
 		exe.Close()
 		pw.Close()
 		rr.Close()
@@ -309,12 +311,14 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	keeper := 0
 	if kpidfd, err := unix.PidfdOpen(pid, 0); err != nil {
 		unix.Close(commitR)
+		closeFds(kextra)
 		keeperDone <- fmt.Errorf("lock keeper: pidfd of PID 1: %w", err)
 	} else {
 		go func() {
-			k, err := startLockKeeper(lock, kpidfd, commitR, w.cloneFlags())
+			k, err := startLockKeeper(lock, kpidfd, commitR, kextra, w.cloneFlags())
 			unix.Close(kpidfd)
 			unix.Close(commitR)
+			closeFds(kextra)
 			keeper = k
 			keeperDone <- err
 		}()

@@ -27,6 +27,10 @@ const waiterFdEnv = "POD1_WAITER_FD"
 // point itself.
 type waiter struct {
 	report *os.File
+	// done is the write end of the pipe the waiter watches for the
+	// lock keeper's end of duty (its fd 6), -1 if the waiter passed
+	// none; it is the keeper's (keeperExtra).
+	done int
 	// pidfd is the waiter's, opened while it was surely our parent:
 	// PID 1 watches it, and so learns of the waiter's death even if
 	// that came before PID 1 was cloned (CLONE_PARENT then makes the
@@ -42,7 +46,8 @@ func takeWaiter() (*waiter, error) {
 		return nil, nil
 	}
 	_ = os.Unsetenv(waiterFdEnv)
-	fdv, pidv, _ := strings.Cut(v, ",")
+	fdv, rest, _ := strings.Cut(v, ",")
+	pidv, donev, _ := strings.Cut(rest, ",")
 	fd, err := strconv.Atoi(fdv)
 	if err != nil || fd <= 2 {
 		return nil, fmt.Errorf("%s=%q: not a file descriptor above stderr", waiterFdEnv, v)
@@ -55,6 +60,15 @@ func takeWaiter() (*waiter, error) {
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
 		return nil, fmt.Errorf("%s=%d: not a pipe", waiterFdEnv, fd)
 	}
+	done := -1
+	if donev != "" {
+		d, err := strconv.Atoi(donev)
+		if err != nil || d <= 2 || d == fd || unix.Fstat(d, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+			return nil, fmt.Errorf("%s=%q: the done pipe is not a pipe above stderr", waiterFdEnv, v)
+		}
+		unix.CloseOnExec(d)
+		done = d
+	}
 	unix.CloseOnExec(fd)
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err == nil && os.Getppid() != pid {
@@ -65,7 +79,42 @@ func takeWaiter() (*waiter, error) {
 		return nil, fmt.Errorf("the waiter (pid %d): %w", pid, err)
 	}
 	unix.CloseOnExec(pidfd)
-	return &waiter{report: os.NewFile(uintptr(fd), "waiter-report"), pidfd: pidfd}, nil
+	return &waiter{report: os.NewFile(uintptr(fd), "waiter-report"), pidfd: pidfd, done: done}, nil
+}
+
+// keeperExtra is what the lock keeper gets from fd 6 on, under the
+// waiter: the done pipe's write end, then copies of the pod's detached log
+// directories (logs, as PID 1 gets them; noFd where the pod has none). The
+// last close of a detached mount tears it down (an expedited RCU grace
+// period, 0.1-4.6 ms traced in PID 1's end): held by the keeper too, which
+// outlives the waiter, that comes after the pod's end instead of on the
+// way to PID 1's exit. Without the waiter's done pipe it is nil: the Go
+// run waits for the keeper's exit, which would then pay for it. The
+// caller closes what it returns once the keeper has its copies.
+func (w *waiter) keeperExtra(logs [2]uintptr) []uintptr {
+	if w == nil || w.done < 0 {
+		return nil
+	}
+	extra := []uintptr{uintptr(w.done), noFd, noFd}
+	w.done = -1
+	for i, fd := range logs {
+		if fd == noFd {
+			continue
+		}
+		if d, err := unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 3); err == nil {
+			extra[1+i] = uintptr(d)
+		}
+	}
+	return extra
+}
+
+// closeFds closes each fd of fds but noFd.
+func closeFds(fds []uintptr) {
+	for _, fd := range fds {
+		if fd != noFd {
+			unix.Close(int(fd))
+		}
+	}
 }
 
 // cloneFlags adds what the children run starts need under the waiter: the

@@ -179,3 +179,63 @@ func TestKeeperLeavesPlantedPendingNames(t *testing.T) {
 		})
 	}
 }
+
+// Under the waiter, the lock keeper's end is not on the pod's way: once
+// PID 1 is gone it commits the last statuses, closes its copy of the lock
+// and tells the waiter so on the done pipe, then waits for the waiter to
+// exit before it exits itself (its exit used to come between the commit
+// and the waiter's wake-up). Seen with the waiter stopped: PID 1 is gone,
+// the status is final, the keeper no longer holds the lock but is still
+// there, and the lock is held (by the waiter); once the waiter goes on
+// and exits, so does the keeper.
+func TestKeeperLetsGoOfTheLockAndOutlivesTheWaiter(t *testing.T) {
+	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
+	useWaiter(t, p)
+	r := start(t, p, RunOpts{})
+	w := r.Cmd.Process.Pid
+	waitSupervisorReady(t, p)
+	waitFor(t, eventDeadline, "the hand-over", func() bool { return handedOver(w) })
+	pid1 := podPid(t, p)
+	k := keeperOf(t, w)
+	kpidfd, err := unix.PidfdOpen(k, 0)
+	must(t, err)
+	defer unix.Close(kpidfd)
+	must(t, unix.Kill(w, unix.SIGSTOP))
+	stopped := true
+	defer func() {
+		if stopped {
+			_ = unix.Kill(w, unix.SIGCONT)
+		}
+	}()
+	// PID 1 takes SIGTERM as a stop request, as from the waiter.
+	must(t, unix.Kill(pid1, unix.SIGTERM))
+	waitFor(t, eventDeadline, "the keeper done with the lock", func() bool {
+		_, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/3", k))
+		return errors.Is(err, os.ErrNotExist)
+	})
+	if got := p.Status(t, "a"); got != 143 {
+		t.Fatalf("a's status %d once the keeper let go of the lock, want 143", got)
+	}
+	if _, err := os.Lstat(filepath.Join(p.statusDir(), "a"+status.PendingSuffix)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the pending status is left: %v", err)
+	}
+	if !locked(t, p.Dir) {
+		t.Fatal("the lock is free while the waiter runs")
+	}
+	// The keeper waits for the waiter, without the lock.
+	fds := []unix.PollFd{{Fd: int32(kpidfd), Events: unix.POLLIN}}
+	if n, _ := unix.Poll(fds, 200); n != 0 {
+		t.Fatal("the keeper exited before the waiter")
+	}
+	must(t, unix.Kill(w, unix.SIGCONT))
+	stopped = false
+	if code := r.Wait(t); code != 0 {
+		t.Fatalf("pod exit %d, want 0; stderr %s", code, r.Stderr)
+	}
+	if locked(t, p.Dir) {
+		t.Fatal("the lock is held once run returned")
+	}
+	if n, err := unix.Poll(fds, int(eventDeadline/time.Millisecond)); n != 1 || err != nil {
+		t.Fatalf("the keeper did not exit after the waiter: %d, %v", n, err)
+	}
+}

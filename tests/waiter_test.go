@@ -137,9 +137,20 @@ func TestWaiter(t *testing.T) {
 			// And PID 1's network namespace unless it is the
 			// waiter's: held so that its teardown comes after the
 			// lock's release (hold_netns).
-			want := 3
+			// And the done pipe's read end, whose write end is the
+			// lock keeper's fd 6: the waiter waits for the keeper to
+			// close it (its statuses committed, its copy of the
+			// lock closed), not for the keeper's exit.
+			done, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/6", keeperOf(t, pid)))
+			if err != nil || !strings.HasPrefix(done, "pipe:") {
+				t.Errorf("the keeper's fd 6: %q, %v; want the done pipe", done, err)
+			}
+			if !slices.ContainsFunc(own, func(s string) bool { return strings.HasSuffix(s, "="+done) }) {
+				t.Errorf("the waiter does not hold the keeper's done pipe %s: %v", done, own)
+			}
+			want := 4
 			if podNet, shared := podNetns(init, pid); !shared {
-				want = 4
+				want = 5
 				if !slices.ContainsFunc(own, func(s string) bool { return strings.HasSuffix(s, "="+podNet) }) {
 					t.Errorf("the waiter does not hold PID 1's network namespace %s: %v", podNet, own)
 				}
