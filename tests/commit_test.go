@@ -239,3 +239,40 @@ func TestKeeperLetsGoOfTheLockAndOutlivesTheWaiter(t *testing.T) {
 		t.Fatalf("the keeper did not exit after the waiter: %d, %v", n, err)
 	}
 }
+
+// Under the waiter, the lock keeper holds the pod's detached log directory
+// too (its fd 7: the very mount PID 1 writes through, fd 7 there), so
+// that the last close of it, which tears the mount down, comes with the
+// keeper's exit after the pod's end, not with PID 1's.
+func TestKeeperHoldsTheLogDirectory(t *testing.T) {
+	if _, err := os.Stat("/run/systemd/journal/socket"); err == nil {
+		t.Skip("the host's journal listens: the pod has no log directory")
+	}
+	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h"),
+		Annotations: map[string]string{"coreos.com/rkt/stage2/stdout": "log"}}}, nil)
+	useWaiter(t, p)
+	r := start(t, p, RunOpts{})
+	w := r.Cmd.Process.Pid
+	waitSupervisorReady(t, p)
+	waitFor(t, eventDeadline, "the hand-over", func() bool { return handedOver(w) })
+	mnt := func(pid, fd int) string {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%d", pid, fd))
+		if err != nil {
+			return ""
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "mnt_id:"); ok {
+				return strings.TrimSpace(v)
+			}
+		}
+		return ""
+	}
+	pid1, k := podPid(t, p), keeperOf(t, w)
+	if m := mnt(pid1, 7); m == "" || mnt(k, 7) != m {
+		t.Errorf("the keeper's fd 7 is on mount %q, PID 1's log directory on %q", mnt(k, 7), m)
+	}
+	must(t, unix.Kill(w, unix.SIGTERM))
+	if code := r.Wait(t); code != 0 {
+		t.Errorf("pod exit %d; stderr %s", code, r.Stderr)
+	}
+}
