@@ -855,3 +855,31 @@ func TestLastStatus(t *testing.T) {
 		}
 	})
 }
+
+// The order of an app's final record and status: the record first (one
+// durable status write then makes both durable), but for one of the pod's
+// last statuses the status first, since its commit, on the way to the
+// lock's release, starts with it.
+func TestFinalRecordAndStatusOrder(t *testing.T) {
+	f := newFakeOS(t)
+	s := newPod(f, false, appCfg("a", podplan.RestartNever), appCfg("b", podplan.RestartNever))
+	s.StartAll(func() bool { return false })
+	a, b := s.apps[0], s.apps[1]
+	order := func(app string) []string {
+		var got []string
+		for _, c := range f.calls {
+			if strings.HasPrefix(c, "record "+app+" "+status.StateExited) || strings.HasPrefix(c, "status "+app+" ") {
+				got = append(got, strings.Fields(c)[0])
+			}
+		}
+		return got
+	}
+	s.Exit(a, exit0, f.now)
+	if got := order("a"); !slices.Equal(got, []string{"record", "status"}) || f.last["a"] {
+		t.Errorf("an app ending while the pod goes on: %q (last %v), want the record, then the status", got, f.last["a"])
+	}
+	s.Exit(b, exit0, f.now)
+	if got := order("b"); !slices.Equal(got, []string{"status", "record"}) || !f.last["b"] {
+		t.Errorf("the pod's last app: %q (last %v), want the status, then the record", got, f.last["b"])
+	}
+}
