@@ -291,7 +291,7 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	if self >= 0 {
 		unix.Close(self)
 	}
-	kextra := w.keeperExtra(logFds)
+	kextra := w.keeperExtra(logFds, pid, err)
 	closeLogFds(logFds)
 	if err != nil {
 		closeFds(kextra)
@@ -467,15 +467,21 @@ func waitUnderWaiter(w *waiter, req *sigpolicy.Requests, pid, pidfd int, perr, p
 // (waiter.c, hold_netns): the kernel's deferred teardown of it then starts
 // after the lock is released, not during the pod's end. The fd is a plain
 // one, never closed: an *os.File's finalizer would close it early.
-func holdNetns(pid int) {
+func holdNetns(pid int) { podNetnsFd(pid) }
+
+// podNetnsFd opens PID 1's network namespace, or returns -1 if it is ours
+// (--net=host) or cannot be opened.
+func podNetnsFd(pid int) int {
 	fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/net", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return
+		return -1
 	}
 	var pod, own unix.Stat_t
 	if unix.Fstat(fd, &pod) != nil || unix.Stat("/proc/self/ns/net", &own) != nil || pod.Ino == own.Ino && pod.Dev == own.Dev {
 		unix.Close(fd)
+		return -1
 	}
+	return fd
 }
 
 // forwardStop passes each stop request to the run process (rkt run being

@@ -84,18 +84,22 @@ func takeWaiter() (*waiter, error) {
 
 // keeperExtra is what the lock keeper gets from fd 6 on, under the
 // waiter: the done pipe's write end, then copies of the pod's detached log
-// directories (logs, as PID 1 gets them; noFd where the pod has none). The
-// last close of a detached mount tears it down (an expedited RCU grace
-// period, 0.1-4.6 ms traced in PID 1's end): held by the keeper too, which
-// outlives the waiter, that comes after the pod's end instead of on the
-// way to PID 1's exit. Without the waiter's done pipe it is nil: the Go
-// run waits for the keeper's exit, which would then pay for it. The
-// caller closes what it returns once the keeper has its copies.
-func (w *waiter) keeperExtra(logs [2]uintptr) []uintptr {
+// directories (logs, as PID 1 gets them; noFd where the pod has none),
+// then PID 1's network namespace (pid; noFd if it is ours, or PID 1 could
+// not be started: cloneErr). The keeper outlives the waiter
+// (waiter.c, done_with_lock), and the last close of each of these is
+// dear: a detached mount's teardown (an expedited RCU grace period,
+// 0.1-4.6 ms traced in PID 1's end), a network namespace's (deferred work
+// that took a CPU from the waiter's exit and its caller's wake-up on this
+// 2-CPU host). Held by the keeper too, that comes after the pod's end.
+// Without the waiter's done pipe it is nil: the Go run waits for the
+// keeper's exit, which would then pay for it. The caller closes what it
+// returns once the keeper has its copies.
+func (w *waiter) keeperExtra(logs [2]uintptr, pid int, cloneErr error) []uintptr {
 	if w == nil || w.done < 0 {
 		return nil
 	}
-	extra := []uintptr{uintptr(w.done), noFd, noFd}
+	extra := []uintptr{uintptr(w.done), noFd, noFd, noFd}
 	w.done = -1
 	for i, fd := range logs {
 		if fd == noFd {
@@ -103,6 +107,11 @@ func (w *waiter) keeperExtra(logs [2]uintptr) []uintptr {
 		}
 		if d, err := unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 3); err == nil {
 			extra[1+i] = uintptr(d)
+		}
+	}
+	if cloneErr == nil {
+		if fd := podNetnsFd(pid); fd >= 0 {
+			extra[3] = uintptr(fd)
 		}
 	}
 	return extra

@@ -241,10 +241,11 @@ func TestKeeperLetsGoOfTheLockAndOutlivesTheWaiter(t *testing.T) {
 }
 
 // Under the waiter, the lock keeper holds the pod's detached log directory
-// too (its fd 7: the very mount PID 1 writes through, fd 7 there), so
-// that the last close of it, which tears the mount down, comes with the
-// keeper's exit after the pod's end, not with PID 1's.
-func TestKeeperHoldsTheLogDirectory(t *testing.T) {
+// too (its fd 7: the very mount PID 1 writes through, fd 7 there), and
+// PID 1's network namespace (its fd 9), so that the last close of each,
+// which tears it down, comes with the keeper's exit after the pod's end,
+// not with PID 1's or the waiter's.
+func TestKeeperHoldsTheLogDirectoryAndNetns(t *testing.T) {
 	if _, err := os.Stat("/run/systemd/journal/socket"); err == nil {
 		t.Skip("the host's journal listens: the pod has no log directory")
 	}
@@ -270,6 +271,11 @@ func TestKeeperHoldsTheLogDirectory(t *testing.T) {
 	pid1, k := podPid(t, p), keeperOf(t, w)
 	if m := mnt(pid1, 7); m == "" || mnt(k, 7) != m {
 		t.Errorf("the keeper's fd 7 is on mount %q, PID 1's log directory on %q", mnt(k, 7), m)
+	}
+	if ns, shared := podNetns(pid1, w); shared {
+		t.Error("the pod shares the waiter's network namespace")
+	} else if got, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/9", k)); got != ns {
+		t.Errorf("the keeper's fd 9 is %q, PID 1's network namespace %q", got, ns)
 	}
 	must(t, unix.Kill(w, unix.SIGTERM))
 	if code := r.Wait(t); code != 0 {

@@ -512,9 +512,10 @@ static void shed(void)
  * durable before the lock is released. Then it closes the lock and tells
  * the waiter on its done pipe (fd 6), and exits after the waiter
  * (done_with_lock). Under the waiter it also holds the pod's detached log
- * directories (fds 7 and 8, where the pod has them), so that their
- * teardown, dear, comes with its exit rather than PID 1's. argv[1] is the
- * status directory, below the pod directory. */
+ * directories (fds 7 and 8, where the pod has them) and PID 1's network
+ * namespace (fd 9, unless it is the host's), so that their teardown, dear,
+ * comes with its exit, after the pod's end, rather than with PID 1's or
+ * the waiter's. argv[1] is the status directory, below the pod directory. */
 #define KEEPER_ROLE "pod1-lock"
 #define PENDING_SUFFIX ".commit"
 
