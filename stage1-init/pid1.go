@@ -179,10 +179,25 @@ func (p *pid1) actOnRequest() {
 	}
 }
 
-// shedMemory is shedUnusedMemory, remembered for restoreCode.
+// shedMemory is shedUnusedMemory, remembered for restoreCode. The
+// threads the runtime started before PID 1 named itself (nameProcess) are
+// named now too, off the start path: each showed as "256" in top -H and
+// ps -L, and a thread the runtime starts later takes its creator's name.
 func (p *pid1) shedMemory() {
+	nameThreads(roleInit)
 	shedUnusedMemory()
 	p.shed = true
+}
+
+// nameThreads names every thread of the process name.
+func nameThreads(name string) {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return
+	}
+	for _, t := range tasks {
+		_ = os.WriteFile("/proc/self/task/"+t.Name()+"/comm", []byte(name), 0)
+	}
 }
 
 func readPodConfig() (*podplan.Pod, error) {

@@ -378,12 +378,33 @@ func TestStage1ProcessesAreNamed(t *testing.T) {
 				pid  int
 				want string
 			}{{pid, "run"}, {init, "pod1-init"}, {keeperOf(t, pid), "pod1-lock"}} {
-				b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", w.pid))
-				must(t, err)
-				if got := strings.TrimSpace(string(b)); got != w.want {
+				// A Go keeper names itself in its runtime's init,
+				// which may not have run yet.
+				var got string
+				deadline := time.Now().Add(eventDeadline)
+				for got != w.want && time.Now().Before(deadline) {
+					b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", w.pid))
+					must(t, err)
+					if got = strings.TrimSpace(string(b)); got != w.want {
+						time.Sleep(5 * time.Millisecond)
+					}
+				}
+				if got != w.want {
 					t.Errorf("pid %d is named %q, want %q", w.pid, got, w.want)
 				}
 			}
+			// PID 1's threads too, once it is settled (it names those
+			// the runtime started before it named itself then).
+			var names []string
+			waitFor(t, eventDeadline, "PID 1's threads named", func() bool {
+				names = names[:0]
+				tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", init))
+				for _, task := range tasks {
+					b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/comm", init, task.Name()))
+					names = append(names, strings.TrimSpace(string(b)))
+				}
+				return len(names) > 1 && !slices.ContainsFunc(names, func(n string) bool { return n != "pod1-init" })
+			})
 			stopPod(t, p, r, ns)
 		})
 	}
