@@ -16,6 +16,15 @@ const lockSlotFd = 4
 // noFd closes a descriptor's slot in syscall.ProcAttr.Files.
 const noFd = ^uintptr(0)
 
+// closeFds closes each fd of fds but noFd.
+func closeFds(fds []uintptr) {
+	for _, fd := range fds {
+		if fd != noFd {
+			unix.Close(int(fd))
+		}
+	}
+}
+
 // pid1Files returns the fds run passes to PID 1, indexed by their number
 // there; logs are the log and CRI directories, noFd where the pod has none;
 // commit is the write end of the lock keeper's commit pipe.

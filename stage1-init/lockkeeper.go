@@ -19,9 +19,9 @@ const roleLockKeeper = "pod1-lock"
 
 // The lock keeper's fds: the lock (an fd of the pod directory), a pidfd of
 // PID 1, the read end of the commit pipe; under the waiter, from fd 6 on,
-// the write end of its done pipe and the pod's log directories
-// (waiter.keeperExtra: only the C keeper gets them, which this Go keeper,
-// run only without the waiter, never is).
+// the write end of its done pipe, the pod's log directories and PID 1's
+// network namespace (waiter.keeperExtra: only the C keeper gets them,
+// which this Go keeper, run only without the waiter, never is).
 const (
 	keeperLockFd   = 3
 	keeperPidFd    = 4

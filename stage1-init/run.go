@@ -292,7 +292,7 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 		unix.Close(self)
 	}
 	kextra := w.keeperExtra(logFds, pid, err)
-	closeLogFds(logFds)
+	closeFds(logFds[:])
 	if err != nil {
 		closeFds(kextra)
 		exe.Close()
@@ -577,7 +577,7 @@ func openLogSinks(podDir string, pod *podspec.Pod) ([2]uintptr, error) {
 	if pod.CRIDir != "" {
 		fd, err := detachedDir(pod.CRIDir, 0)
 		if err != nil {
-			closeLogFds(fds)
+			closeFds(fds[:])
 			return fds, fmt.Errorf("pod manifest: annotations: annotation %s: %w", podspec.AnnKubernetesDir, err)
 		}
 		fds[1] = uintptr(fd)
@@ -601,14 +601,6 @@ func detachedDir(dir string, flags uint) (int, error) {
 		return -1, fmt.Errorf("%s: not a directory", dir)
 	}
 	return fd, nil
-}
-
-func closeLogFds(fds [2]uintptr) {
-	for _, fd := range fds {
-		if fd != noFd {
-			unix.Close(int(fd))
-		}
-	}
 }
 
 // pid1Env is PID 1's environment: ours, with the Go runtime's asynchronous

@@ -117,15 +117,6 @@ func (w *waiter) keeperExtra(logs [2]uintptr, pid int, cloneErr error) []uintptr
 	return extra
 }
 
-// closeFds closes each fd of fds but noFd.
-func closeFds(fds []uintptr) {
-	for _, fd := range fds {
-		if fd != noFd {
-			unix.Close(int(fd))
-		}
-	}
-}
-
 // cloneFlags adds what the children run starts need under the waiter: the
 // waiter as their parent.
 func (w *waiter) cloneFlags() uintptr {

@@ -190,11 +190,7 @@ func TestKeeperLeavesPlantedPendingNames(t *testing.T) {
 // and exits, so does the keeper.
 func TestKeeperLetsGoOfTheLockAndOutlivesTheWaiter(t *testing.T) {
 	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
-	useWaiter(t, p)
-	r := start(t, p, RunOpts{})
-	w := r.Cmd.Process.Pid
-	waitSupervisorReady(t, p)
-	waitFor(t, eventDeadline, "the hand-over", func() bool { return handedOver(w) })
+	r, w := startUnderWaiter(t, p)
 	pid1 := podPid(t, p)
 	k := keeperOf(t, w)
 	kpidfd, err := unix.PidfdOpen(k, 0)
@@ -251,11 +247,7 @@ func TestKeeperHoldsTheLogDirectoryAndNetns(t *testing.T) {
 	}
 	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h"),
 		Annotations: map[string]string{"coreos.com/rkt/stage2/stdout": "log"}}}, nil)
-	useWaiter(t, p)
-	r := start(t, p, RunOpts{})
-	w := r.Cmd.Process.Pid
-	waitSupervisorReady(t, p)
-	waitFor(t, eventDeadline, "the hand-over", func() bool { return handedOver(w) })
+	r, w := startUnderWaiter(t, p)
 	mnt := func(pid, fd int) string {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%d", pid, fd))
 		if err != nil {

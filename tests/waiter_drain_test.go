@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,11 +22,7 @@ import (
 // populated count does.
 func TestWaiterKillsWhatIsLeftInThePodsCgroups(t *testing.T) {
 	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
-	useWaiter(t, p)
-	r := start(t, p, RunOpts{})
-	pid := r.Cmd.Process.Pid
-	waitSupervisorReady(t, p)
-	waitFor(t, 10*time.Second, "the hand-over", func() bool { return handedOver(pid) })
+	r, pid := startUnderWaiter(t, p)
 	ns := holdNS(t, podPid(t, p))
 	g := podCgroup(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), cgDeadline)

@@ -25,6 +25,19 @@ func useWaiter(t *testing.T, p *Pod) {
 	must(t, os.Symlink(bin("pod1-waiter"), run))
 }
 
+// startUnderWaiter starts the pod with the waiter as its run entry point
+// and returns once PID 1 is ready and the Go run has handed over, with the
+// waiter's pid.
+func startUnderWaiter(t *testing.T, p *Pod) (*Run, int) {
+	t.Helper()
+	useWaiter(t, p)
+	r := start(t, p, RunOpts{})
+	pid := r.Cmd.Process.Pid
+	waitSupervisorReady(t, p)
+	waitFor(t, eventDeadline, "the hand-over", func() bool { return handedOver(pid) })
+	return r, pid
+}
+
 // handedOver reports whether the Go run the waiter pid started has handed
 // over and gone: only PID 1 and the lock keeper are left as its children.
 func handedOver(pid int) bool {

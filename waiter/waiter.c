@@ -772,7 +772,8 @@ int main(int argc, char **argv)
 		return code_of(status);
 	}
 	pid_t pid = (pid_t)number(field[0], "PID");
-	pid_t keeper = (pid_t)number(field[1], "KEEPER");
+	/* The keeper's pid: checked, not needed (the done pipe says it all). */
+	(void)number(field[1], "KEEPER");
 	const char *stage2 = field[2];
 	/* PID 1 is our child and not yet waited for: its pid names it. */
 	hold_netns(pid);
@@ -807,7 +808,6 @@ int main(int argc, char **argv)
 	 * then waits for our exit to close the read end, and exits after
 	 * us: nothing of the pod's outcome waits for its exit, and it is no
 	 * process of the pod (whoever reaps our orphans reaps it). */
-	(void)keeper;
 	struct pollfd done = { .fd = dp[0], .events = POLLIN };
 	while (poll(&done, 1, -1) < 0 && errno == EINTR)
 		;
