@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -189,14 +190,30 @@ func (p *pid1) shedMemory() {
 	p.shed = true
 }
 
-// nameThreads names every thread of the process name.
+// nameThreads names every thread of the process name. A thread takes its
+// creator's name when it is created, so one the runtime starts during a
+// pass, from a thread not yet named, is missed by that pass's listing and
+// would keep the old name for good: passes repeat until one finds every
+// thread named (a few at most; the bound only guards against a runtime
+// that starts threads without end).
 func nameThreads(name string) {
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return
-	}
-	for _, t := range tasks {
-		_ = os.WriteFile("/proc/self/task/"+t.Name()+"/comm", []byte(name), 0)
+	for range 8 {
+		tasks, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			return
+		}
+		renamed := false
+		for _, t := range tasks {
+			comm := "/proc/self/task/" + t.Name() + "/comm"
+			if b, err := os.ReadFile(comm); err == nil && strings.TrimSuffix(string(b), "\n") == name {
+				continue
+			}
+			_ = os.WriteFile(comm, []byte(name), 0)
+			renamed = true
+		}
+		if !renamed {
+			return
+		}
 	}
 }
 
