@@ -54,20 +54,21 @@ func startLockKeeper(lock *os.File, pidfd, commit int, extra []uintptr, cloneFla
 	// The waiter's binary in its keeper role, when it is there: a C
 	// program that only waits holds next to nothing, where a Go runtime
 	// holds megabytes for the pod's whole life.
-	w, exePath, err := readOnlyWaiter()
+	closed := ^uintptr(0)
+	files := append([]uintptr{closed, closed, os.Stderr.Fd(), lock.Fd(), uintptr(pidfd), uintptr(commit)}, extra...)
+	w, exePath, err := readOnlyWaiter(files)
 	if err != nil {
 		// No waiter in the image: this binary, in its keeper role.
-		w, exePath, err = readOnlySelf()
+		w, exePath, err = readOnlySelf(files)
 		if err != nil {
 			return 0, fmt.Errorf("lock keeper: %w", err)
 		}
 	}
 	defer w.Close()
-	closed := ^uintptr(0)
 	kpid, err := syscall.ForkExec(exePath, []string{roleLockKeeper, layout.StatusDir}, &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   []string{},
-		Files: append([]uintptr{closed, closed, os.Stderr.Fd(), lock.Fd(), uintptr(pidfd), uintptr(commit)}, extra...),
+		Files: files,
 		Sys:   &syscall.SysProcAttr{Setsid: true, Cloneflags: cloneFlags},
 	})
 	if err != nil {

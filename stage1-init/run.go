@@ -258,7 +258,8 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	// (bench/profile.md) for a pidfd we never use.
 	// PID 1 is the start-path binary, not this one: it links only what
 	// PID 1 and the apps' set-up need (bench/profile.md, issue 16).
-	exe, exePath, err := readOnlySibling(initBinary)
+	files := pid1Files(pr, self, rw, logFds, commitW)
+	exe, exePath, err := readOnlySibling(initBinary, files)
 	if err != nil {
 		pr.Close()
 		pw.Close()
@@ -276,7 +277,7 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	pid, err := forkPID1(podBoundingSet(pod), exePath, []string{roleInit}, &syscall.ProcAttr{
 		Dir:   podDir,
 		Env:   pid1Env(os.Environ()),
-		Files: pid1Files(pr, self, rw, logFds, commitW),
+		Files: files,
 		Sys: &syscall.SysProcAttr{
 			Cloneflags: cloneFlags(f) | w.cloneFlags(),
 			// A process group of its own: the terminal's signals

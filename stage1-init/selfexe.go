@@ -12,7 +12,8 @@ import (
 )
 
 // readOnlySelf returns our own binary as a detached, read-only mount of
-// that one file, and the path that executes it while the file is open.
+// that one file, and the path that executes it while the file is open, in
+// a child that syscall.ForkExec starts with files (execFd).
 //
 // The binary is the pod's stage1/rootfs/<entry point>, which rkt's gc
 // later runs as host root (threats G3, T3). A process started from this
@@ -20,7 +21,7 @@ import (
 // or reopening an O_PATH descriptor of it, fails with EROFS, during the
 // pod's life and after it, whoever holds the descriptor (CVE-2019-5736,
 // where a process re-executing the runtime rewrote it through that link).
-func readOnlySelf() (*os.File, string, error) {
+func readOnlySelf(files []uintptr) (*os.File, string, error) {
 	fd, err := unix.OpenTree(unix.AT_FDCWD, "/proc/self/exe", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err != nil {
 		return nil, "", fmt.Errorf("read-only stage1 binary: open_tree: %w", err)
@@ -30,14 +31,31 @@ func readOnlySelf() (*os.File, string, error) {
 		unix.Close(fd)
 		return nil, "", fmt.Errorf("read-only stage1 binary: mount_setattr: %w", err)
 	}
-	// Far above the fds the child's stdio and extra files are moved to
-	// before its execve, which could land on a low number.
-	high, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 256)
+	high, err := execFd(fd, files)
 	unix.Close(fd)
 	if err != nil {
 		return nil, "", fmt.Errorf("read-only stage1 binary: %w", err)
 	}
 	return os.NewFile(uintptr(high), "stage1-binary"), "/proc/self/fd/" + strconv.Itoa(high), nil
+}
+
+// execFd duplicates fd (close-on-exec) to the number a child started by
+// syscall.ForkExec with files executes it through, /proc/self/fd/<n>,
+// and returns that number. Before its execve the child moves files into
+// place through the numbers from one above the highest of len(files) and
+// the files' own, one for its error pipe and one for each file at most:
+// n is above them all, so that none lands on it. And n is as low as that
+// allows: the descriptor table a process starts with holds 64, and
+// growing it past that in a process of several threads (every Go
+// program) waits for an RCU grace period (the kernel's expand_fdtable),
+// which was 5-15 ms of every pod's start with n at 256 (bench/profile.md).
+func execFd(fd int, files []uintptr) (int, error) {
+	low := len(files)
+	for _, f := range files {
+		// A file not passed (^uintptr(0)) is -1, as for ForkExec.
+		low = max(low, int(f))
+	}
+	return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, low+len(files)+3)
 }
 
 // selfDir is a detached, read-only copy of the directory holding our own
@@ -81,8 +99,9 @@ func openSelfDir() (*selfDir, error) {
 
 // readOnlySibling opens the binary name next to our own as a detached,
 // read-only mount of that one file (as readOnlySelf does ours), and
-// returns the path that executes it while the file is open.
-func readOnlySibling(name string) (*os.File, string, error) {
+// returns the path that executes it while the file is open, in a child
+// started with files (execFd).
+func readOnlySibling(name string, files []uintptr) (*os.File, string, error) {
 	self, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", name, err)
@@ -102,9 +121,7 @@ func readOnlySibling(name string) (*os.File, string, error) {
 		unix.Close(fd)
 		return nil, "", fmt.Errorf("%s: not a regular file", p)
 	}
-	// Far above the fds the child's extra files are moved to before its
-	// execve (readOnlySelf).
-	high, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 256)
+	high, err := execFd(fd, files)
 	unix.Close(fd)
 	if err != nil {
 		return nil, "", err
@@ -117,4 +134,6 @@ func readOnlySibling(name string) (*os.File, string, error) {
 const initBinary = "pod1-init"
 
 // readOnlyWaiter is the waiter next to our binary (readOnlySibling).
-func readOnlyWaiter() (*os.File, string, error) { return readOnlySibling(waiterBinary) }
+func readOnlyWaiter(files []uintptr) (*os.File, string, error) {
+	return readOnlySibling(waiterBinary, files)
+}
