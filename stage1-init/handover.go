@@ -14,7 +14,8 @@ import (
 // What run hands PID 1 besides its stdio, at fixed fd numbers. PID 1 marks
 // them all close-on-exec first thing: no process it starts inherits one.
 const (
-	// podConfigFd is where PID 1 reads the pod from the run entry point.
+	// podConfigFd is where PID 1 reads the pod from the run entry point:
+	// its configuration (JSON), then hostReady, then the pipe's end.
 	podConfigFd = 3
 	// 4 is not passed (lockSlotFd, handover_run.go).
 	// parentFd is a pidfd of the run process, readable once run is
@@ -37,6 +38,14 @@ const (
 	// (appOS.WriteStatus).
 	commitFd = 9
 )
+
+// hostReady follows the pod's configuration on podConfigFd once run has
+// placed PID 1 in the pod's cgroups, the host's last step before the pod
+// may start apps. PID 1 sets itself up from its configuration meanwhile,
+// and starts no app before it has read this and the pipe's end: a pipe
+// that ends without it (run failed, and kills PID 1, or died) ends the
+// pod before anything starts.
+const hostReady = "host ready\n"
 
 // takeHandover is PID 1's first step after installing its signal table:
 // every inherited fd becomes close-on-exec, the parent's death becomes a

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -75,7 +76,7 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	// run still prepares the pod: the kernel's verifier then runs off
 	// the first app's start path (SetDevices finds it loaded).
 	cgroups.PreloadDeviceFilter(cgroups.AppDevices(false))
-	pod, err := readPodConfig()
+	pod, hostDone, err := readPodConfig(os.NewFile(podConfigFd, "pod-config"))
 	if err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
@@ -109,6 +110,10 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 			return fail(fmt.Errorf("pod init: %w", err))
 		}
 		defer closeCtl()
+	}
+	// Nothing starts before run has placed PID 1 in its cgroups.
+	if err := hostDone(); err != nil {
+		return fail(fmt.Errorf("pod init: %w", err))
 	}
 	// A stop asked while the apps start is acted on before the next one
 	// starts, not after all of them.
@@ -217,18 +222,30 @@ func nameThreads(name string) {
 	}
 }
 
-func readPodConfig() (*podplan.Pod, error) {
-	f := os.NewFile(podConfigFd, "pod-config")
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 4*podplan.MaxManifestSize))
-	if err != nil {
-		return nil, fmt.Errorf("read pod configuration: %w", err)
-	}
+// readPodConfig reads the pod's configuration from f (podConfigFd), and
+// returns it and hostDone, which waits for the rest of f: hostReady, then
+// its end (run's last steps on the host, which PID 1's own set-up
+// overlaps), and closes f.
+func readPodConfig(f *os.File) (pod *podplan.Pod, hostDone func() error, err error) {
+	r := io.LimitReader(f, 4*podplan.MaxManifestSize+int64(len(hostReady)))
+	dec := json.NewDecoder(r)
 	var p podplan.Pod
-	if err := json.Unmarshal(b, &p); err != nil {
-		return nil, fmt.Errorf("decode pod configuration: %w", err)
+	if err := dec.Decode(&p); err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("decode pod configuration: %w", err)
 	}
-	return &p, nil
+	hostDone = func() error {
+		defer f.Close()
+		rest, err := io.ReadAll(io.MultiReader(dec.Buffered(), r))
+		if err != nil {
+			return fmt.Errorf("read pod configuration: %w", err)
+		}
+		if string(rest) != hostReady {
+			return errors.New("pod configuration: run did not finish preparing the host (it failed or was killed)")
+		}
+		return nil
+	}
+	return &p, hostDone, nil
 }
 
 // markReady writes rkt/supervisor-status -> "ready" (contract §4), a

@@ -135,7 +135,7 @@ func writeSpecs(podDir string, apps []podspec.App) error {
 // contract asks. The apps' device allow-list and limits live in cgroups:
 // a host where the pod cannot have them, or the controllers they need,
 // gets a one-line error before any app starts.
-func makeCgroups(podDir string, pod *podspec.Pod) (*cgroups.Group, error) {
+func makeCgroups(pod *podspec.Pod) (*cgroups.Group, error) {
 	need := map[string]bool{}
 	if pod.PidsMax != 0 {
 		need["pids"] = true
@@ -162,18 +162,6 @@ func makeCgroups(podDir string, pod *podspec.Pod) (*cgroups.Group, error) {
 		return nil, fmt.Errorf("cgroup: %w", err)
 	}
 	pod.Cgroup = pg
-	b, err := json.Marshal(pg)
-	if err != nil {
-		return nil, err
-	}
-	if err := safefile.WriteIn(filepath.Join(podDir, layout.Pod1Dir), filepath.Base(layout.CgroupsFile), b, 0o644, safefile.Volatile); err != nil {
-		return nil, fmt.Errorf("save cgroups: %w", err)
-	}
-	// No newline: rkt's stage1 writes the bare path, and rkt's readers
-	// (the API service, gc) take the file's content as it is.
-	if err := safefile.WriteIn(podDir, layout.Subcgroup, []byte(pg.Path()), 0o644, safefile.Volatile); err != nil {
-		return nil, fmt.Errorf("write subcgroup: %w", err)
-	}
 	// The apps live in one cgroup, which the pod's pids.max is put on:
 	// PID 1 (a Go program, which dies when it cannot make a thread) is
 	// outside it, so fork-bombing apps cannot take it down.
@@ -194,6 +182,25 @@ func makeCgroups(podDir string, pod *podspec.Pod) (*cgroups.Group, error) {
 		}
 	}
 	return pg.Child("stage1")
+}
+
+// saveCgroups names the pod's cgroups in the pod directory, for the host
+// side (gc, status) and rkt's readers, once prepareHost has made the
+// directories they go in.
+func saveCgroups(podDir string, pg *cgroups.Group) error {
+	b, err := json.Marshal(pg)
+	if err != nil {
+		return err
+	}
+	if err := safefile.WriteIn(filepath.Join(podDir, layout.Pod1Dir), filepath.Base(layout.CgroupsFile), b, 0o644, safefile.Volatile); err != nil {
+		return fmt.Errorf("save cgroups: %w", err)
+	}
+	// No newline: rkt's stage1 writes the bare path, and rkt's readers
+	// (the API service, gc) take the file's content as it is.
+	if err := safefile.WriteIn(podDir, layout.Subcgroup, []byte(pg.Path()), 0o644, safefile.Volatile); err != nil {
+		return fmt.Errorf("write subcgroup: %w", err)
+	}
+	return nil
 }
 
 func cloneFlags(f *runFlags) uintptr {
@@ -352,10 +359,9 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 		}
 		return fail(err)
 	}
-	if err := prepareHost(podDir, pod, &f.opts); err != nil {
-		return abort(err)
-	}
-	initCg, err := makeCgroups(podDir, pod)
+	// The cgroups first: PID 1's move into its own (below) waits for the
+	// kernel, and the rest is prepared meanwhile.
+	initCg, err := makeCgroups(pod)
 	if err != nil {
 		if pod.Cgroup != nil {
 			_ = pod.Cgroup.RemoveTree()
@@ -375,31 +381,64 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 			}
 		}()
 	}
+	// PID 1 is moved into its cgroup while the rest is prepared and
+	// while PID 1 sets itself up from its configuration: the move
+	// waits for an RCU grace period (the writer's side of the kernel's
+	// cgroup_threadgroup_rwsem), 5-15 ms on the bench's VM, which was
+	// on every pod's start path (bench/profile.md). PID 1 starts
+	// nothing before it reads hostReady, written once the move is done.
+	placed := make(chan error, 1)
 	if initCg != nil {
-		// PID 1 waits for its configuration, so it is in its cgroup
-		// before it starts anything.
-		if err := initCg.Add(pid); err != nil {
-			return abort(fmt.Errorf("cgroup: %w", err))
+		go func() { placed <- initCg.Add(pid) }()
+	} else {
+		placed <- nil
+	}
+	joinPlaced := func() error {
+		if placed == nil {
+			return nil
+		}
+		err := <-placed
+		placed = nil
+		return err
+	}
+	// abort joins the move first: nothing of it may run on once run
+	// has given up (the cgroups are drained and left for gc).
+	abortPlaced := func(err error) int {
+		_ = joinPlaced()
+		return abort(err)
+	}
+	if err := prepareHost(podDir, pod, &f.opts); err != nil {
+		return abortPlaced(err)
+	}
+	if pod.Cgroup != nil {
+		if err := saveCgroups(podDir, pod.Cgroup); err != nil {
+			return abortPlaced(err)
 		}
 	}
 	if wantsNetworks(f.opts.Net) {
 		if err := setupNetworks(podDir, f, pid); err != nil {
-			return abort(err)
+			return abortPlaced(err)
 		}
 		if f.opts.MDSToken != "" {
 			if err := setMetadataURL(podDir, pod, f.opts.MDSToken); err != nil {
-				return abort(err)
+				return abortPlaced(err)
 			}
 		}
 	}
 	if err := joinKeeper(); err != nil {
-		return abort(err)
+		return abortPlaced(err)
 	}
 	cfg, err := json.Marshal(pod)
 	if err != nil {
-		return abort(fmt.Errorf("encode pod: %w", err))
+		return abortPlaced(fmt.Errorf("encode pod: %w", err))
 	}
 	_, werr := pw.Write(cfg)
+	if err := joinPlaced(); err != nil {
+		return abort(fmt.Errorf("cgroup: %w", err))
+	}
+	if werr == nil {
+		_, werr = pw.WriteString(hostReady)
+	}
 	pw.Close()
 	if werr != nil {
 		// PID 1 died before reading its configuration; its exit

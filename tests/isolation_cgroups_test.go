@@ -435,3 +435,42 @@ func TestAppCgroupRemovedUnlessThePodIsEnding(t *testing.T) {
 		}
 	}
 }
+
+// PID 1 is in the pod's cgroup for itself (stage1) in every hierarchy the
+// pod has before any app runs: run sends PID 1 its configuration before
+// it has moved PID 1 there (the move waits for the kernel, and PID 1 sets
+// itself up meanwhile), and PID 1 starts nothing before run says it has.
+// The app reads PID 1's cgroups first thing.
+func TestPID1InItsCgroupBeforeTheFirstApp(t *testing.T) {
+	p := isoPod(t, []App{{Name: "a", Exec: probe("cat", "/proc/1/cgroup", "+", "cat", "/proc/self/cgroup")}},
+		Isolators{"a": {isolator("resource/memory", map[string]any{"limit": "64Mi"})}}, nil)
+	r := runPod(t, p, RunOpts{})
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	// PID 1's lines, then the app's, one per hierarchy, in the same order.
+	lines := r.Lines("cat ")
+	if len(lines) == 0 || len(lines)%2 != 0 {
+		t.Fatalf("cgroups of PID 1 and the app: %q", lines)
+	}
+	pid1, app := lines[:len(lines)/2], lines[len(lines)/2:]
+	checked := 0
+	for i, a := range app {
+		// hierarchy-id:controllers:path
+		af, pf := strings.SplitN(a, ":", 3), strings.SplitN(pid1[i], ":", 3)
+		if len(af) != 3 || len(pf) != 3 || af[0] != pf[0] || af[1] != pf[1] {
+			t.Fatalf("cgroups of PID 1 and the app do not match: %q, %q", pid1, app)
+		}
+		pod, ok := strings.CutSuffix(af[2], "/apps/app-a")
+		if !ok {
+			continue // a hierarchy the pod has no cgroup in
+		}
+		checked++
+		if pf[2] != pod+"/stage1" {
+			t.Errorf("PID 1 in %s:%s when the app ran, not in the pod's %s/stage1", pf[1], pf[2], pod)
+		}
+	}
+	if checked == 0 {
+		t.Fatalf("the app is in no cgroup of the pod's: %q", app)
+	}
+}
