@@ -51,6 +51,17 @@ func runMain(args []string) int {
 		return fail(err)
 	}
 	defer runtime.KeepAlive(lock)
+	// While the pod is read and checked: the kernel's wait before the
+	// first cgroup move (cgroups.Prime), which PID 1's would pay. With
+	// our one P the goroutine would wait for this one to block; it is
+	// let run at once, and the P comes back when it blocks in the
+	// kernel.
+	go func() {
+		if err := cgroups.Prime(); err != nil {
+			logx.Debugf("cgroups: prime: %v", err)
+		}
+	}()
+	runtime.Gosched()
 	if err := closeOnExecFrom3(); err != nil {
 		return fail(fmt.Errorf("close_range: %w", err))
 	}
@@ -425,14 +436,18 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 			}
 		}
 	}
-	if err := joinKeeper(); err != nil {
-		return abortPlaced(err)
-	}
 	cfg, err := json.Marshal(pod)
 	if err != nil {
 		return abortPlaced(fmt.Errorf("encode pod: %w", err))
 	}
+	// The configuration as soon as it is complete: PID 1's own root
+	// binds the files and directories prepareHost made, and everything
+	// else PID 1 sets up before hostReady needs only this.
 	_, werr := pw.Write(cfg)
+	// PID 1 has its lock keeper before it may start anything.
+	if err := joinKeeper(); err != nil {
+		return abortPlaced(err)
+	}
 	if err := joinPlaced(); err != nil {
 		return abort(fmt.Errorf("cgroup: %w", err))
 	}
