@@ -53,6 +53,10 @@ func (o *appOS) Start(a *supervisor.App) (p supervisor.Proc, err error) {
 	}
 	if sp := o.takeSpare(a, r); sp != nil {
 		r.pending = pendingStart{pw: sp.spec, spec: spec, stdio: &stdio, closeStdio: closeStdio}
+		if sp.in == a {
+			// In a's cgroup already (admitSpare).
+			return supervisor.Proc{Pid: sp.pid, HostPid: hostPid(sp.pid)}, nil
+		}
 		return o.admit(a, r, sp.pid)
 	}
 	pr, pw, err := os.Pipe()

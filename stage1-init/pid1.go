@@ -111,6 +111,9 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 		}
 		defer closeCtl()
 	}
+	if apps := p.sup.Apps(); len(apps) > 0 {
+		o.admitSpare(apps[0])
+	}
 	// Nothing starts before run has placed PID 1 in its cgroups.
 	if err := hostDone(); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))

@@ -22,6 +22,9 @@ import (
 type spare struct {
 	pid  int
 	spec *os.File // write end of its spec pipe
+	// in is the app whose cgroup the spare was moved into before the
+	// apps started (admitSpare), nil if none was.
+	in *supervisor.App
 }
 
 // spareTag tags the spare in the reaper until an app takes it over.
@@ -54,6 +57,32 @@ func startSpare(r *reaper.Reaper) *spare {
 		return nil
 	}
 	return &spare{pid: pid, spec: pw}
+}
+
+// admitSpare moves the spare into the cgroup of a, the first app to
+// start, made and limited as a's start makes it (ensureCgroup), before
+// the apps may start; a's start then skips the move. A move into a cgroup
+// waits for an RCU grace period (the kernel's cgroup_threadgroup_rwsem)
+// unless another move was made within about one: made here, right after
+// PID 1's own, it is quick, where at a's start, a few milliseconds later,
+// it often was not (bench/profile.md). Nothing is done when a cannot take
+// the spare (takeSpare) or on an error, which a's start meets again and
+// reports.
+func (o *appOS) admitSpare(a *supervisor.App) {
+	sp := o.spare
+	if sp == nil || a.Cfg.Spec.UserNS != nil || o.pod.Cgroup == nil {
+		return
+	}
+	r := o.resOf(a)
+	if err := o.ensureCgroup(a, r); err != nil || r.cg == nil {
+		// a's start makes and limits it again, from the start, and
+		// reports what fails: no app runs with part of its limits.
+		r.cg = nil
+		return
+	}
+	if r.cg.Add(sp.pid) == nil {
+		sp.in = a
+	}
 }
 
 // takeSpare hands the spare to a, registered under a's tag, or returns nil
