@@ -125,7 +125,8 @@ func gcNetworks(podDir, localConfig, uuid string, debug bool) error {
 // setMetadataURL gives every app AC_METADATA_URL on the host's address on
 // the pod's forwarding network (its gateway), as rkt's stage1 does for a
 // pod with networks of its own: stage0 registered the pod with the
-// metadata service under the token. The saved specs (enter's) get it too.
+// metadata service under the token. The saved specs (enter's) get it too:
+// recordPod writes them after this.
 func setMetadataURL(podDir string, pod *podspec.Pod, token string) error {
 	d, err := os.Open(podDir)
 	if err != nil {
@@ -144,5 +145,5 @@ func setMetadataURL(podDir string, pod *podspec.Pod, token string) error {
 	for i := range pod.Apps {
 		pod.Apps[i].Spec.Env = append(pod.Apps[i].Spec.Env, "AC_METADATA_URL="+u)
 	}
-	return writeSpecs(podDir, pod.Apps)
+	return nil
 }

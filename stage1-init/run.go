@@ -91,8 +91,21 @@ func runMain(args []string) int {
 	return cloneInitAndWait(pod, f, podDir, lock, req, w)
 }
 
-// prepareHost creates what the apps' mounts need in the pod directory.
-func prepareHost(podDir string, pod *podspec.Pod, opts *podspec.Options) error {
+// makePodDirs makes the directories of the pod directory that run, PID 1
+// and app operations write in.
+func makePodDirs(podDir string) error {
+	for _, dir := range []string{layout.Pod1Dir, layout.AppSpecDir} {
+		if err := os.Mkdir(filepath.Join(podDir, dir), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("create %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// prepareHost creates what the apps' mounts and PID 1's own root need in
+// the pod directory, before PID 1 gets its configuration: the hosts and
+// hostname files and the empty volumes.
+func prepareHost(podDir string, pod *podspec.Pod) error {
 	d, err := safefile.OpenDir(filepath.Join(podDir, layout.RktDir))
 	if err != nil {
 		return fmt.Errorf("stage1 rkt directory: %w", err)
@@ -109,6 +122,13 @@ func prepareHost(podDir string, pod *podspec.Pod, opts *podspec.Options) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// recordPod saves what enter and app operations read of the pod (each
+// app's spec, the run's options) while PID 1 sets itself up: they read
+// it once the pid file names PID 1, written after hostReady.
+func recordPod(podDir string, pod *podspec.Pod, opts *podspec.Options) error {
 	if err := writeSpecs(podDir, pod.Apps); err != nil {
 		return err
 	}
@@ -118,11 +138,6 @@ func prepareHost(podDir string, pod *podspec.Pod, opts *podspec.Options) error {
 // writeSpecs saves each app's resolved spec, so that enter builds its
 // process from exactly what the app got.
 func writeSpecs(podDir string, apps []podspec.App) error {
-	for _, dir := range []string{layout.Pod1Dir, layout.AppSpecDir} {
-		if err := os.Mkdir(filepath.Join(podDir, dir), 0o700); err != nil && !errors.Is(err, os.ErrExist) {
-			return fmt.Errorf("create %s: %w", dir, err)
-		}
-	}
 	d, err := safefile.OpenDir(filepath.Join(podDir, layout.AppSpecDir))
 	if err != nil {
 		return fmt.Errorf("open %s: %w", layout.AppSpecDir, err)
@@ -196,8 +211,8 @@ func makeCgroups(pod *podspec.Pod) (*cgroups.Group, error) {
 }
 
 // saveCgroups names the pod's cgroups in the pod directory, for the host
-// side (gc, status) and rkt's readers, once prepareHost has made the
-// directories they go in.
+// side (gc, status) and rkt's readers, as soon as they exist: gc removes
+// those of a run killed at any later step.
 func saveCgroups(podDir string, pg *cgroups.Group) error {
 	b, err := json.Marshal(pg)
 	if err != nil {
@@ -372,7 +387,13 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	}
 	// The cgroups first: PID 1's move into its own (below) waits for the
 	// kernel, and the rest is prepared meanwhile.
+	if err := makePodDirs(podDir); err != nil {
+		return abort(err)
+	}
 	initCg, err := makeCgroups(pod)
+	if err == nil && pod.Cgroup != nil {
+		err = saveCgroups(podDir, pod.Cgroup)
+	}
 	if err != nil {
 		if pod.Cgroup != nil {
 			_ = pod.Cgroup.RemoveTree()
@@ -418,13 +439,8 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 		_ = joinPlaced()
 		return abort(err)
 	}
-	if err := prepareHost(podDir, pod, &f.opts); err != nil {
+	if err := prepareHost(podDir, pod); err != nil {
 		return abortPlaced(err)
-	}
-	if pod.Cgroup != nil {
-		if err := saveCgroups(podDir, pod.Cgroup); err != nil {
-			return abortPlaced(err)
-		}
 	}
 	if wantsNetworks(f.opts.Net) {
 		if err := setupNetworks(podDir, f, pid); err != nil {
@@ -444,6 +460,9 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	// binds the files and directories prepareHost made, and everything
 	// else PID 1 sets up before hostReady needs only this.
 	_, werr := pw.Write(cfg)
+	if err := recordPod(podDir, pod, &f.opts); err != nil {
+		return abortPlaced(err)
+	}
 	// PID 1 has its lock keeper before it may start anything.
 	if err := joinKeeper(); err != nil {
 		return abortPlaced(err)
