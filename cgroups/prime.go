@@ -16,10 +16,13 @@ import (
 // writer was there within about a grace period before (or favordynmods is
 // set on the cgroup2 mount). So the first move of a pod's start paid that
 // wait, with PID 1 waiting for it (bench/profile.md); after Prime, which
-// the run entry point calls as it starts, in a goroutine of its own, the
-// wait overlaps the validation of the pod and PID 1's start, and the
-// moves that follow in its window are quick. The moves hold cgroup_mutex
-// during the wait as Prime does: it adds no waiting, it moves it earlier.
+// the Go run calls as it starts when it is the entry point, in a goroutine
+// of its own, the wait overlaps the validation of the pod and PID 1's
+// start, and the moves that follow in its window are quick. (The waiter,
+// when it is the entry point, does the same in C, and repeats it until
+// the pod has started: waiter.c, prime_cgroups.) The moves hold
+// cgroup_mutex during the wait as Prime does: it adds no waiting, it
+// moves it earlier.
 //
 // Errors (no hierarchy, a cgroup that refuses processes) are returned for
 // the caller to ignore: nothing depends on Prime but speed. The caller

@@ -52,16 +52,19 @@ func runMain(args []string) int {
 	}
 	defer runtime.KeepAlive(lock)
 	// While the pod is read and checked: the kernel's wait before the
-	// first cgroup move (cgroups.Prime), which PID 1's would pay. With
-	// our one P the goroutine would wait for this one to block; it is
-	// let run at once, and the P comes back when it blocks in the
-	// kernel.
-	go func() {
-		if err := cgroups.Prime(); err != nil {
-			logx.Debugf("cgroups: prime: %v", err)
-		}
-	}()
-	runtime.Gosched()
+	// first cgroup move (cgroups.Prime), which PID 1's would pay. The
+	// waiter, when it started us, made it already, sooner (waiter.c,
+	// prime_cgroups). With our one P the goroutine would wait for this
+	// one to block; it is let run at once, and the P comes back when it
+	// blocks in the kernel.
+	if os.Getenv(waiterFdEnv) == "" {
+		go func() {
+			if err := cgroups.Prime(); err != nil {
+				logx.Debugf("cgroups: prime: %v", err)
+			}
+		}()
+		runtime.Gosched()
+	}
 	if err := closeOnExecFrom3(); err != nil {
 		return fail(fmt.Errorf("close_range: %w", err))
 	}

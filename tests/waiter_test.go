@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/layout"
 )
 
@@ -506,4 +507,35 @@ func TestGoRunHoldsThePodsNetworkNamespace(t *testing.T) {
 		return slices.ContainsFunc(fdsOf(pid), func(s string) bool { return strings.HasSuffix(s, "="+podNet) })
 	})
 	stopPod(t, p, r, ns)
+}
+
+// The waiter primes the kernel's cgroup move path while the pod starts by
+// writing itself to its own cgroup.procs, again and again
+// (prime_cgroups): that must move it nowhere. Started from a cgroup v2
+// group of its own (not the root, where a write to the wrong
+// cgroup.procs would move nothing either), it is still there once the
+// pod is up.
+func TestWaiterPrimingMovesNothing(t *testing.T) {
+	v2 := cgroupFile(t, os.Getpid(), "no-such-controller", "")
+	caller := filepath.Join(v2, fmt.Sprintf("pod1-test-caller-%d", os.Getpid()))
+	must(t, os.Mkdir(caller, 0o755))
+	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
+	t.Cleanup(func() {
+		// The pod's cgroups (the v2 one below caller's) first.
+		if err := cgroups.RemovePod(p.Dir, p.UUID); err != nil {
+			t.Errorf("remove the pod's cgroups: %v", err)
+		}
+		if err := os.Remove(caller); err != nil {
+			t.Errorf("remove %s: %v", caller, err)
+		}
+	})
+	useWaiter(t, p)
+	r := start(t, p, RunOpts{Wrapper: []string{"sh", "-c", `echo $$ >"$0/cgroup.procs" && exec "$@"`, caller}})
+	pid := r.Cmd.Process.Pid
+	waitSupervisorReady(t, p)
+	waitFor(t, eventDeadline, "the hand-over", func() bool { return handedOver(pid) })
+	if got := cgroupFile(t, pid, "no-such-controller", ""); got != caller {
+		t.Errorf("the waiter is in %s, not in %s where its caller put it", got, caller)
+	}
+	stopPod(t, p, r, "")
 }

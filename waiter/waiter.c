@@ -436,6 +436,99 @@ static pid_t start_go(char **argv, const sigset_t *mask, int report, int done)
 	return pid;
 }
 
+/* read_small reads the whole of a small /proc file into buf (NUL-ended),
+ * and returns its length, or -1. */
+static ssize_t read_small(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	size_t got = 0;
+	for (;;) {
+		ssize_t n = read(fd, buf + got, size - 1 - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += n;
+		if (got == size - 1)
+			break;
+	}
+	close(fd);
+	buf[got] = 0;
+	return got;
+}
+
+/* Priming the kernel's cgroup move path for the pod's moves, as the Go
+ * run's cgroups.Prime does when it is the entry point (which says why):
+ * a write of "0" (ourselves) to the cgroup.procs of the cgroup v2 group
+ * we are in. That moves nothing, and waits for the RCU grace period the
+ * pod's first move would otherwise wait for on the start path; made here,
+ * as soon as the Go run is started, the wait overlaps the Go run's start
+ * and its checks of the pod. The kernel keeps the path quick for about
+ * one grace period after each such write, so it is repeated every
+ * PRIME_EVERY_MS until the Go run reports: every move of the start (PID
+ * 1's, the first app's) is then quick, however long the steps between
+ * them take. Stop requests meanwhile wait in the signalfd. A host
+ * without cgroup v2, or anything unexpected, leaves the wait to the pod's
+ * moves, as before. */
+static char cgroup2_mount[2048];
+
+/* prime writes "0" to the cgroup.procs of the cgroup v2 group we are in
+ * now (read again each time: a manager that moved us meanwhile is not
+ * undone), under cgroup2_mount. It returns 0 once written. */
+static int prime(void)
+{
+	static char cg[4096];
+	char path[sizeof cg + sizeof cgroup2_mount + 32];
+	if (read_small("/proc/self/cgroup", cg, sizeof cg) <= 0)
+		return -1;
+	char *rel = NULL;
+	for (char *l = cg; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		if (!strncmp(l, "0::", 3)) {
+			rel = l + 3;
+			break;
+		}
+	}
+	if (!rel || *rel != '/')
+		return -1;
+	rel[strcspn(rel, "\n")] = 0;
+	snprintf(path, sizeof path, "%s%s/cgroup.procs", cgroup2_mount, strcmp(rel, "/") ? rel : "");
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	int ok = write(fd, "0", 1) == 1;
+	close(fd);
+	return ok ? 0 : -1;
+}
+
+/* prime_cgroups finds the cgroup2 mount (the first, mounted from the
+ * hierarchy's root) and primes: 0 once it has. */
+static int prime_cgroups(void)
+{
+	static char mi[65536];
+	if (read_small("/proc/self/mountinfo", mi, sizeof mi) <= 0)
+		return -1;
+	/* mountinfo: id parent major:minor root mount-point options... - type source super-options */
+	for (char *l = mi; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		char *end = strchr(l, '\n');
+		if (end)
+			*end = 0;
+		char root[256];
+		if (strstr(l, " - cgroup2 ") &&
+		    sscanf(l, "%*s %*s %*s %255s %2047s", root, cgroup2_mount) == 2 && !strcmp(root, "/") &&
+		    !strchr(cgroup2_mount, '\\'))
+			return prime();
+		if (end)
+			*end = '\n';
+	}
+	return -1;
+}
+
+/* The repeat: cgroup_threadgroup_rwsem's writers' mode lasts about one
+ * grace period after a write (12-20 ms measured here). */
+#define PRIME_EVERY_MS 3
+
 static void forward(int pidfd, long level)
 {
 	if (pidfd >= 0 && level > LEVEL_NONE)
@@ -718,6 +811,7 @@ int main(int argc, char **argv)
 	close(dp[1]);
 	if (run < 0)
 		return CODE_FAILURE;
+	int primed = prime_cgroups() == 0;
 
 	/* The report: read until the Go run closes it (it exits right after
 	 * writing it, or fails without). Stop requests meanwhile raise the
@@ -727,11 +821,16 @@ int main(int argc, char **argv)
 	long level = LEVEL_NONE;
 	struct pollfd pf[2] = { { .fd = sfd, .events = POLLIN }, { .fd = rp[0], .events = POLLIN } };
 	for (;;) {
-		if (poll(pf, 2, -1) < 0) {
+		int ready = poll(pf, 2, primed ? PRIME_EVERY_MS : -1);
+		if (ready < 0) {
 			if (errno == EINTR)
 				continue;
 			say("poll: %s", strerror(errno));
 			break;
+		}
+		if (ready == 0) {
+			(void)prime();
+			continue;
 		}
 		if (pf[0].revents & POLLIN)
 			read_requests(sfd, &level, -1);
