@@ -103,7 +103,7 @@ func Setup(ctx context.Context, p *Params) (err error) {
 		return err
 	}
 	p.step("bound")
-	cache, err := os.MkdirTemp("", "pod1-cni-cache-")
+	cache, err := os.MkdirTemp("", cacheDirPrefix(p.UUID))
 	if err != nil {
 		return err
 	}

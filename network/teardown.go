@@ -29,6 +29,9 @@ import (
 // says, and a mount under /var/run/netns would outlive it, holding the
 // pod's interfaces.
 func Teardown(ctx context.Context, podDir, stage1Root, localConfig, uuid string, debug bool) error {
+	// Last, after this teardown's own cache is gone: what a killed
+	// net-setup of the pod left (cacheDirPrefix).
+	defer removeLeftCaches(uuid)
 	dir, err := os.Open(podDir)
 	if err != nil {
 		return err
@@ -55,7 +58,7 @@ func Teardown(ctx context.Context, podDir, stage1Root, localConfig, uuid string,
 	// planted one would make gc read any host file (or /dev/zero). DEL
 	// then runs without the previous result, which the spec allows and
 	// the shipped plugins do not need.
-	cache, err := os.MkdirTemp("", "pod1-cni-cache-")
+	cache, err := os.MkdirTemp("", cacheDirPrefix(uuid))
 	if err != nil {
 		return err
 	}

@@ -157,6 +157,12 @@ func netLeftovers(t *testing.T, p *Pod, links ...string) []string {
 	if _, err := os.Lstat(nsPath); err == nil {
 		left = append(left, "file "+nsPath)
 	}
+	// libcni's result cache of a net-setup killed before its own
+	// removal (network.cacheDirPrefix).
+	caches, _ := filepath.Glob(filepath.Join(os.TempDir(), "pod1-cni-cache-"+p.UUID+"-*"))
+	for _, c := range caches {
+		left = append(left, "cache "+c)
+	}
 	for _, cmd := range []string{"iptables-save", "ip6tables-save"} {
 		out, err := exec.Command(cmd).CombinedOutput()
 		if err != nil {
