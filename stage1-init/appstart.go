@@ -53,11 +53,8 @@ func (o *appOS) Start(a *supervisor.App) (p supervisor.Proc, err error) {
 	}
 	if sp := o.takeSpare(a, r); sp != nil {
 		r.pending = pendingStart{pw: sp.spec, spec: spec, stdio: &stdio, closeStdio: closeStdio}
-		if sp.in == a {
-			// In a's cgroup already (admitSpare).
-			return supervisor.Proc{Pid: sp.pid, HostPid: hostPid(sp.pid)}, nil
-		}
-		return o.admit(a, r, sp.pid)
+		// Moved into a's cgroup already when admitSpare did.
+		return o.admit(a, r, sp.pid, sp.in == a)
 	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
@@ -98,15 +95,15 @@ func (o *appOS) Start(a *supervisor.App) (p supervisor.Proc, err error) {
 		return p, err
 	}
 	r.pending = pendingStart{pw: pw, spec: spec, closeStdio: closeStdio}
-	p, err = o.admit(a, r, pid)
+	p, err = o.admit(a, r, pid, false)
 	p.HandOver = userNS
 	return p, err
 }
 
-// admit moves the run's first process into the app's cgroup, and returns
-// its pid in the pod and on the host.
-func (o *appOS) admit(a *supervisor.App, r *appRes, pid int) (supervisor.Proc, error) {
-	if r.cg != nil {
+// admit moves the run's first process into the app's cgroup, unless it is
+// in it already, and returns its pid in the pod and on the host.
+func (o *appOS) admit(a *supervisor.App, r *appRes, pid int, in bool) (supervisor.Proc, error) {
+	if r.cg != nil && !in {
 		if err := r.cg.Add(pid); err != nil {
 			// Outside its cgroup it would have no device allow-list
 			// and no limits: it dies before it reads its spec.

@@ -422,11 +422,10 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	// cgroup_threadgroup_rwsem), 5-15 ms on the bench's VM, which was
 	// on every pod's start path (bench/profile.md). PID 1 starts
 	// nothing before it reads hostReady, written once the move is done.
-	placed := make(chan error, 1)
+	var placed chan error
 	if initCg != nil {
+		placed = make(chan error, 1)
 		go func() { placed <- initCg.Add(pid) }()
-	} else {
-		placed <- nil
 	}
 	joinPlaced := func() error {
 		if placed == nil {
