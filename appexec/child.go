@@ -1,6 +1,7 @@
 package appexec
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,7 +34,7 @@ func Child() int {
 	// Credentials, capabilities and the final execve are per-thread
 	// operations: everything happens on the main thread.
 	runtime.LockOSThread()
-	spec, err := readSpec()
+	spec, g, err := readSpec()
 	if errors.Is(err, errNoSpec) {
 		// A spare whose PID 1 died before handing it an app (run
 		// aborted the pod): the failure was reported by run.
@@ -43,81 +44,164 @@ func Child() int {
 		logx.Errorf("app: %v", err)
 		return status.CodeStage1Failure
 	}
-	// On the app's stderr from here on (its log): what PID 1 logs of
-	// the app is on the pod's.
-	logx.Debugf("app %q: setting up, then exec %q", spec.Name, spec.Exec)
-	code, err := become(spec)
+	code, err := become(spec, g)
+	if errors.Is(err, errNoSpec) {
+		// A spare set up and never let go: its app was not to run.
+		return status.CodeStage1Failure
+	}
 	if err != nil {
 		logx.Errorf("app %q: %v", spec.Name, err)
 	}
 	return code
 }
 
-// errNoSpec is an empty spec pipe: the writer went away without a word.
+// errNoSpec is an empty spec pipe, or a spare's socket closed before its
+// app was let go: the writer went away without a word.
 var errNoSpec = errors.New("no spec")
 
-func readSpec() (*Spec, error) {
-	first, err := recvStdio()
-	if err != nil {
-		return nil, err
+// readSpec reads the Spec: to the pipe's end, or, on a spare's socket, as
+// the first of its two messages (SpareBrief), with the gate the second
+// one opens.
+func readSpec() (*Spec, *gate, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(SpecFd, &st); err != nil {
+		return nil, nil, fmt.Errorf("read spec: %w", err)
 	}
-	f := os.NewFile(SpecFd, "spec")
-	defer f.Close()
-	rest, err := io.ReadAll(io.LimitReader(f, maxSpecSize))
-	if err != nil {
-		return nil, fmt.Errorf("read spec: %w", err)
+	var b []byte
+	var g *gate
+	var err error
+	if st.Mode&unix.S_IFMT == unix.S_IFSOCK {
+		if b, err = readBrief(SpecFd); err != nil {
+			return nil, nil, err
+		}
+		g = &gate{fd: SpecFd}
+	} else {
+		f := os.NewFile(SpecFd, "spec")
+		defer f.Close()
+		if b, err = io.ReadAll(io.LimitReader(f, maxSpecSize)); err != nil {
+			return nil, nil, fmt.Errorf("read spec: %w", err)
+		}
 	}
-	b := append(first, rest...)
 	if len(b) == 0 {
-		return nil, errNoSpec
+		return nil, nil, errNoSpec
 	}
 	var s Spec
 	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("decode spec: %w", err)
+		return nil, nil, fmt.Errorf("decode spec: %w", err)
 	}
-	return &s, nil
+	return &s, g, nil
+}
+
+// A spare (stage1-init's app process started before its app is known)
+// learns its app in two messages on its socket. The brief, sent as soon as
+// PID 1 has its configuration, is the Spec's length (4 bytes, big-endian)
+// and the Spec: the spare sets the app's root up while PID 1 still sets up
+// its own. The go, sent when the app starts, is one byte (GoByte) with the
+// app's stdin, stdout and stderr attached, and only after it may anything
+// of the app run: PID 1 sends it once it has left the host's root (until
+// then an app that may read /proc/1/root would find the host's: threats
+// T4, T19) and the spare is in the app's cgroup.
+const (
+	briefHeader = 4
+	// GoByte is the go message's byte.
+	GoByte = 'g'
+)
+
+// SpareBrief frames spec as a spare's brief.
+func SpareBrief(spec []byte) []byte {
+	b := make([]byte, briefHeader, briefHeader+len(spec))
+	binary.BigEndian.PutUint32(b, uint32(len(spec)))
+	return append(b, spec...)
+}
+
+// readBrief reads a brief from the socket fd, and not a byte more: the go
+// message that may follow it carries descriptors, which a read running
+// into it would drop.
+func readBrief(fd int) ([]byte, error) {
+	var hdr [briefHeader]byte
+	n, err := readFull(fd, hdr[:])
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("read spec: %w", err)
+	case n == 0:
+		return nil, errNoSpec
+	case n < briefHeader:
+		return nil, fmt.Errorf("read spec: %d bytes of its length", n)
+	}
+	size := binary.BigEndian.Uint32(hdr[:])
+	if size == 0 || size > maxSpecSize {
+		return nil, fmt.Errorf("read spec: length %d", size)
+	}
+	b := make([]byte, size)
+	if n, err = readFull(fd, b); err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	} else if n < len(b) {
+		return nil, fmt.Errorf("read spec: %d of its %d bytes", n, size)
+	}
+	return b, nil
+}
+
+// readFull reads len(b) bytes from fd unless it ends first, and returns
+// how many it read.
+func readFull(fd int, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := unix.Read(fd, b[n:])
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return n, err
+		case m == 0:
+			return n, nil
+		}
+		n += m
+	}
+	return n, nil
+}
+
+// gate is a spare's wait for its go message.
+type gate struct{ fd int }
+
+// wait blocks until the go message comes, and makes the descriptors it
+// carries our stdin, stdout and stderr. errNoSpec: the socket was closed
+// first (the app is not to run: the pod stops, or it starts otherwise).
+func (g *gate) wait() error {
+	defer unix.Close(g.fd)
+	var b [1]byte
+	oob := make([]byte, unix.CmsgSpace(stdioRights*4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(g.fd, b[:], oob, unix.MSG_CMSG_CLOEXEC)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("wait for the go: %w", err)
+		}
+		if n == 0 && oobn == 0 {
+			return errNoSpec
+		}
+		if n != 1 || b[0] != GoByte || oobn == 0 {
+			return fmt.Errorf("wait for the go: got %d bytes (%q) and %d of descriptors", n, b[:n], oobn)
+		}
+		return takeStdio(oob[:oobn])
+	}
 }
 
 // stdioRights is how many descriptors may come with the spec: the app's
 // stdin, stdout and stderr.
 const stdioRights = 3
 
-// recvStdio reads the first part of the spec. When SpecFd is a socket
-// (a process started before its app was known, stage1-init's spare), the
-// app's stdin, stdout and stderr may come with it, and replace ours;
-// on a pipe there is nothing to receive and the spec is read as it is.
-func recvStdio() ([]byte, error) {
-	buf := make([]byte, 64<<10)
-	oob := make([]byte, unix.CmsgSpace(stdioRights*4))
-	for {
-		n, oobn, _, _, err := unix.Recvmsg(SpecFd, buf, oob, unix.MSG_CMSG_CLOEXEC)
-		switch {
-		case errors.Is(err, unix.EINTR):
-			continue
-		case errors.Is(err, unix.ENOTSOCK):
-			return nil, nil
-		case err != nil:
-			return nil, fmt.Errorf("read spec: %w", err)
-		}
-		if oobn > 0 {
-			if err := takeStdio(oob[:oobn]); err != nil {
-				return nil, err
-			}
-		}
-		return buf[:n], nil
-	}
-}
-
 func takeStdio(oob []byte) error {
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {
-		return fmt.Errorf("read spec: control message: %w", err)
+		return fmt.Errorf("go: control message: %w", err)
 	}
 	var fds []int
 	for i := range msgs {
 		got, err := unix.ParseUnixRights(&msgs[i])
 		if err != nil {
-			return fmt.Errorf("read spec: control message: %w", err)
+			return fmt.Errorf("go: control message: %w", err)
 		}
 		fds = append(fds, got...)
 	}
@@ -127,18 +211,21 @@ func takeStdio(oob []byte) error {
 		}
 	}()
 	if len(fds) != stdioRights {
-		return fmt.Errorf("read spec: got %d descriptors with it, want %d", len(fds), stdioRights)
+		return fmt.Errorf("go: got %d descriptors with it, want %d", len(fds), stdioRights)
 	}
 	for i, fd := range fds {
 		if err := unix.Dup3(fd, i, 0); err != nil {
-			return fmt.Errorf("read spec: take descriptor %d: %w", i, err)
+			return fmt.Errorf("go: take descriptor %d: %w", i, err)
 		}
 	}
 	return nil
 }
 
-// become sets the app up and execs it; it returns only on failure.
-func become(s *Spec) (int, error) {
+// become sets the app up and execs it; it returns only on failure. A
+// spare (g not nil) sets the root up, then waits for its go before
+// anything else: what failed is told after it, on the app's stderr, which
+// comes with it.
+func become(s *Spec, g *gate) (int, error) {
 	const setupFailed = status.CodeStage1Failure
 	// A process in the pod that could ptrace us now would see the fds
 	// we still hold (CVE-2016-9962); the kernel resets this at execve.
@@ -146,10 +233,19 @@ func become(s *Spec) (int, error) {
 		return setupFailed, fmt.Errorf("prctl dumpable: %w", err)
 	}
 	unix.Umask(0)
-	if err := setupRoot(s); err != nil {
+	err := setupRoot(s)
+	unix.Umask(0o022)
+	if g != nil {
+		if gerr := g.wait(); gerr != nil {
+			return setupFailed, gerr
+		}
+	}
+	// On the app's stderr from here on (its log): what PID 1 logs of
+	// the app is on the pod's.
+	logx.Debugf("app %q: set up, exec %q", s.Name, s.Exec)
+	if err != nil {
 		return setupFailed, err
 	}
-	unix.Umask(0o022)
 	if s.UserNS != nil {
 		return startInUserNS(s)
 	}

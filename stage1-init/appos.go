@@ -66,7 +66,7 @@ type appRes struct {
 type pendingStart struct {
 	pw   *os.File // the spec's pipe (or the spare's socket)
 	spec []byte   // nil: nothing to send
-	// stdio is sent with the spec on the spare's socket (nil: the
+	// stdio is sent with the go on the spare's socket (nil: the
 	// process has its own).
 	stdio *[3]int
 	// closeStdio releases our copies of the app's log pipes.

@@ -51,7 +51,7 @@ func (o *appOS) Start(a *supervisor.App) (p supervisor.Proc, err error) {
 	if err != nil {
 		return p, fmt.Errorf("stdio: %w", err)
 	}
-	if sp := o.takeSpare(a, r); sp != nil {
+	if sp := o.takeSpare(a, r, spec); sp != nil {
 		r.pending = pendingStart{pw: sp.spec, spec: spec, stdio: &stdio, closeStdio: closeStdio}
 		// Moved into a's cgroup already when admitSpare did.
 		return o.admit(a, r, sp.pid, sp.in == a)
@@ -115,8 +115,8 @@ func (o *appOS) admit(a *supervisor.App, r *appRes, pid int, in bool) (superviso
 	return supervisor.Proc{Pid: pid, HostPid: hostPid(pid)}, nil
 }
 
-// Started sends the run's first process its spec (with its stdio on the
-// spare's socket), now that the run is recorded.
+// Started sends the run's first process its spec, or the spare its go
+// (with the app's stdio), now that the run is recorded.
 func (o *appOS) Started(a *supervisor.App) {
 	r := o.resOf(a)
 	p := r.pending
@@ -134,7 +134,8 @@ func (o *appOS) Started(a *supervisor.App) {
 	}
 	var err error
 	if p.stdio != nil {
-		err = sendWithStdio(p.pw, p.spec, *p.stdio)
+		// The spare has its spec (takeSpare): it waits for this.
+		err = sendGo(p.pw, *p.stdio)
 	} else {
 		_, err = p.pw.Write(p.spec)
 	}

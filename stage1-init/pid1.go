@@ -83,15 +83,21 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	if err := podenv.Setup(pod.Hostname, pod.NewNet, pod.PrivateUsers); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
+	o := &appOS{pod: pod, reaper: rp, spare: sp, reports: make(chan *handover), commit: commitPipe()}
+	p := &pid1{pod: pod, os: o, reaper: rp, req: req, sup: supervisor.New(o, pod)}
+	if apps := p.sup.Apps(); len(apps) > 0 {
+		// The spare sets the first app's root up while PID 1 sets
+		// up its own; it runs nothing of the app before its go,
+		// which comes after (Started).
+		o.admitSpare(apps[0])
+		o.briefSpare(apps[0])
+	}
 	if err := enterOwnRoot(pod); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
-	dir, err := status.OpenDir(layout.StatusDir)
-	if err != nil {
+	if o.dir, err = status.OpenDir(layout.StatusDir); err != nil {
 		return fail(fmt.Errorf("pod init: status directory: %w", err))
 	}
-	o := &appOS{pod: pod, dir: dir, reaper: rp, spare: sp, reports: make(chan *handover), commit: commitPipe()}
-	p := &pid1{pod: pod, os: o, reaper: rp, req: req, sup: supervisor.New(o, pod)}
 	if o.devNull, err = unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
@@ -110,9 +116,6 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 			return fail(fmt.Errorf("pod init: %w", err))
 		}
 		defer closeCtl()
-	}
-	if apps := p.sup.Apps(); len(apps) > 0 {
-		o.admitSpare(apps[0])
 	}
 	// Nothing starts before run has placed PID 1 in its cgroups.
 	if err := hostDone(); err != nil {

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/appexec"
 	"github.com/pod1/pod1/reaper"
 	"github.com/pod1/pod1/supervisor"
 )
@@ -16,15 +19,20 @@ import (
 // waiting for a spec. PID 1 starts it first thing, so that start-up
 // overlaps run's preparation of the pod and PID 1's own, instead of
 // following them on the way to the first app's exec
-// (docs/benchmarks.md, start to exit). The first app takes it; if none
-// can (no app, or one in a user namespace), it is killed once the apps are
+// (docs/benchmarks.md, start to exit). It is briefed with the first app's
+// spec as soon as PID 1 has its configuration, and sets the app's root up
+// meanwhile; the app takes it when it starts, by its go. If no app can (no
+// app, or one in a user namespace), it is killed once the apps are
 // started.
 type spare struct {
 	pid  int
-	spec *os.File // write end of its spec pipe
+	spec *os.File // our end of its spec socket
 	// in is the app whose cgroup the spare was moved into before the
 	// apps started (admitSpare), nil if none was.
 	in *supervisor.App
+	// briefed is the spec the spare was sent (briefSpare, takeSpare),
+	// nil until it is.
+	briefed []byte
 }
 
 // spareTag tags the spare in the reaper until an app takes it over.
@@ -37,7 +45,7 @@ type spareTag struct{}
 // then starts the usual way.
 func startSpare(r *reaper.Reaper) *spare {
 	// A socket, not a pipe: the app's stdio, unknown yet, comes with
-	// the spec (appexec.recvStdio).
+	// its go (sendGo).
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil
@@ -85,13 +93,41 @@ func (o *appOS) admitSpare(a *supervisor.App) {
 	}
 }
 
-// takeSpare hands the spare to a, registered under a's tag, or returns nil
-// when a must start its own: an app in a user namespace (its setup process
-// reports on a pipe the spare lacks), an app of a pod with cgroups that
-// could not get one (the spare is not in the pod's), or no spare left.
-func (o *appOS) takeSpare(a *supervisor.App, r *appRes) *spare {
+// briefSpare sends the spare a's spec as soon as PID 1 has its
+// configuration, so that it sets a's root up while PID 1 sets up its own
+// (appexec.SpareBrief); it runs nothing of a before its go (sendGo). Only
+// the spare admitted into a's cgroup is briefed, which then is where the
+// set-up finds the cgroups it shows a, and only for a's main command, the
+// spec a's start then sends (takeSpare compares).
+func (o *appOS) briefSpare(a *supervisor.App) {
+	sp := o.spare
+	if sp == nil || sp.in != a && o.pod.Cgroup != nil || a.Cfg.Spec.UserNS != nil || len(a.Cfg.PreStart) > 0 {
+		return
+	}
+	spec, err := json.Marshal(&a.Cfg.Spec)
+	if err != nil {
+		return
+	}
+	if _, err := sp.spec.Write(appexec.SpareBrief(spec)); err == nil {
+		sp.briefed = spec
+	}
+	// On an error the spare is gone: a's start meets its end and starts
+	// a's own.
+}
+
+// takeSpare hands the spare to a, briefed with spec, registered under a's
+// tag, or returns nil when a must start its own: an app in a user
+// namespace (its setup process reports on a pipe the spare lacks), an app
+// of a pod with cgroups that could not get one (the spare is not in the
+// pod's), a spare briefed with another spec (it is dropped), or no spare
+// left.
+func (o *appOS) takeSpare(a *supervisor.App, r *appRes, spec []byte) *spare {
 	sp := o.spare
 	if sp == nil || a.Cfg.Spec.UserNS != nil || r.cg == nil && o.pod.Cgroup != nil {
+		return nil
+	}
+	if sp.briefed != nil && !bytes.Equal(sp.briefed, spec) {
+		o.dropSpare()
 		return nil
 	}
 	o.spare = nil
@@ -99,6 +135,11 @@ func (o *appOS) takeSpare(a *supervisor.App, r *appRes) *spare {
 		// It died (and was reaped as the spare).
 		sp.spec.Close()
 		return nil
+	}
+	if sp.briefed == nil {
+		// A spare dead by now shows at the go (EPIPE) and is reaped
+		// as a's.
+		_, _ = sp.spec.Write(appexec.SpareBrief(spec))
 	}
 	return sp
 }
@@ -117,17 +158,12 @@ func (o *appOS) dropSpare() bool {
 	return o.reaper.Registered(sp.pid)
 }
 
-// sendWithStdio sends the spec on the spare's socket with the app's
-// stdin, stdout and stderr attached to its first bytes.
-func sendWithStdio(w *os.File, spec []byte, stdio [3]int) error {
-	first := spec[:min(len(spec), 32<<10)]
-	n, err := unix.SendmsgN(int(w.Fd()), first, unix.UnixRights(stdio[:]...), nil, 0)
+// sendGo lets the spare run its app, with the app's stdin, stdout and
+// stderr (appexec.GoByte).
+func sendGo(w *os.File, stdio [3]int) error {
+	err := unix.Sendmsg(int(w.Fd()), []byte{appexec.GoByte}, unix.UnixRights(stdio[:]...), nil, 0)
 	for errors.Is(err, unix.EINTR) {
-		n, err = unix.SendmsgN(int(w.Fd()), first, unix.UnixRights(stdio[:]...), nil, 0)
+		err = unix.Sendmsg(int(w.Fd()), []byte{appexec.GoByte}, unix.UnixRights(stdio[:]...), nil, 0)
 	}
-	if err != nil {
-		return err
-	}
-	_, err = w.Write(spec[n:])
 	return err
 }

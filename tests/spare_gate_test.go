@@ -1,0 +1,221 @@
+package tests
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The spare (stage1-init/spare.go) is briefed with its app's spec while
+// PID 1 is still in the host's root, sets the app's root up, and must run
+// nothing of the app before its go: an app that could read /proc/1/root
+// then would find the host's (threats T4, T19). These tests drive the
+// app set-up process (pod1-init as pod1-app) directly over its socket, as
+// PID 1 does (appexec.SpareBrief, appexec.GoByte), in a mount namespace of
+// its own.
+
+// spareProc is a set-up process started as a spare, and our end of its
+// socket.
+type spareProc struct {
+	cmd    *exec.Cmd
+	sock   *os.File
+	stderr *os.File // our read end of its stderr until the go
+	// exited is closed once the process has ended and been waited for.
+	exited chan struct{}
+}
+
+func startSpareProc(t *testing.T) *spareProc {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	must(t, err)
+	ours, theirs := os.NewFile(uintptr(fds[0]), "spare"), os.NewFile(uintptr(fds[1]), "spare-child")
+	er, ew, err := os.Pipe()
+	must(t, err)
+	cmd := exec.Command(bin("pod1-init"))
+	cmd.Args = []string{"pod1-app"}
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	cmd.Stderr = ew
+	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS, Pdeathsig: unix.SIGKILL}
+	must(t, cmd.Start())
+	theirs.Close()
+	ew.Close()
+	p := &spareProc{cmd: cmd, sock: ours, stderr: er, exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.exited
+		ours.Close()
+		er.Close()
+	})
+	return p
+}
+
+// brief sends spec framed as PID 1 frames it.
+func (p *spareProc) brief(t *testing.T, spec []byte) {
+	t.Helper()
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], uint32(len(spec)))
+	_, err := p.sock.Write(append(hdr[:], spec...))
+	must(t, err)
+}
+
+// sendGo sends the go with stdin, stdout and stderr.
+func (p *spareProc) sendGo(t *testing.T, stdio [3]*os.File) {
+	t.Helper()
+	rights := unix.UnixRights(int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd()))
+	must(t, unix.Sendmsg(int(p.sock.Fd()), []byte{'g'}, rights, nil, 0))
+}
+
+// exit waits (bounded) for the process's end and returns its exit code.
+func (p *spareProc) exit(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-p.exited:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the set-up process did not end")
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
+// alive reports, after d, that the process has not ended.
+func (p *spareProc) alive(d time.Duration) bool {
+	select {
+	case <-p.exited:
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
+// gateRoot makes an app root holding the probe, and a spec that runs it
+// to create /ran in it.
+func gateRoot(t *testing.T) (root string, spec []byte) {
+	t.Helper()
+	root = t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(root, "bin"), 0o755))
+	linkOrCopy(t, bin("probe"), filepath.Join(root, "bin", "probe"))
+	spec, err := json.Marshal(map[string]any{
+		"app": "gate", "rootfs": root,
+		"exec": []string{"/bin/probe", "touch", "/ran"}, "env": []string{"PATH=/bin"},
+		"workingDir": "/", "uid": 0, "gid": 0, "groups": []int{},
+		"mounts":    []any{map[string]any{"kind": "proc", "target": "/proc"}},
+		"isolation": map[string]any{"capabilities": []string{"CAP_DAC_OVERRIDE"}},
+	})
+	must(t, err)
+	return root, spec
+}
+
+func devNullFiles(t *testing.T) [3]*os.File {
+	t.Helper()
+	n, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	must(t, err)
+	t.Cleanup(func() { n.Close() })
+	return [3]*os.File{n, n, n}
+}
+
+// A briefed spare sets up and waits: its app runs only after the go, with
+// the stdio the go carries; before it the app's root holds nothing of it.
+func TestSpareRunsNothingBeforeItsGo(t *testing.T) {
+	root, spec := gateRoot(t)
+	p := startSpareProc(t)
+	p.brief(t, spec)
+	if !p.alive(700 * time.Millisecond) {
+		t.Fatalf("the spare ended before its go (exit %d)", p.cmd.ProcessState.ExitCode())
+	}
+	if _, err := os.Stat(filepath.Join(root, "ran")); err == nil {
+		t.Fatal("the app ran before its go")
+	}
+	stdio := devNullFiles(t)
+	or, ow, err := os.Pipe()
+	must(t, err)
+	defer or.Close()
+	stdio[2] = ow
+	p.sendGo(t, stdio)
+	ow.Close()
+	if code := p.exit(t); code != 0 {
+		b, _ := io.ReadAll(or)
+		t.Fatalf("exit %d after the go; stderr: %s", code, b)
+	}
+	if _, err := os.Stat(filepath.Join(root, "ran")); err != nil {
+		t.Fatalf("the app did not run after its go: %v", err)
+	}
+}
+
+// A spare whose socket is closed without a go (the pod stops before its
+// first app starts, or the app starts otherwise) ends, quietly, having run
+// nothing.
+func TestSpareWithoutGoRunsNothing(t *testing.T) {
+	root, spec := gateRoot(t)
+	p := startSpareProc(t)
+	p.brief(t, spec)
+	time.Sleep(200 * time.Millisecond)
+	p.sock.Close()
+	if code := p.exit(t); code != 254 {
+		t.Errorf("exit %d, want 254", code)
+	}
+	if _, err := os.Stat(filepath.Join(root, "ran")); err == nil {
+		t.Error("the app ran without a go")
+	}
+	b, _ := io.ReadAll(p.stderr)
+	if len(b) != 0 {
+		t.Errorf("it said %q", b)
+	}
+}
+
+// A set-up that fails is told after the go, on the app's stderr the go
+// brings (the app's log), as an app started without a spare tells it; and
+// a go without the app's stdio is refused.
+func TestSpareSetupFailureToldAfterItsGo(t *testing.T) {
+	t.Run("failure", func(t *testing.T) {
+		_, spec := gateRoot(t)
+		spec = []byte(strings.Replace(string(spec), `"rootfs":"`, `"rootfs":"/nonexistent`, 1))
+		p := startSpareProc(t)
+		p.brief(t, spec)
+		if !p.alive(500 * time.Millisecond) {
+			t.Fatalf("the spare ended before its go (exit %d)", p.cmd.ProcessState.ExitCode())
+		}
+		stdio := devNullFiles(t)
+		or, ow, err := os.Pipe()
+		must(t, err)
+		defer or.Close()
+		stdio[2] = ow
+		p.sendGo(t, stdio)
+		ow.Close()
+		if code := p.exit(t); code != 254 {
+			t.Errorf("exit %d, want 254", code)
+		}
+		b, _ := io.ReadAll(or)
+		if !strings.Contains(string(b), `app "gate": bind rootfs /nonexistent`) {
+			t.Errorf("the app's stderr has %q", b)
+		}
+		if b, _ := io.ReadAll(p.stderr); len(b) != 0 {
+			t.Errorf("PID 1's stderr has %q", b)
+		}
+	})
+	t.Run("go without stdio", func(t *testing.T) {
+		root, spec := gateRoot(t)
+		p := startSpareProc(t)
+		p.brief(t, spec)
+		_, err := p.sock.Write([]byte{'g'})
+		must(t, err)
+		if code := p.exit(t); code != 254 {
+			t.Errorf("exit %d, want 254", code)
+		}
+		if _, err := os.Stat(filepath.Join(root, "ran")); err == nil {
+			t.Error("the app ran")
+		}
+		if b, _ := io.ReadAll(p.stderr); !strings.Contains(string(b), "wait for the go") {
+			t.Errorf("stderr %q", b)
+		}
+	})
+}
