@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 
-	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
 )
@@ -189,7 +188,7 @@ func cgroupViewsOn(root *os.File, s *Spec, views []cgroupView) error {
 	if len(views) == 0 {
 		return nil
 	}
-	fs, err := pathrs.OpenatInRoot(root, sysFsDir)
+	fs, err := openInRoot(root, sysFsDir)
 	if err != nil {
 		return fmt.Errorf("open %s: %w", sysFsDir, err)
 	}
@@ -200,7 +199,7 @@ func cgroupViewsOn(root *os.File, s *Spec, views []cgroupView) error {
 	if err := unix.Mount("tmpfs", fdPath(fs), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=755,size=4k"); err != nil {
 		return fmt.Errorf("mount tmpfs on %s: %w", sysFsDir, err)
 	}
-	tmp, err := pathrs.OpenatInRoot(root, sysFsDir) // now the tmpfs
+	tmp, err := openInRoot(root, sysFsDir) // now the tmpfs
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,6 @@ import (
 	"path"
 	"strings"
 
-	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
 	"golang.org/x/sys/unix"
 )
 
@@ -84,7 +83,7 @@ func maskSource(root *os.File, s *Spec) (dev, src *os.File, err error) {
 	if target == "" {
 		return nil, nil, errors.New("masking needs the pod's /dev")
 	}
-	if dev, err = pathrs.OpenatInRoot(root, target); err != nil {
+	if dev, err = openInRoot(root, target); err != nil {
 		return nil, nil, err
 	}
 	fd, err := unix.Openat(int(dev.Fd()), maskName, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -103,7 +102,7 @@ func maskSource(root *os.File, s *Spec) (dev, src *os.File, err error) {
 // file with the empty mode-0 file, bound read-only. What the kernel does
 // not offer (no ACPI, no /proc/kcore) is skipped.
 func mask(root *os.File, p string, src *os.File) error {
-	t, err := pathrs.OpenatInRoot(root, p)
+	t, err := openInRoot(root, p)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -123,7 +122,7 @@ func mask(root *os.File, p string, src *os.File) error {
 
 // readOnlyBind binds p onto itself, read-only.
 func readOnlyBind(root *os.File, p string) error {
-	t, err := pathrs.OpenatInRoot(root, p)
+	t, err := openInRoot(root, p)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}

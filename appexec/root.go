@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
 	"golang.org/x/sys/unix"
 )
 
@@ -186,7 +185,7 @@ func populateDev(root *os.File, target string) error {
 // (CVE-2024-45310, threats T9).
 func mountBind(root *os.File, m *Mount) error {
 	if m.IfMissing {
-		f, err := pathrs.OpenatInRoot(root, m.Target)
+		f, err := openInRoot(root, m.Target)
 		if err == nil {
 			f.Close()
 			return nil
@@ -227,7 +226,7 @@ func mountBind(root *os.File, m *Mount) error {
 	}
 	// The read-only flag needs a remount of the new mount, reached anew
 	// through the root.
-	t, err = pathrs.OpenatInRoot(root, m.Target)
+	t, err = openInRoot(root, m.Target)
 	if err != nil {
 		return err
 	}
@@ -306,9 +305,9 @@ func openSource(m *Mount) (*os.File, error) {
 
 func bindTarget(root *os.File, m *Mount) (*os.File, error) {
 	if !m.File {
-		return pathrs.MkdirAllHandle(root, m.Target, 0o755)
+		return dirInRoot(root, m.Target)
 	}
-	parent, err := pathrs.MkdirAllHandle(root, path.Dir(m.Target), 0o755)
+	parent, err := dirInRoot(root, path.Dir(m.Target))
 	if err != nil {
 		return nil, err
 	}
