@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/moby/sys/capability"
 )
@@ -31,12 +32,21 @@ var EscapeCapabilities = []string{
 // capName is the isolator spelling of c: CAP_ and the upper-case name.
 func capName(c capability.Cap) string { return "CAP_" + strings.ToUpper(c.String()) }
 
+// capsByName maps every capability this build knows to its name, made
+// once: the pod's start asks for a name many times (every comparison of
+// a sort), and each ToUpper was an allocation on the start path.
+var capsByName = sync.OnceValue(func() map[string]capability.Cap {
+	m := map[string]capability.Cap{}
+	for _, c := range capability.ListKnown() {
+		m[capName(c)] = c
+	}
+	return m
+})
+
 // ParseCapability returns the capability called name (CAP_NET_ADMIN, ...).
 func ParseCapability(name string) (capability.Cap, error) {
-	for _, c := range capability.ListKnown() {
-		if capName(c) == name {
-			return c, nil
-		}
+	if c, ok := capsByName()[name]; ok {
+		return c, nil
 	}
 	return 0, fmt.Errorf("unknown capability %q", name)
 }
@@ -54,11 +64,8 @@ func AllCapabilities() []string {
 // the names must be valid.
 func SortCapabilities(names []string) []string {
 	out := slices.Clone(names)
-	slices.SortFunc(out, func(a, b string) int {
-		ca, _ := ParseCapability(a)
-		cb, _ := ParseCapability(b)
-		return int(ca) - int(cb)
-	})
+	byName := capsByName()
+	slices.SortFunc(out, func(a, b string) int { return int(byName[a]) - int(byName[b]) })
 	return slices.Compact(out)
 }
 
