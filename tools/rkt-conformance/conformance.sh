@@ -32,10 +32,17 @@ if [ ${#RS[@]} -eq 0 ]; then
 		line=${line##*results }
 		echo "${line%)}"
 	}
+	# rkt's volume tests leave their temporary data directories in /tmp
+	# when they fail (TestVolumes, TestVolumeSysfs): those the run made
+	# are removed after it.
+	before=$(ls -d /tmp/rkt-tests-* 2>/dev/null || true)
 	EXCLUDE=$NETTESTS "$HERE/run.sh" "$STAGE1" all 2>&1 | tee "$log"
 	RS=("$(results_of)")
 	"$HERE/netns.sh" "$HERE/run.sh" "$STAGE1" test "$NETTESTS" 2>&1 | tee "$log"
 	RS+=("$(results_of)")
+	for d in /tmp/rkt-tests-*; do
+		[ -d "$d" ] && ! grep -qxF "$d" <<<"$before" && ! mountpoint -q "$d" && rm -rf --one-file-system "$d" || true
+	done
 fi
 summary=$(mktemp)
 logdir=$(mktemp -d)
