@@ -188,10 +188,12 @@ func (g *gate) wait() error {
 	}
 }
 
-// stdioRights is how many descriptors may come with the spec: the app's
+// stdioRights is how many descriptors come with a spare's go: the app's
 // stdin, stdout and stderr.
 const stdioRights = 3
 
+// takeStdio makes the descriptors of a go's control message our stdin,
+// stdout and stderr.
 func takeStdio(oob []byte) error {
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {
