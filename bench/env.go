@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,7 +54,10 @@ type bench struct {
 	// round, by row.
 	memDetail map[string]string
 	// loads are the 1-minute load average as each measurement began.
-	loads   []string
+	loads []string
+	// steals are the share of CPU time the hypervisor took during each
+	// measurement.
+	steals  []string
 	started time.Time
 }
 
@@ -225,6 +229,36 @@ func numCPU() int {
 		return 0
 	}
 	return set.Count()
+}
+
+// cpuTimes returns the clock ticks all CPUs spent so far, and those the
+// hypervisor took from this machine (steal), from /proc/stat's cpu line.
+func cpuTimes() (total, steal uint64) {
+	b, _ := os.ReadFile("/proc/stat")
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0
+	}
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseUint(v, 10, 64)
+		if i < 8 { // user nice system idle iowait irq softirq steal
+			total += n
+		}
+		if i == 7 {
+			steal = n
+		}
+	}
+	return total, steal
+}
+
+// stealShare is the share of the CPU time between two cpuTimes readings
+// that the hypervisor took, as a percentage.
+func stealShare(t0, s0, t1, s1 uint64) string {
+	if t1 <= t0 {
+		return "?"
+	}
+	return strconv.FormatFloat(100*float64(s1-s0)/float64(t1-t0), 'f', 1, 64) + "%"
 }
 
 // loadavg is the 1-minute load average at the time of the call.

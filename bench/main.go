@@ -153,7 +153,10 @@ func benchMain() int {
 		b.loads = append(b.loads, st.id+" "+l)
 		fmt.Fprintf(os.Stderr, "bench: %s (load %s) ", st.id, l)
 		t := time.Now()
+		t0, s0 := cpuTimes()
 		b.sections = append(b.sections, st.run()...)
+		t1, s1 := cpuTimes()
+		b.steals = append(b.steals, st.id+" "+stealShare(t0, s0, t1, s1))
 		b.logf("%s done in %v", st.id, time.Since(t).Round(time.Millisecond))
 	}
 	b.forgetContainers()

@@ -221,6 +221,8 @@ func (b *bench) markdown() string {
 	p("- Load average (1 minute) as each measurement began: %s; at the end %s. The machine may be shared: "+
 		"ratios within one run are what the targets judge. The burst reaping rows make all their orphans runnable at once: "+
 		"the averages read after them are the bench's own load as much as anyone's.\n", strings.Join(b.loads, ", "), loadavg())
+	p("- CPU time the hypervisor took from this machine during each measurement (steal, from /proc/stat): %s. "+
+		"On a shared host it slows every peer, not evenly; a sitting with much of it is not comparable with a quiet one.\n", strings.Join(b.steals, ", "))
 	for _, n := range b.setupNotes {
 		p("- %s\n", n)
 	}
