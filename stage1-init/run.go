@@ -158,10 +158,10 @@ func writeSpecs(podDir string, apps []podspec.App) error {
 	return nil
 }
 
-// makeCgroups creates the pod's cgroup (cgroups.NewPod places it), limits
-// the number of its tasks, and makes in it the one PID 1 lives in (apps get
-// their own, siblings of it). subcgroup is written before pid, as the
-// contract asks. The apps' device allow-list and limits live in cgroups:
+// makeCgroups creates the pod's cgroup (cgroups.NewPod places it) and
+// makes in it the one PID 1 lives in (apps get their own, siblings of it);
+// limitApps limits the number of their tasks. The apps' device allow-list
+// and limits live in cgroups:
 // a host where the pod cannot have them, or the controllers they need,
 // gets a one-line error before any app starts.
 func makeCgroups(pod *podspec.Pod) (*cgroups.Group, error) {
@@ -201,16 +201,25 @@ func makeCgroups(pod *podspec.Pod) (*cgroups.Group, error) {
 	if err := apps.PassOn(needs); err != nil {
 		return nil, fmt.Errorf("cgroup: %w", err)
 	}
+	return pg.Child("stage1")
+}
+
+// limitApps puts the pod's pids.max on the apps' cgroup. It is called
+// after PID 1 has its configuration, which does not need it, and before
+// hostReady, which no app starts before: the host's maximum is read from
+// three files and the mount table, off the start's critical path.
+func limitApps(pod *podspec.Pod) error {
 	n := pod.PidsMax
 	if n < 0 {
 		n = cgroups.DefaultPodPidsMax()
 	}
-	if n > 0 {
-		if err := apps.SetPidsMax(n); err != nil {
-			return nil, fmt.Errorf("cgroup: the pod's pids.max: %w", err)
-		}
+	if n <= 0 {
+		return nil
 	}
-	return pg.Child("stage1")
+	if err := pod.Cgroup.Sub(cgroups.AppsName).SetPidsMax(n); err != nil {
+		return fmt.Errorf("cgroup: the pod's pids.max: %w", err)
+	}
+	return nil
 }
 
 // saveCgroups names the pod's cgroups in the pod directory, for the host
@@ -224,6 +233,14 @@ func saveCgroups(podDir string, pg *cgroups.Group) error {
 	if err := safefile.WriteIn(filepath.Join(podDir, layout.Pod1Dir), filepath.Base(layout.CgroupsFile), b, 0o644, safefile.Volatile); err != nil {
 		return fmt.Errorf("save cgroups: %w", err)
 	}
+	return nil
+}
+
+// writeSubcgroup names the pod's cgroup, relative to its hierarchy's root,
+// for rkt's readers (the API service), before the pid file (contract §4).
+// gc needs only saveCgroups' file, so this waits until PID 1 has its
+// configuration: the path is worked out from the mount table.
+func writeSubcgroup(podDir string, pg *cgroups.Group) error {
 	// No newline: rkt's stage1 writes the bare path, and rkt's readers
 	// (the API service, gc) take the file's content as it is.
 	if err := safefile.WriteIn(podDir, layout.Subcgroup, []byte(pg.Path()), 0o644, safefile.Volatile); err != nil {
@@ -464,6 +481,14 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	_, werr := pw.Write(cfg)
 	if err := recordPod(podDir, pod, &f.opts); err != nil {
 		return abortPlaced(err)
+	}
+	if pod.Cgroup != nil {
+		if err := limitApps(pod); err != nil {
+			return abortPlaced(err)
+		}
+		if err := writeSubcgroup(podDir, pod.Cgroup); err != nil {
+			return abortPlaced(err)
+		}
 	}
 	// PID 1 has its lock keeper before it may start anything.
 	if err := joinKeeper(); err != nil {
