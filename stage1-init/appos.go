@@ -43,6 +43,10 @@ type appOS struct {
 	// commit is the lock keeper's commit pipe (commitFd, non-blocking),
 	// or -1: the final statuses are then all written durably here.
 	commit int
+	// holdGo keeps the spare's go (heldGo) while the pod's first apps
+	// start (releaseGo).
+	holdGo bool
+	heldGo []heldGo
 }
 
 // appRes is what appOS holds for one app.

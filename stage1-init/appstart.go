@@ -124,6 +124,18 @@ func (o *appOS) Started(a *supervisor.App) {
 	if p.pw == nil {
 		return
 	}
+	if p.spec != nil && p.stdio != nil && o.holdGo {
+		// The pod's first apps are still being started: the spare's
+		// app runs once each of them is in its cgroup (releaseGo).
+		o.heldGo = append(o.heldGo, heldGo{app: a.Name, pending: p})
+		return
+	}
+	o.send(a.Name, p)
+}
+
+// send hands a run's first process what it waits for: the spare its go,
+// any other its spec.
+func (o *appOS) send(app string, p pendingStart) {
 	// Our copies of the log pipes' write ends: the app holds its own.
 	defer p.closeStdio()
 	defer p.pw.Close()
@@ -140,7 +152,28 @@ func (o *appOS) Started(a *supervisor.App) {
 		_, err = p.pw.Write(p.spec)
 	}
 	if err != nil {
-		o.debugf("app %q: send spec: %v", a.Name, err)
+		o.debugf("app %q: send spec: %v", app, err)
+	}
+}
+
+// heldGo is a spare's go kept until the pod's first apps are all started.
+type heldGo struct {
+	app     string
+	pending pendingStart
+}
+
+// releaseGo sends the gos held while the pod's first apps started
+// (holdGo). The spare's app would otherwise run before the apps after it
+// are moved into their cgroups: a move is not held by pids.max (the
+// kernel checks it at fork), and a first app that forks at once (a fork
+// bomb) could fill the pod's limit before the next app's process is
+// moved in, over it.
+func (o *appOS) releaseGo() {
+	o.holdGo = false
+	held := o.heldGo
+	o.heldGo = nil
+	for _, h := range held {
+		o.send(h.app, h.pending)
 	}
 }
 

@@ -123,7 +123,9 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	}
 	// A stop asked while the apps start is acted on before the next one
 	// starts, not after all of them.
+	o.holdGo = true
 	p.sup.StartAll(func() bool { p.actOnRequest(); return p.sup.Stopping() })
+	o.releaseGo()
 	if o.dropSpare() {
 		// Ready once the spare is reaped (handle), or given up on.
 		p.readyBy = time.Now().Add(spareTimeout)
