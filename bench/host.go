@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -129,7 +130,15 @@ func (b *bench) ensureHybridForCrun() {
 			v2 = f[4]
 		}
 	}
-	for _, ctrl := range strings.Fields(readFile(filepath.Join(v2, "cgroup.controllers"))) {
+	ctrls := strings.Fields(readFile(filepath.Join(v2, "cgroup.controllers")))
+	// A controller may also be bound to a v1 hierarchy that no mount here
+	// shows: one a container of an earlier run still holds in its own
+	// mount namespace (systemd-nspawn's systemd mounts what it finds).
+	// When that namespace ends, the controller goes back to cgroup2 in
+	// the middle of this run, and crun refuses every round after. A mount
+	// of the same controller joins that hierarchy and keeps it for the run.
+	ctrls = append(ctrls, unmountedV1(mi)...)
+	for _, ctrl := range ctrls {
 		note := ""
 		if containsWord(readFile(filepath.Join(v2, "cgroup.subtree_control")), ctrl) {
 			if user := cgroup2User(v2, ctrl); user != "" {
@@ -189,6 +198,39 @@ func (b *bench) ensureHybridForCrun() {
 			return nil
 		})
 	}
+}
+
+// unmountedV1 lists the controllers /proc/cgroups shows bound to a v1
+// hierarchy (a hierarchy ID other than 0) and enabled, that no cgroup
+// mount in mountinfo mi carries.
+func unmountedV1(mi string) []string {
+	var out []string
+	for _, l := range strings.Split(readFile("/proc/cgroups"), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 4 || strings.HasPrefix(f[0], "#") || f[1] == "0" || f[3] != "1" {
+			continue
+		}
+		mounted := false
+		for _, m := range strings.Split(mi, "\n") {
+			if _, opts, ok := strings.Cut(m, " - cgroup "); ok && slices.Contains(strings.Split(lastField(opts), ","), f[0]) {
+				mounted = true
+				break
+			}
+		}
+		if !mounted {
+			out = append(out, f[0])
+		}
+	}
+	return out
+}
+
+// lastField is the last space-separated field of s.
+func lastField(s string) string {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return ""
+	}
+	return f[len(f)-1]
 }
 
 // writeControl writes one "+ctrl" or "-ctrl" to a cgroup2 directory's
