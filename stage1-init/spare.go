@@ -119,15 +119,12 @@ func (o *appOS) briefSpare(a *supervisor.App) {
 // tag, or returns nil when a must start its own: an app in a user
 // namespace (its setup process reports on a pipe the spare lacks), an app
 // of a pod with cgroups that could not get one (the spare is not in the
-// pod's), a spare briefed with another spec (it is dropped), or no spare
-// left.
+// pod's), a spare briefed with another spec (dropSpare ends it once the
+// apps are started), or no spare left.
 func (o *appOS) takeSpare(a *supervisor.App, r *appRes, spec []byte) *spare {
 	sp := o.spare
-	if sp == nil || a.Cfg.Spec.UserNS != nil || r.cg == nil && o.pod.Cgroup != nil {
-		return nil
-	}
-	if sp.briefed != nil && !bytes.Equal(sp.briefed, spec) {
-		o.dropSpare()
+	if sp == nil || a.Cfg.Spec.UserNS != nil || r.cg == nil && o.pod.Cgroup != nil ||
+		sp.briefed != nil && !bytes.Equal(sp.briefed, spec) {
 		return nil
 	}
 	o.spare = nil

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"io"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/appexec"
 )
 
 // The spare (stage1-init/spare.go) is briefed with its app's spec while
@@ -63,17 +64,24 @@ func startSpareProc(t *testing.T) *spareProc {
 // brief sends spec framed as PID 1 frames it.
 func (p *spareProc) brief(t *testing.T, spec []byte) {
 	t.Helper()
-	var hdr [4]byte
-	binary.BigEndian.PutUint32(hdr[:], uint32(len(spec)))
-	_, err := p.sock.Write(append(hdr[:], spec...))
+	_, err := p.sock.Write(appexec.SpareBrief(spec))
 	must(t, err)
 }
 
-// sendGo sends the go with stdin, stdout and stderr.
-func (p *spareProc) sendGo(t *testing.T, stdio [3]*os.File) {
+// sendGo sends the go with /dev/null as the app's stdin and stdout and a
+// new pipe as its stderr, whose read end it returns.
+func (p *spareProc) sendGo(t *testing.T) *os.File {
 	t.Helper()
-	rights := unix.UnixRights(int(stdio[0].Fd()), int(stdio[1].Fd()), int(stdio[2].Fd()))
-	must(t, unix.Sendmsg(int(p.sock.Fd()), []byte{'g'}, rights, nil, 0))
+	n, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	must(t, err)
+	defer n.Close()
+	r, w, err := os.Pipe()
+	must(t, err)
+	defer w.Close()
+	t.Cleanup(func() { r.Close() })
+	rights := unix.UnixRights(int(n.Fd()), int(n.Fd()), int(w.Fd()))
+	must(t, unix.Sendmsg(int(p.sock.Fd()), []byte{appexec.GoByte}, rights, nil, 0))
+	return r
 }
 
 // exit waits (bounded) for the process's end and returns its exit code.
@@ -115,14 +123,6 @@ func gateRoot(t *testing.T) (root string, spec []byte) {
 	return root, spec
 }
 
-func devNullFiles(t *testing.T) [3]*os.File {
-	t.Helper()
-	n, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	must(t, err)
-	t.Cleanup(func() { n.Close() })
-	return [3]*os.File{n, n, n}
-}
-
 // A briefed spare sets up and waits: its app runs only after the go, with
 // the stdio the go carries; before it the app's root holds nothing of it.
 func TestSpareRunsNothingBeforeItsGo(t *testing.T) {
@@ -135,13 +135,7 @@ func TestSpareRunsNothingBeforeItsGo(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "ran")); err == nil {
 		t.Fatal("the app ran before its go")
 	}
-	stdio := devNullFiles(t)
-	or, ow, err := os.Pipe()
-	must(t, err)
-	defer or.Close()
-	stdio[2] = ow
-	p.sendGo(t, stdio)
-	ow.Close()
+	or := p.sendGo(t)
 	if code := p.exit(t); code != 0 {
 		b, _ := io.ReadAll(or)
 		t.Fatalf("exit %d after the go; stderr: %s", code, b)
@@ -184,13 +178,7 @@ func TestSpareSetupFailureToldAfterItsGo(t *testing.T) {
 		if !p.alive(500 * time.Millisecond) {
 			t.Fatalf("the spare ended before its go (exit %d)", p.cmd.ProcessState.ExitCode())
 		}
-		stdio := devNullFiles(t)
-		or, ow, err := os.Pipe()
-		must(t, err)
-		defer or.Close()
-		stdio[2] = ow
-		p.sendGo(t, stdio)
-		ow.Close()
+		or := p.sendGo(t)
 		if code := p.exit(t); code != 254 {
 			t.Errorf("exit %d, want 254", code)
 		}
@@ -206,7 +194,7 @@ func TestSpareSetupFailureToldAfterItsGo(t *testing.T) {
 		root, spec := gateRoot(t)
 		p := startSpareProc(t)
 		p.brief(t, spec)
-		_, err := p.sock.Write([]byte{'g'})
+		_, err := p.sock.Write([]byte{appexec.GoByte})
 		must(t, err)
 		if code := p.exit(t); code != 254 {
 			t.Errorf("exit %d, want 254", code)
