@@ -30,6 +30,10 @@ type child struct {
 	// Set before done is closed.
 	ws  unix.WaitStatus
 	end time.Time
+	// cpu is the user and system time of the process and of every
+	// descendant reaped before it (its rusage at wait4): not that of an
+	// orphan it left, which is reaped by us, as subreaper, on its own.
+	cpu time.Duration
 	out *os.File // stdout+stderr, a memfd
 }
 
@@ -63,7 +67,8 @@ func (r *reaper) loop() {
 	runtime.LockOSThread()
 	for {
 		var ws unix.WaitStatus
-		pid, err := unix.Wait4(-1, &ws, 0, nil)
+		var ru unix.Rusage
+		pid, err := unix.Wait4(-1, &ws, 0, &ru)
 		now := time.Now()
 		if errors.Is(err, unix.EINTR) {
 			continue
@@ -87,6 +92,7 @@ func (r *reaper) loop() {
 		r.mu.Unlock()
 		if ok {
 			c.ws, c.end = ws, now
+			c.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 			close(c.done)
 		}
 	}

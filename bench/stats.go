@@ -105,6 +105,15 @@ func newSection(id, title, unit string, cols ...string) *section {
 	return &section{id: id, title: title, unit: unit, cols: cols}
 }
 
+// addRun records a run's fork-to-reaped time and, in a section with a
+// second column, the CPU its process tree used (child.cpu).
+func (r *row) addRun(c *child) {
+	r.m[0].add(ms(c.elapsed()))
+	if len(r.m) > 1 {
+		r.m[1].add(ms(c.cpu))
+	}
+}
+
 func (s *section) row(name string, pod1 bool) *row {
 	for _, r := range s.rows {
 		if r.name == name {

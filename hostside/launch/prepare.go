@@ -121,7 +121,7 @@ func createPod(o Options) (p *Prepared, retErr error) {
 	if err := writePodFile(filepath.Join(embryo, layout.PodCreated), nil, filePerm); err != nil {
 		return nil, fmt.Errorf("pod %s: %w", uuid, err)
 	}
-	if err := p.move(filepath.Join(pods, layout.PodsPrepare, uuid), false); err != nil {
+	if err := p.move(filepath.Join(pods, layout.PodsPrepare, uuid)); err != nil {
 		return nil, err
 	}
 	o.debugf("pod %s: preparing in %s", uuid, p.Dir)
@@ -129,21 +129,14 @@ func createPod(o Options) (p *Prepared, retErr error) {
 }
 
 // move renames the pod dir to a new state. The lock follows the inode.
-// durable makes the rename survive a crash: the move into run/, after
-// which the pod's statuses are written and the pod is listed as run.
-// A pod whose move to prepare/ is lost stays an embryo, which gc collects.
-func (p *Prepared) move(to string, durable bool) error {
+// The rename is not made durable here: a pod whose move to prepare/ is
+// lost stays an embryo, which gc collects; fill makes the move into run/
+// durable itself.
+func (p *Prepared) move(to string) error {
 	if err := os.Rename(p.Dir, to); err != nil {
 		return fmt.Errorf("pod %s: move to %s: %w", p.UUID, to, err)
 	}
-	from := filepath.Dir(p.Dir)
 	p.Dir = to
-	if !durable {
-		return nil
-	}
-	if err := safefile.SyncDirs(from, filepath.Dir(to)); err != nil {
-		return fmt.Errorf("pod %s: %w", p.UUID, err)
-	}
 	return nil
 }
 
@@ -179,10 +172,26 @@ func fill(p *Prepared, pl *plan, o Options) error {
 	}
 
 	// rkt skips prepared/ and goes straight to run/: this process owns
-	// the pod and runs it at once.
-	if err := p.move(filepath.Join(o.Dir, layout.PodIn(layout.PodsRun, p.UUID)), true); err != nil {
+	// the pod and runs it at once. The move is made durable while the
+	// overlays are mounted (the two directories' fsyncs wait on the disk,
+	// the mounts on the CPU), and before fill returns: the stage1, which
+	// writes the pod's statuses, is started only once it is.
+	from := filepath.Dir(p.Dir)
+	if err := p.move(filepath.Join(o.Dir, layout.PodIn(layout.PodsRun, p.UUID))); err != nil {
 		return err
 	}
+	synced := make(chan error, 1)
+	go func() { synced <- safefile.SyncDirs(from, filepath.Dir(p.Dir)) }()
+	err := finish(p, pl, o)
+	if serr := <-synced; serr != nil && err == nil {
+		err = fmt.Errorf("pod %s: %w", p.UUID, serr)
+	}
+	return err
+}
+
+// finish is fill's second half, once the pod is in run/: the overlays,
+// the files inside the stage1 rootfs, and the stage1's argv.
+func finish(p *Prepared, pl *plan, o Options) error {
 	if !o.NoOverlay {
 		if err := mountStage1(p, pl); err != nil {
 			return fmt.Errorf("stage1: %w", err)

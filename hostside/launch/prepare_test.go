@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/appc/spec/schema"
 	"github.com/appc/spec/schema/types"
@@ -290,5 +292,34 @@ func TestPrepareFsyncsOnlyWhatMustSurvive(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("fsyncs %q, want %q", got, want)
+	}
+}
+
+// The move into run/ is made durable while the overlays are mounted, but
+// Prepare returns, and so the stage1 is started, only once it is: a pod
+// whose stage1 wrote statuses must not fall back to prepare/ in a crash.
+func TestPrepareReturnsOnceTheMoveIsDurable(t *testing.T) {
+	requireRoot(t)
+	base := t.TempDir()
+	cleanupMounts(t, base)
+	opts := testPod(t, base)
+	runDir := filepath.Join(opts.Dir, "pods", "run")
+	var synced atomic.Bool
+	safefile.Fsynced = func(p string) {
+		if filepath.Clean(p) == runDir {
+			// The hook runs before the fsync it names: a Prepare that
+			// did not wait for it would return during this sleep.
+			time.Sleep(300 * time.Millisecond)
+			synced.Store(true)
+		}
+	}
+	defer func() { safefile.Fsynced = nil }()
+	p, err := Prepare(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = Abort(p) }()
+	if !synced.Load() {
+		t.Fatal("Prepare returned before the move into run/ was made durable")
 	}
 }
