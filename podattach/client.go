@@ -102,6 +102,10 @@ func Attach(app string, sel Selection, in io.Reader, out, errOut io.Writer) erro
 		src io.Reader
 	}
 	var inputs, outputs []copy
+	// syncs are the output-only connections (stdout, stderr); a
+	// terminal's one connection carries both ways and is registered
+	// before its input is read.
+	var syncs []net.Conn
 	for _, ep := range t.Targets {
 		var wantIn, wantOut bool
 		var dst io.Writer
@@ -128,10 +132,25 @@ func Attach(app string, sel Selection, in io.Reader, out, errOut io.Writer) erro
 		}
 		if wantOut {
 			outputs = append(outputs, copy{dst, c})
+			if !wantIn {
+				syncs = append(syncs, c)
+			}
 		}
 	}
 	if len(inputs)+len(outputs) == 0 {
 		return fmt.Errorf("app %q has none of the endpoints asked for", app)
+	}
+	if len(inputs) > 0 {
+		// Nothing is sent to the app before PID 1 has taken each output
+		// connection (registered): a connect returns once the kernel has
+		// queued it, and PID 1 accepts each endpoint in a goroutine of
+		// its own, so the app's answer to input sent at once could be
+		// written before the output client exists, to no one.
+		for _, c := range syncs {
+			if err := registered(c); err != nil {
+				return fmt.Errorf("app %q: %w", app, err)
+			}
+		}
 	}
 	done := make(chan error, len(inputs)+len(outputs))
 	for _, cp := range outputs {
@@ -156,4 +175,50 @@ func Attach(app string, sel Selection, in io.Reader, out, errOut io.Writer) erro
 		err = nil
 	}
 	return err
+}
+
+// syncByte is what registered sends on an output-only connection: PID 1
+// reads and drops whatever a client sends there (rkt's iottymux
+// protocol has the client send nothing on it), and reads it only once
+// it has made the connection a client of the stream.
+const syncByte = 0
+
+// registered waits until PID 1 has taken the output connection c: it
+// sends syncByte and waits for PID 1 to have read it, which the socket's
+// unread bytes (SIOCOUTQ) show. The protocol is unchanged: the byte is
+// one PID 1 drops. A connection PID 1 closed unread (the run ended) also
+// frees what was queued; one it never takes is given up on after
+// dialTimeout.
+func registered(c net.Conn) error {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return nil
+	}
+	if _, err := uc.Write([]byte{syncByte}); err != nil {
+		// Closed by PID 1 already: the run is over, and the output's
+		// end says so.
+		return nil
+	}
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(dialTimeout)
+	for wait := 50 * time.Microsecond; ; wait = min(2*wait, 5*time.Millisecond) {
+		var n int
+		var ierr error
+		if err := rc.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ) }); err != nil {
+			return err
+		}
+		if ierr != nil {
+			return fmt.Errorf("output connection: SIOCOUTQ: %w", ierr)
+		}
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("output connection not taken within %v", dialTimeout)
+		}
+		time.Sleep(wait)
+	}
 }

@@ -9,7 +9,12 @@
 // bytes, input from the client to the app on sock-stdin, output to the
 // client on sock-stdout and sock-stderr, both on sock-tty. There is no
 // framing and no handshake, so nothing but the endpoints file needs to
-// agree between the two sides.
+// agree between the two sides. PID 1 reads and drops what a client sends
+// on an output socket, and reads it only once the connection is a client
+// of the stream; the attach entry point uses that to send nothing to the
+// app before its output clients exist (client.go, registered): each
+// endpoint is accepted in a goroutine of its own, and an answer written
+// before its client is taken would go to no one.
 //
 // PID 1 serves it itself, in goroutines, instead of rkt's process per app
 // (iottymux under systemd): the output already passes through PID 1, which
@@ -88,6 +93,11 @@ type Hub struct {
 	auth   func(*net.UnixConn) error
 	logf   func(string, ...any)
 	closed bool
+	// beforeRegister, when set (by tests, before the first Begin), is
+	// called with the endpoint of each accepted connection before it is
+	// registered: a slow one shows what a client sees when PID 1 takes a
+	// connection late.
+	beforeRegister func(ep string)
 }
 
 // New returns a hub; auth accepts or refuses each connection's peer.
@@ -390,6 +400,9 @@ func (h *Hub) accept(a *appHub, ep string, l *net.UnixListener) {
 			h.logf("attach: app %q: refused a connection: %v", a.name, err)
 			_ = c.Close()
 			continue
+		}
+		if h.beforeRegister != nil {
+			h.beforeRegister(ep)
 		}
 		h.mu.Lock()
 		rs := a.run
