@@ -13,9 +13,15 @@ RKT := build/rkt/rkt
 BINS := bin/stage1-init bin/pod1-init bin/pod1-waiter bin/net-setup bin/pod1 bin/probe bin/demo-hello
 SRCS := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 
-.PHONY: all image demo test test-race lint tools check-static clean bench bench-ab vm-test rkt conformance
+.PHONY: deps FORCE all image demo test test-race lint tools check-static clean bench bench-ab vm-test rkt conformance
 
 all: $(BINS)
+
+# deps installs the Debian packages the build and the tests need when they
+# are missing and we are root (tools/host-deps.sh); otherwise it names them.
+deps:
+	@tools/host-deps.sh
+FORCE:
 
 bin/stage1-init: $(SRCS)
 	$(GO) build $(GOFLAGS_B) -o $@ ./stage1-init
@@ -39,7 +45,12 @@ bin/pod1-init: $(SRCS)
 # says so).
 WAITER    ?= 1
 WAITER_CC ?= $(if $(shell command -v musl-gcc 2>/dev/null),musl-gcc,gcc)
-bin/pod1-waiter: waiter/waiter.c
+# The waiter is rebuilt when the compiler changes (musl-tools installed
+# after a build against glibc): the stamp holds the one it was built with.
+WAITER_CC_STAMP := build/.waiter-cc
+$(WAITER_CC_STAMP): FORCE | deps
+	@mkdir -p build; echo '$(WAITER_CC)' | cmp -s - $@ || echo '$(WAITER_CC)' > $@
+bin/pod1-waiter: waiter/waiter.c $(WAITER_CC_STAMP)
 	@mkdir -p bin
 	@command -v $(WAITER_CC) >/dev/null 2>&1 || { echo "bin/pod1-waiter: no C compiler ($(WAITER_CC)): install Debian's gcc and musl-tools (sudo apt-get install gcc musl-tools), or build with WAITER_CC=gcc (and libc6-dev)"; exit 1; }
 	$(WAITER_CC) -static -Os -s -Wall -Wextra -Werror -o $@ waiter/waiter.c
@@ -105,13 +116,13 @@ check-static: $(BINS) $(CNI_DIR)/.done
 		if ldd $$b >/dev/null 2>&1; then echo "$$b is not static"; exit 1; fi; \
 	done; echo "all binaries are static"
 
-demo: all image
+demo: deps all image
 	./demo/run.sh
 
 # make test runs every test: the unit tests and the integration tests that
 # start real pods. Both need root; run as an ordinary user they fail with a
 # clear message rather than pass silently.
-test: all image check-static $(RKT)
+test: deps all image check-static $(RKT)
 	@if [ "$$(id -u)" != 0 ]; then echo "make test needs root (sudo make test): the tests start real pods"; exit 1; fi
 	POD1_RKT=$(abspath $(RKT)) POD1_WAITER=$(WAITER) $(GO) test -count=1 -timeout 14m ./...
 
@@ -177,18 +188,20 @@ lint:
 # make bench runs pod1 side by side with its peers (bench/, as root, a few
 # minutes) and writes docs/benchmarks.md and docs/benchmarks.svg. It builds
 # what it runs and installs the peers from Debian when they are missing;
-# conmon only if the archive has it.
+# conmon only if the archive has it. iptables is no peer: the networking
+# row's CNI plugins (masquerade) run the host's.
 BENCH_PEERS := crun runc systemd-container tini catatonit
+BENCH_TOOLS := iptables
 
 bin/bench: $(SRCS)
 	$(GO) build $(GOFLAGS_B) -o $@ ./bench
 
-bench: all image bin/bench
+bench: deps all image bin/bench
 	@if [ "$$(id -u)" != 0 ]; then echo "make bench needs root (sudo make bench): it starts pods and containers"; exit 1; fi
-	@missing=""; for p in $(BENCH_PEERS) conmon; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; for p in $(BENCH_PEERS) $(BENCH_TOOLS) conmon; do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "bench: installing$$missing"; apt-get update -qq || exit 1; \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(BENCH_PEERS) || exit 1; \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(BENCH_PEERS) $(BENCH_TOOLS) || exit 1; \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends conmon || echo "bench: conmon is not in this archive; measured without it"; \
 	fi
 	./bin/bench -repo . -ab $(AB_DIR) -out docs/benchmarks.md -svg docs/benchmarks.svg

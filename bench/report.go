@@ -310,6 +310,6 @@ func (b *bench) markdown() string {
 	if notes, err := os.ReadFile(filepath.Join(b.repo, "bench", "profile.md")); err == nil {
 		p("\n%s", notes)
 	}
-	p("\n---\nReproduce with `sudo make bench` (it installs crun, runc, systemd-container, tini, catatonit and conmon from Debian if they are missing).\n")
+	p("\n---\nReproduce with `sudo make bench` (it installs crun, runc, systemd-container, tini, catatonit, conmon and iptables from Debian if they are missing).\n")
 	return sb.String()
 }
