@@ -83,5 +83,5 @@ func TestAttachInputWaitsForTheOutputClients(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("attach did not end with the app's output")
 	}
-	inW.Close()
+	_ = inW.Close()
 }
