@@ -102,9 +102,11 @@ func Attach(app string, sel Selection, in io.Reader, out, errOut io.Writer) erro
 		src io.Reader
 	}
 	var inputs, outputs []copy
-	// syncs are the output-only connections (stdout, stderr); a
-	// terminal's one connection carries both ways and is registered
-	// before its input is read.
+	// syncs are the output-only connections to stdout and stderr. Not
+	// the terminal's: PID 1 takes what a client sends there as the app's
+	// input (a synchronising byte would be typed into it), and registers
+	// it as an output client before it reads, so that input sent on it is
+	// answered on it.
 	var syncs []net.Conn
 	for _, ep := range t.Targets {
 		var wantIn, wantOut bool
@@ -132,7 +134,7 @@ func Attach(app string, sel Selection, in io.Reader, out, errOut io.Writer) erro
 		}
 		if wantOut {
 			outputs = append(outputs, copy{dst, c})
-			if !wantIn {
+			if ep.Name != EpTTY {
 				syncs = append(syncs, c)
 			}
 		}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/pod1/pod1/podplan"
 )
 
@@ -84,4 +86,64 @@ func TestAttachInputWaitsForTheOutputClients(t *testing.T) {
 		t.Fatal("attach did not end with the app's output")
 	}
 	_ = inW.Close()
+}
+
+// A client attached to a terminal's output and to a stream stdin sends
+// nothing on the terminal's connection: PID 1 takes what a client sends
+// there as the app's input (here its stdin, the stream), so a
+// synchronising byte would reach the app.
+func TestAttachTypesNothingIntoTheTerminal(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("a terminal needs a devpts instance of our own: root")
+	}
+	t.Chdir(t.TempDir())
+	h := New(func(*net.UnixConn) error { return nil }, t.Logf)
+	defer h.Close()
+	r, err := h.Begin("mixed", podplan.Stdio{Stdin: podplan.StdioStream, Stdout: podplan.StdioTTY, Stderr: podplan.StdioTTY})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(r.Master)
+	stdin, slave := r.Fds[0], r.Fds[1]
+	r.ours = nil
+	defer unix.Close(stdin)
+	defer unix.Close(slave)
+	// Raw, so that a lone byte is readable at once.
+	tio, err := unix.IoctlGetTermios(slave, unix.TCGETS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tio.Lflag &^= unix.ICANON | unix.ECHO | unix.ISIG
+	tio.Iflag &^= unix.ICRNL | unix.IXON
+	tio.Cc[unix.VMIN], tio.Cc[unix.VTIME] = 0, 0
+	if err := unix.IoctlSetTermios(slave, unix.TCSETS, tio); err != nil {
+		t.Fatal(err)
+	}
+
+	inR, inW := io.Pipe()
+	defer func() { _ = inW.Close() }()
+	go func() { _ = Attach("mixed", Selection{Stdin: true, TTYOut: true}, inR, io.Discard, io.Discard) }()
+	if _, err := io.WriteString(inW, "x\n"); err != nil {
+		t.Fatal(err)
+	}
+	// The input comes through stdin's pipe ...
+	got := make([]byte, 8)
+	deadline := time.Now().Add(3 * time.Second)
+	n := 0
+	for n < 2 && time.Now().Before(deadline) {
+		m, _ := unix.Read(stdin, got[n:])
+		n += max(m, 0)
+		if n < 2 {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if string(got[:n]) != "x\n" {
+		t.Fatalf("the app's stdin read %q, want the input alone", got[:n])
+	}
+	// ... alone, and nothing reaches the terminal.
+	time.Sleep(100 * time.Millisecond)
+	if m, _ := unix.Read(slave, got); m > 0 {
+		t.Fatalf("the app's terminal read %q: the client typed into it", got[:m])
+	}
+	h.End("mixed")
 }
