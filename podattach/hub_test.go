@@ -108,6 +108,10 @@ func TestAttachTypesNothingIntoTheTerminal(t *testing.T) {
 	r.ours = nil
 	defer unix.Close(stdin)
 	defer unix.Close(slave)
+	// The reads below poll: a missing input fails the test, not hangs it.
+	if err := unix.SetNonblock(stdin, true); err != nil {
+		t.Fatal(err)
+	}
 	// Raw, so that a lone byte is readable at once.
 	tio, err := unix.IoctlGetTermios(slave, unix.TCGETS)
 	if err != nil {
