@@ -38,7 +38,15 @@ func openPodInit(pid int) (int, error) {
 		return -1, fmt.Errorf("pid %d: %w", pid, err)
 	}
 	if err := checkPodInit(pid); err != nil {
+		// The pod's own end races a stop (an app's failure stops the
+		// pod while rkt stop, or a test, asks the same): a process reaped
+		// between the pidfd's opening and the reads of /proc has nothing
+		// left to stop, whatever it was.
+		gone := errors.Is(unix.PidfdSendSignal(fd, 0, nil, 0), unix.ESRCH)
 		unix.Close(fd)
+		if gone {
+			return -1, errPodGone
+		}
 		return -1, err
 	}
 	if err := unix.PidfdSendSignal(fd, 0, nil, 0); err != nil {
@@ -51,7 +59,11 @@ func openPodInit(pid int) (int, error) {
 	return fd, nil
 }
 
-func checkPodInit(pid int) error {
+// checkPodInit is a variable for the test that makes the pod end while
+// the checks read /proc.
+var checkPodInit = checkPodInitProc
+
+func checkPodInitProc(pid int) error {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return fmt.Errorf("pid %d: %w", pid, err)
