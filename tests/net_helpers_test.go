@@ -265,3 +265,29 @@ func freePort(t *testing.T) int {
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
 }
+
+// The probe's server counts a client only once it has said something, so
+// that dialTCP's retries cannot use up its count: under QEMU's emulator a
+// dial timed out after the kernel had completed the handshake, the server
+// counted that silent connection, and TestNetPortForward's second client
+// found no one listening. Run on the host, no pod needed.
+func TestProbeServeCountsOnlyClientsThatSpeak(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	addr := "127.0.0.1:" + itoa(freePort(t))
+	cmd := exec.CommandContext(ctx, bin("probe"), "serve", addr, "1")
+	out, err := cmd.StdoutPipe()
+	must(t, err)
+	must(t, cmd.Start())
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	line := make([]byte, 256)
+	if n, err := out.Read(line); err != nil || !strings.Contains(string(line[:n]), "ready") {
+		t.Fatalf("probe serve: %q, %v", line[:n], err)
+	}
+	silent, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	must(t, err)
+	must(t, silent.Close())
+	if got := dialTCP(t, addr, "second"); got != "pong second" {
+		t.Fatalf("the client after a silent one got %q", got)
+	}
+}
