@@ -10,7 +10,7 @@ export CGO_ENABLED := 0
 # The real rkt v1.30.0 stage0 the tests drive pod1 through (see rkt: below).
 RKT := build/rkt/rkt
 
-BINS := bin/stage1-init bin/pod1-init bin/pod1-waiter bin/net-setup bin/pod1 bin/probe bin/demo-hello
+BINS := bin/stage1-init bin/pod1-init bin/pod1-waiter bin/pod1-pause bin/net-setup bin/pod1 bin/probe bin/demo-hello
 SRCS := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 
 .PHONY: deps FORCE all image demo test test-race lint tools check-static clean bench bench-ab vm-test rkt conformance
@@ -54,6 +54,13 @@ bin/pod1-waiter: waiter/waiter.c $(WAITER_CC_STAMP)
 	@mkdir -p bin
 	@command -v $(WAITER_CC) >/dev/null 2>&1 || { echo "bin/pod1-waiter: no C compiler ($(WAITER_CC)): install Debian's gcc and musl-tools (sudo apt-get install gcc musl-tools), or build with WAITER_CC=gcc (and libc6-dev)"; exit 1; }
 	$(WAITER_CC) -static -Os -s -Wall -Wextra -Werror -o $@ waiter/waiter.c
+# The init of the apps' pid namespace (pause/pause.c): C for the same
+# reason as the waiter, a process that stays for the pod's whole life and
+# only reaps.
+bin/pod1-pause: pause/pause.c $(WAITER_CC_STAMP)
+	@mkdir -p bin
+	@command -v $(WAITER_CC) >/dev/null 2>&1 || { echo "bin/pod1-pause: no C compiler ($(WAITER_CC)): install Debian's gcc and musl-tools (sudo apt-get install gcc musl-tools), or build with WAITER_CC=gcc (and libc6-dev)"; exit 1; }
+	$(WAITER_CC) -static -Os -s -Wall -Wextra -Werror -o $@ pause/pause.c
 bin/net-setup: $(SRCS)
 	$(GO) build $(GOFLAGS_B) -o $@ ./stage1-net
 # pod1 knows the Go build ID of the stage1-init built with it: `pod1 gc`
@@ -86,7 +93,7 @@ $(CNI_DIR)/.done:
 	GOBIN=$(abspath $(CNI_DIR)) GOFLAGS=-buildvcs=false $(GO) install -trimpath -ldflags "-s -w" $(FLANNEL_PKG)
 	touch $@
 
-build/stage1.aci: bin/stage1-init bin/pod1-init bin/pod1-waiter bin/net-setup $(CNI_DIR)/.done rootfs/manifest.json rootfs/hosts-fallback $(wildcard rootfs/net.d/*.conf) Makefile
+build/stage1.aci: bin/stage1-init bin/pod1-init bin/pod1-waiter bin/pod1-pause bin/net-setup $(CNI_DIR)/.done rootfs/manifest.json rootfs/hosts-fallback $(wildcard rootfs/net.d/*.conf) Makefile
 	rm -rf build/stage1 && mkdir -p build/stage1/rootfs/rkt/status build/stage1/rootfs/rkt/env build/stage1/rootfs/opt/stage2 \
 		build/stage1/rootfs/etc/rkt/net.d build/stage1/rootfs/usr/lib/rkt/plugins/net
 	cp rootfs/manifest.json build/stage1/manifest
@@ -94,6 +101,7 @@ build/stage1.aci: bin/stage1-init bin/pod1-init bin/pod1-waiter bin/net-setup $(
 	cp bin/stage1-init build/stage1/rootfs/stage1-init
 	cp bin/pod1-init build/stage1/rootfs/pod1-init
 	cp bin/pod1-waiter build/stage1/rootfs/pod1-waiter
+	cp bin/pod1-pause build/stage1/rootfs/pod1-pause
 	cp bin/net-setup build/stage1/rootfs/net-setup
 	cp rootfs/net.d/*.conf build/stage1/rootfs/etc/rkt/net.d/
 	cp $(addprefix $(CNI_DIR)/,$(CNI_PLUGINS) flannel) build/stage1/rootfs/usr/lib/rkt/plugins/net/

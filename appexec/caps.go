@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/moby/sys/capability"
+	"golang.org/x/sys/unix"
 )
 
 // DefaultCapabilities is rkt's default capability set for an app that
@@ -18,15 +19,16 @@ var DefaultCapabilities = []string{
 	"CAP_SETFCAP", "CAP_SYS_CHROOT",
 }
 
-// EscapeCapabilities reach the host from a pod that shares the host's
-// user namespace, whatever else is in place: CAP_SYS_PTRACE, when the
-// app's filter allows ptrace, takes over the pod's PID 1 and its
-// capabilities (its /proc/1/root shows nothing of the host), CAP_SYS_ADMIN mounts and enters namespaces, CAP_SYS_MODULE loads kernel
+// EscapeCapabilities, the named escape set, reach the host from a pod
+// that shares the host's user namespace, whatever else is in place:
+// CAP_SYS_ADMIN mounts and enters namespaces, CAP_SYS_MODULE loads kernel
 // code, CAP_DAC_READ_SEARCH opens host files by handle (the "shocker"
 // exploit), CAP_SYS_RAWIO reads /dev/mem. Granting one is the user's
-// choice; the stage1 warns.
+// choice; the stage1 warns. CAP_SYS_PTRACE is not among them: no stage1
+// process is in the apps' pid namespace (Launch), so what it opens is the
+// pod's apps only, as in any pod whose apps share a pid namespace.
 var EscapeCapabilities = []string{
-	"CAP_DAC_READ_SEARCH", "CAP_SYS_ADMIN", "CAP_SYS_MODULE", "CAP_SYS_PTRACE", "CAP_SYS_RAWIO",
+	"CAP_DAC_READ_SEARCH", "CAP_SYS_ADMIN", "CAP_SYS_MODULE", "CAP_SYS_RAWIO",
 }
 
 // capName is the isolator spelling of c: CAP_ and the upper-case name.
@@ -78,12 +80,12 @@ func applyCapabilities(keep []string, unrestricted bool) ([]string, error) {
 	if unrestricted {
 		return nil, nil
 	}
+	// Not Load: it reads /proc/self/status, and the app's /proc, where
+	// the set-up process may be by now, does not show it (the apps' pid
+	// namespace). Only the bounding set is applied, all of it set here.
 	c, err := capability.NewPid2(0)
 	if err != nil {
 		return nil, err
-	}
-	if err := c.Load(); err != nil {
-		return nil, fmt.Errorf("read capabilities: %w", err)
 	}
 	c.Clear(capability.BOUNDS)
 	var kept []string
@@ -114,11 +116,26 @@ func applyCapabilities(keep []string, unrestricted bool) ([]string, error) {
 // ambient sets nothing else carries over (CVE-2022-29162: a non-empty
 // inheritable set let file capabilities raise privileges).
 func finishCapabilities(keep []string, unrestricted bool) error {
-	c, err := capability.NewPid2(0)
-	if err != nil {
-		return err
+	// capget and capset with pid 0 act on the calling thread, and read
+	// nothing of /proc (which may be the app's by now, where this
+	// process has no pid).
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("read capabilities: %w", err)
 	}
-	if err := c.Load(); err != nil {
+	for i := range data {
+		data[i].Inheritable = 0
+		data[i].Effective = data[i].Permitted
+	}
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("set capabilities: %w", err)
+	}
+	if err := capability.ResetAmbient(); err != nil {
+		return fmt.Errorf("clear the ambient set: %w", err)
+	}
+	// Read the result back from the kernel itself.
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
 		return fmt.Errorf("read capabilities: %w", err)
 	}
 	last, err := capability.LastCap()
@@ -126,29 +143,11 @@ func finishCapabilities(keep []string, unrestricted bool) error {
 		return err
 	}
 	for cp := capability.Cap(0); cp <= last; cp++ {
-		c.Unset(capability.INHERITABLE, cp)
-		if c.Get(capability.PERMITTED, cp) {
-			c.Set(capability.EFFECTIVE, cp)
-		}
-	}
-	if err := c.Apply(capability.CAPS); err != nil {
-		return fmt.Errorf("set capabilities: %w", err)
-	}
-	if err := capability.ResetAmbient(); err != nil {
-		return fmt.Errorf("clear the ambient set: %w", err)
-	}
-	// Read the result back from the kernel itself (capget and prctl act
-	// on the calling thread; /proc/self/status would show the main
-	// thread's sets, of a pid namespace that may not be ours).
-	if err := c.Load(); err != nil {
-		return fmt.Errorf("read capabilities: %w", err)
-	}
-	for cp := capability.Cap(0); cp <= last; cp++ {
 		amb, err := capability.GetAmbient(cp)
 		if err != nil {
 			return fmt.Errorf("%s: read ambient set: %w", capName(cp), err)
 		}
-		if amb || c.Get(capability.INHERITABLE, cp) {
+		if amb || data[cp/32].Inheritable&(1<<(cp%32)) != 0 {
 			return fmt.Errorf("%s still inheritable or ambient", capName(cp))
 		}
 		if unrestricted {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -119,7 +120,7 @@ func SpareBrief(spec []byte) []byte {
 // into it would drop.
 func readBrief(fd int) ([]byte, error) {
 	var hdr [briefHeader]byte
-	n, err := readFull(fd, hdr[:])
+	n, err := readHeader(fd, hdr[:])
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("read spec: %w", err)
@@ -140,6 +141,45 @@ func readBrief(fd int) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// readHeader reads a brief's header, and the descriptors that come with
+// it (SpareBriefRights): the spare was started before PID 1 had them.
+func readHeader(fd int, hdr []byte) (int, error) {
+	oob := make([]byte, unix.CmsgSpace(4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(fd, hdr, oob, unix.MSG_CMSG_CLOEXEC|unix.MSG_WAITALL)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if oobn > 0 {
+			if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+				for i := range msgs {
+					if fds, err := unix.ParseUnixRights(&msgs[i]); err == nil {
+						if len(fds) == 2 && appsProcFd < 0 {
+							appsProcFd, appsPidNS = fds[0], fds[1]
+							fds = nil
+						}
+						for _, f := range fds {
+							unix.Close(f)
+						}
+					}
+				}
+			}
+		}
+		if n == 0 || n == len(hdr) {
+			return n, nil
+		}
+		m, err := readFull(fd, hdr[n:])
+		return n + m, err
+	}
+}
+
+// SpareBriefRights are the descriptors a spare's brief carries: a
+// detached procfs of the apps' pid namespace, and the namespace.
+func SpareBriefRights(procfs, pidns int) []byte { return unix.UnixRights(procfs, pidns) }
 
 // readFull reads len(b) bytes from fd unless it ends first, and returns
 // how many it read.
@@ -189,8 +229,8 @@ func (g *gate) wait() error {
 }
 
 // stdioRights is how many descriptors come with a spare's go: the app's
-// stdin, stdout and stderr.
-const stdioRights = 3
+// stdin, stdout and stderr, and its gate (GateFd).
+const stdioRights = 4
 
 // takeStdio makes the descriptors of a go's control message our stdin,
 // stdout and stderr.
@@ -216,7 +256,11 @@ func takeStdio(oob []byte) error {
 		return fmt.Errorf("go: got %d descriptors with it, want %d", len(fds), stdioRights)
 	}
 	for i, fd := range fds {
-		if err := unix.Dup3(fd, i, 0); err != nil {
+		to := i
+		if i == 3 {
+			to = GateFd
+		}
+		if err := unix.Dup3(fd, to, 0); err != nil {
 			return fmt.Errorf("go: take descriptor %d: %w", i, err)
 		}
 	}
@@ -249,18 +293,43 @@ func become(s *Spec, g *gate) (int, error) {
 		return setupFailed, err
 	}
 	if s.UserNS != nil {
+		if err := joinAppsPidNS(appsPidNS); err != nil {
+			return setupFailed, err
+		}
 		return startInUserNS(s)
 	}
-	// A session of its own: the app has no controlling terminal it could
-	// push input into (TIOCSTI, CVE-2017-5226), and the pod can signal
-	// the app's whole process group.
-	if _, err := unix.Setsid(); err != nil {
-		return setupFailed, fmt.Errorf("setsid: %w", err)
+	// The app's process gets a session of its own (Launch): it has no
+	// controlling terminal it could push input into (TIOCSTI,
+	// CVE-2017-5226), and the pod can signal its whole process group.
+	return Launch(s, s.Exec, appsPidNS, s.CtrlTTY, func(pid int, execErr func() error) int {
+		if pid <= 0 {
+			logx.Errorf("app %q: %v", s.Name, execErr())
+			return setupFailed
+		}
+		if err := reportPid(pid); err != nil {
+			// PID 1 is not listening: the app's process must not
+			// run unsupervised.
+			_ = unix.Kill(pid, unix.SIGKILL)
+			logx.Errorf("app %q: %v", s.Name, err)
+			return setupFailed
+		}
+		// The app's process is PID 1's now, and its exit status says
+		// how it ended; execErr says why, on the app's stderr.
+		if err := execErr(); err != nil {
+			logx.Errorf("app %q: %v", s.Name, err)
+		}
+		return 0
+	})
+}
+
+// reportPid tells PID 1, on ReportFd, the pid of the app's process.
+func reportPid(pid int) error {
+	report := os.NewFile(ReportFd, "report")
+	defer report.Close()
+	if _, err := report.WriteString(strconv.Itoa(pid) + "\n"); err != nil {
+		return fmt.Errorf("report pid: %w", err)
 	}
-	if err := takeCtrlTTY(s); err != nil {
-		return setupFailed, err
-	}
-	return Exec(s, s.Exec)
+	return nil
 }
 
 func execCode(err error) int {

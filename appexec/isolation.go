@@ -3,6 +3,8 @@ package appexec
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -252,6 +254,9 @@ func checkExecutable(p string) (string, error) {
 	if errors.Is(err, unix.ELOOP) {
 		return "", fmt.Errorf("%s resolves through a /proc link: %w", p, unix.EACCES)
 	}
+	if errors.Is(err, unix.ENOENT) && entersProc(p) {
+		return "", fmt.Errorf("%s resolves into /proc: %w", p, unix.EACCES)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -268,7 +273,7 @@ func checkExecutable(p string) (string, error) {
 		return "", err // execve gives its own answer
 	}
 	// Reopened through the descriptor: the very file checked.
-	rfd, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	rfd, err := reopen(fd, unix.O_RDONLY|unix.O_NONBLOCK)
 	if err != nil {
 		return "", nil // not readable: execve decides
 	}
@@ -286,6 +291,46 @@ func checkExecutable(p string) (string, error) {
 	return "", nil
 }
 
+// entersProc reports whether resolving p, in our root (the app's), walks
+// into /proc. The app's /proc is of the apps' pid namespace, where the
+// set-up process has no pid: /proc/self and its like resolve to nothing
+// for it (ENOENT), and to the process itself for the app's process that
+// would exec them. The walk is the kernel's, component by component: a
+// symlink's target replaces it, ".." after a resolved directory is its
+// real parent.
+func entersProc(p string) bool {
+	resolved, todo := "/", p
+	for hops := 0; todo != "" && hops <= 40; {
+		comp, rest, _ := strings.Cut(strings.TrimLeft(todo, "/"), "/")
+		todo = rest
+		if comp == "" || comp == "." {
+			continue
+		}
+		next := path.Join(resolved, comp)
+		if next == "/proc" || strings.HasPrefix(next, "/proc/") {
+			return true
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(next, &st); err != nil {
+			return false
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			resolved = next
+			continue
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return false
+		}
+		hops++
+		if path.IsAbs(target) {
+			resolved = "/"
+		}
+		todo = target + "/" + todo
+	}
+	return false
+}
+
 // writeProcSelf writes data to the calling process's /proc/self/<name>.
 // It goes through a procfs instance of its own, mounted detached for the
 // purpose, which no mount in the app's namespace can cover: in the mount
@@ -294,20 +339,10 @@ func checkExecutable(p string) (string, error) {
 // type alone does not catch (CVE-2025-52881, threats T7). Where the kernel
 // refuses a private instance, the shared /proc is used, checked.
 func writeProcSelf(name, data string) error {
-	fs, err := unix.Fsopen("proc", unix.FSOPEN_CLOEXEC)
-	if err != nil {
+	if privateProc() < 0 {
 		return writeProcFile("/proc/self/"+name, data)
 	}
-	defer unix.Close(fs)
-	if err := unix.FsconfigCreate(fs); err != nil {
-		return writeProcFile("/proc/self/"+name, data)
-	}
-	mnt, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
-	if err != nil {
-		return writeProcFile("/proc/self/"+name, data)
-	}
-	defer unix.Close(mnt)
-	fd, err := unix.Openat(mnt, "self/"+name, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := openProcSelf(name, unix.O_WRONLY|unix.O_NOFOLLOW)
 	if err != nil {
 		return fmt.Errorf("open /proc/self/%s: %w", name, err)
 	}

@@ -76,7 +76,7 @@ func fdPath(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd
 func mountOne(root *os.File, m *Mount) error {
 	switch m.Kind {
 	case KindProc:
-		return mountPseudo(root, m.Target, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
+		return mountAppsProc(root, m.Target)
 	case KindSys:
 		flags := uintptr(unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC)
 		if m.ReadOnly {

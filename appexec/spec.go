@@ -55,7 +55,7 @@ type Spec struct {
 
 // Mount kinds.
 const (
-	// KindProc mounts a procfs of the pod's pid namespace.
+	// KindProc mounts a procfs of the apps' pid namespace (AppsProc).
 	KindProc = "proc"
 	// KindSys mounts a sysfs, read-only when ReadOnly is set.
 	KindSys = "sysfs"

@@ -1,13 +1,15 @@
 package appexec
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"runtime"
 	"strconv"
-	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -40,9 +42,9 @@ import (
 // pid, uts, ipc and network namespaces, keeps for itself (mounting,
 // setting the host name, ptracing PID 1, reading /proc/1/root).
 
-// ReportFd is where the setup process of an app in a user namespace
-// writes the pid of the app's process, in decimal; nothing (EOF) means it
-// failed, and its own exit status says why.
+// ReportFd is where an app's set-up process writes the pid of the app's
+// process, in decimal; nothing (EOF) means it failed, and its own exit
+// status says why.
 const ReportFd = 4
 
 // userNSFlag, as argv[1], tells the app's process it is the one in the
@@ -93,46 +95,145 @@ var SelfExe = "/proc/self/exe"
 // cloneInUserNS starts the stage1 binary again as pod1-app with flag,
 // cloned (with extra clone flags) into a new user namespace with the
 // mapping u, and returns its pid and the write end of the pipe it reads
-// its spec from. Only fds 0-2 and that pipe reach it: every other fd is
-// made close-on-exec first. /proc may be the app's by now (the pod's pid
-// namespace); our own binary is still reached through the magic link.
+// its spec from. Only fds 0-2 and that pipe reach it.
+//
+// The clone is ours, not syscall.ForkExec's: ForkExec writes the new
+// process's id maps through /proc/PID of the pid the clone returned, and
+// the /proc we see (the app's, of the apps' pid namespace) knows it by
+// another pid, or not at all. The maps go through a procfs of our own pid
+// namespace (privateProc); the new process waits for them on a pipe,
+// then becomes the namespace's root and execs. Until then it runs only
+// raw system calls (userNSChild), every signal blocked.
 func cloneInUserNS(u *idmap.Range, flag string, flags uintptr) (int, *os.File, error) {
-	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		return 0, nil, fmt.Errorf("close_range: %w", err)
-	}
-	r, w, err := os.Pipe()
+	x, err := prepareExec(SelfExe, []string{"pod1-app", flag}, []string{})
 	if err != nil {
 		return 0, nil, err
 	}
-	defer r.Close()
-	pid, err := syscall.ForkExec(SelfExe, []string{"pod1-app", flag}, &syscall.ProcAttr{
-		Env:   []string{},
-		Files: []uintptr{0, 1, 2, r.Fd()},
-		Sys:   userNSAttr(u, flags),
-	})
-	if err != nil {
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return 0, nil, fmt.Errorf("close_range: %w", err)
+	}
+	proc := privateProc()
+	if proc < 0 {
+		return 0, nil, errors.New("clone into a user namespace: no procfs of our own to write its id maps through")
+	}
+	var spec, sync, report [2]int
+	for _, p := range []*[2]int{&spec, &sync, &report} {
+		if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+			return 0, nil, fmt.Errorf("pipe: %w", err)
+		}
+	}
+	w := os.NewFile(uintptr(spec[1]), "spec")
+	defer unix.Close(spec[0])
+	defer unix.Close(sync[1])
+	defer unix.Close(report[0])
+	c := &userNSChild{x: x, specFd: spec[0], syncFd: sync[0], errFd: report[1]}
+	var all, old unix.Sigset_t
+	for i := range all.Val {
+		all.Val[i] = ^uint64(0)
+	}
+	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &all, &old)
+	pid, e := c.clone(unix.CLONE_NEWUSER | flags)
+	_ = unix.PthreadSigmask(unix.SIG_SETMASK, &old, nil)
+	unix.Close(sync[0])
+	unix.Close(report[1])
+	if e != 0 {
 		w.Close()
-		return 0, nil, fmt.Errorf("clone into a user namespace: %w", err)
+		return 0, nil, fmt.Errorf("clone into a user namespace: %w", e)
+	}
+	fail := func(err error) (int, *os.File, error) {
+		_ = unix.Kill(pid, unix.SIGKILL)
+		w.Close()
+		return 0, nil, err
+	}
+	m := fmt.Sprintf("0 %d %d\n", u.HostID, u.Size)
+	for _, f := range []string{"uid_map", "gid_map"} {
+		fd, err := unix.Openat(proc, strconv.Itoa(pid)+"/"+f, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err == nil {
+			_, err = unix.Write(fd, []byte(m))
+			unix.Close(fd)
+		}
+		if err != nil {
+			return fail(fmt.Errorf("clone into a user namespace: write %s: %w", f, err))
+		}
+	}
+	if _, err := unix.Write(sync[1], []byte{1}); err != nil {
+		return fail(fmt.Errorf("clone into a user namespace: %w", err))
+	}
+	var b [8]byte
+	if n, _ := readFull(report[0], b[:]); n == len(b) {
+		// It exits, and is reaped as the app's or enter's child.
+		w.Close()
+		return 0, nil, fmt.Errorf("clone into a user namespace: step %d: %w", b[0], unix.Errno(binary.LittleEndian.Uint32(b[4:])))
 	}
 	return pid, w, nil
 }
 
-// userNSAttr is how a process is cloned into a new user namespace with
-// the pod's mapping, written by us (host root) before it runs. setgroups
-// stays allowed: the app's supplementary groups are mapped ids.
-func userNSAttr(u *idmap.Range, flags uintptr) *syscall.SysProcAttr {
-	m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: int(u.HostID), Size: int(u.Size)}}
-	return &syscall.SysProcAttr{
-		// Root of the new namespace before its execve, so the execve
-		// leaves it the namespace's full capabilities for the steps
-		// ahead; otherwise it keeps the host's uid 0, unmapped there,
-		// and the execve strips every capability.
-		Credential:                 &syscall.Credential{Uid: 0, Gid: 0},
-		Cloneflags:                 unix.CLONE_NEWUSER | flags,
-		UidMappings:                m,
-		GidMappings:                m,
-		GidMappingsEnableSetgroups: true,
+// userNSChild is what the process cloneInUserNS clones does before its
+// execve.
+type userNSChild struct {
+	x                     *preparedExec
+	specFd, syncFd, errFd int
+}
+
+// The steps of userNSChild that may fail, in its report.
+const (
+	stepSync = 1 + iota
+	stepIDs
+	stepFds
+	stepExecSelf
+)
+
+// clone clones the child; in the child it waits for its id maps, becomes
+// its namespace's root, puts the spec pipe on SpecFd and execs. Raw
+// system calls only, nosplit: the child has no other thread of the Go
+// runtime, and its signals are blocked until the execve resets them.
+//
+//go:nosplit
+//go:norace
+func (c *userNSChild) clone(flags uintptr) (int, unix.Errno) {
+	r1, _, e := unix.RawSyscall6(unix.SYS_CLONE, flags, 0, 0, 0, 0, 0)
+	if e != 0 {
+		return 0, e
 	}
+	if r1 != 0 {
+		return int(r1), 0
+	}
+	var b [1]byte
+	for {
+		n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(c.syncFd), uintptr(unsafe.Pointer(&b[0])), 1)
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 || n != 1 {
+			childFail(c.errFd, stepSync, e, status.CodeStage1Failure)
+		}
+		break
+	}
+	// Root of the new namespace before its execve, so the execve leaves
+	// it the namespace's full capabilities; otherwise it keeps the
+	// host's uid 0, unmapped there, and the execve strips them all.
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESGID, 0, 0, 0); e != 0 {
+		childFail(c.errFd, stepIDs, e, status.CodeStage1Failure)
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); e != 0 {
+		childFail(c.errFd, stepIDs, e, status.CodeStage1Failure)
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, 0, 0, 0); e != 0 {
+		childFail(c.errFd, stepIDs, e, status.CodeStage1Failure)
+	}
+	if c.specFd == SpecFd {
+		// Already there: it only has to stay open across the execve.
+		if _, _, e := unix.RawSyscall(unix.SYS_FCNTL, SpecFd, unix.F_SETFD, 0); e != 0 {
+			childFail(c.errFd, stepFds, e, status.CodeStage1Failure)
+		}
+	} else if _, _, e := unix.RawSyscall(unix.SYS_DUP3, uintptr(c.specFd), SpecFd, 0); e != 0 {
+		childFail(c.errFd, stepFds, e, status.CodeStage1Failure)
+	}
+	x := c.x
+	_, _, e = unix.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(x.path)),
+		uintptr(unsafe.Pointer(&x.argv[0])), uintptr(unsafe.Pointer(&x.envv[0])))
+	childFail(c.errFd, stepExecSelf, e, status.CodeStage1Failure)
+	return 0, 0
 }
 
 // PrepareUserNS does, while still host root, what a user namespace's root

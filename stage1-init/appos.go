@@ -32,6 +32,8 @@ type appOS struct {
 	// spare is the app process started ahead of the configuration for
 	// the first app to take (spare.go).
 	spare *spare
+	// pause is the init of the apps' pid namespace.
+	pause *pause
 	res   map[*supervisor.App]*appRes
 	// attach serves the apps' stdio to rkt attach (podattach).
 	attach *podattach.Hub
@@ -47,6 +49,10 @@ type appOS struct {
 	// start (releaseGo).
 	holdGo bool
 	heldGo []heldGo
+	// gate is the read end of the pipe the pod's first apps' processes
+	// wait on before their execve (appexec.GateFd), gateW its write end,
+	// closed once every one of them exists (openGate); -1 when none.
+	gate, gateW int
 }
 
 // appRes is what appOS holds for one app.
@@ -54,9 +60,9 @@ type appRes struct {
 	cg *cgroups.Group
 	// pending is the run Start began and Started lets go on.
 	pending pendingStart
-	// handover is the report the run's setup process owes (user
-	// namespaces only); a report that is not this one is of a run
-	// since replaced.
+	// handover is the report the run's setup process owes (the pid of
+	// the app's process it clones); a report that is not this one is
+	// of a run since replaced.
 	handover *handover
 	// oom: the kernel's OOM killer killed in the cgroup Sweep last found
 	// empty (read before it was removed).
@@ -71,8 +77,9 @@ type pendingStart struct {
 	pw   *os.File // the spec's pipe (or the spare's socket)
 	spec []byte   // nil: nothing to send
 	// stdio is sent with the go on the spare's socket (nil: the
-	// process has its own).
+	// process has its own), and the gate with it.
 	stdio *[3]int
+	gate  int
 	// closeStdio releases our copies of the app's log pipes.
 	closeStdio func()
 }
@@ -89,6 +96,25 @@ func (o *appOS) resOf(a *supervisor.App) *appRes {
 		o.res[a] = r
 	}
 	return r
+}
+
+// gateFor is the gate of an app's process started now: the first apps'
+// while they start, else /dev/null, which lets it go at once.
+func (o *appOS) gateFor() int {
+	if o.holdGo && o.gate >= 0 {
+		return o.gate
+	}
+	return o.devNull
+}
+
+// openGate lets the pod's first apps' processes go, once none of them is
+// still to be cloned (no app is starting).
+func (o *appOS) openGate() {
+	if o.gateW >= 0 {
+		unix.Close(o.gateW)
+		unix.Close(o.gate)
+		o.gate, o.gateW = -1, -1
+	}
 }
 
 // resByName is what appOS holds for the app of that name, nil if none.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,22 +52,38 @@ func (o *appOS) Start(a *supervisor.App) (p supervisor.Proc, err error) {
 	if err != nil {
 		return p, fmt.Errorf("stdio: %w", err)
 	}
+	// The set-up process reports the pid of the app's process it
+	// clones into the apps' pid namespace, PID 1's child; its exit is
+	// kept from before its pid is known (Adopt).
+	o.reaper.Expect()
 	if sp := o.takeSpare(a, r, spec); sp != nil {
-		r.pending = pendingStart{pw: sp.spec, spec: spec, stdio: &stdio, closeStdio: closeStdio}
+		r.pending = pendingStart{pw: sp.spec, spec: spec, stdio: &stdio, gate: o.gateFor(), closeStdio: closeStdio}
+		o.awaitReport(a, r, sp.report)
 		// Moved into a's cgroup already when admitSpare did.
 		return o.admit(a, r, sp.pid, sp.in == a)
 	}
+	fail := func(err error, files ...*os.File) (supervisor.Proc, error) {
+		o.reaper.Unexpect()
+		for _, f := range files {
+			f.Close()
+		}
+		closeStdio()
+		return supervisor.Proc{}, err
+	}
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		closeStdio()
-		return p, err
+		return fail(err)
+	}
+	rr, rw, err := os.Pipe()
+	if err != nil {
+		return fail(err, pr, pw)
 	}
 	attr := &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS}
 	// syscall.ForkExec, not os.StartProcess: the latter's first call
 	// forks and reaps a throwaway child to probe clone(CLONE_PIDFD)
 	// (os.checkPidfd) on the first app's start path, for a pidfd the
 	// reaper, which owns wait4, never uses.
-	files := []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2]), pr.Fd()}
+	files := []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2]), pr.Fd(), rw.Fd(), uintptr(o.pause.pidns), uintptr(o.gateFor())}
 	fork := func() (int, error) {
 		return syscall.ForkExec("/proc/self/exe", []string{roleApp}, &syscall.ProcAttr{
 			Env:   os.Environ(),
@@ -74,30 +91,30 @@ func (o *appOS) Start(a *supervisor.App) (p supervisor.Proc, err error) {
 			Sys:   attr,
 		})
 	}
-	userNS := a.Cfg.Spec.UserNS != nil
-	if userNS {
+	if a.Cfg.Spec.UserNS != nil {
 		// The setup process gets its spec inside fork; none is left
-		// to send after it. The exit of the app's process it clones
-		// is kept from before its pid is known (Adopt).
+		// to send after it.
 		b := spec
 		fork = func() (int, error) { return o.forkInUserNS(a, r, files, attr, pw, b) }
 		spec = nil
-		o.reaper.Expect()
 	}
 	pid, err := o.reaper.Start(a, fork)
 	pr.Close()
+	rw.Close()
 	if err != nil {
-		if userNS {
-			o.reaper.Unexpect()
-		}
-		pw.Close()
-		closeStdio()
-		return p, err
+		return fail(err, pw, rr)
 	}
+	o.awaitReport(a, r, rr)
 	r.pending = pendingStart{pw: pw, spec: spec, closeStdio: closeStdio}
-	p, err = o.admit(a, r, pid, false)
-	p.HandOver = userNS
-	return p, err
+	return o.admit(a, r, pid, false)
+}
+
+// awaitReport reads, off the loop, the report of a's set-up process on
+// rr (readReport).
+func (o *appOS) awaitReport(a *supervisor.App, r *appRes, rr *os.File) {
+	h := &handover{app: a}
+	r.handover = h
+	go o.readReport(h, rr)
 }
 
 // admit moves the run's first process into the app's cgroup, unless it is
@@ -112,7 +129,8 @@ func (o *appOS) admit(a *supervisor.App, r *appRes, pid int, in bool) (superviso
 			r.pending.spec = nil
 		}
 	}
-	return supervisor.Proc{Pid: pid, HostPid: hostPid(pid)}, nil
+	// The pid is the set-up process's, until it reports the app's.
+	return supervisor.Proc{Pid: pid, HostPid: hostPid(pid), HandOver: true}, nil
 }
 
 // Started sends the run's first process its spec, or the spare its go
@@ -147,7 +165,7 @@ func (o *appOS) send(app string, p pendingStart) {
 	var err error
 	if p.stdio != nil {
 		// The spare has its spec (takeSpare): it waits for this.
-		err = sendGo(p.pw, *p.stdio)
+		err = sendGo(p.pw, *p.stdio, p.gate)
 	} else {
 		_, err = p.pw.Write(p.spec)
 	}
@@ -186,23 +204,14 @@ func (o *appOS) releaseGo() {
 // until it comes the app is Starting, and PID 1 goes on with every other
 // app, signal and call.
 func (o *appOS) forkInUserNS(a *supervisor.App, r *appRes, files []uintptr, attr *syscall.SysProcAttr, pw *os.File, spec []byte) (int, error) {
-	rr, rw, err := os.Pipe()
-	if err != nil {
-		return 0, err
-	}
 	pid, err := syscall.ForkExec("/proc/self/exe", []string{roleApp}, &syscall.ProcAttr{
 		Env:   os.Environ(),
-		Files: append(files[:len(files):len(files)], rw.Fd()),
+		Files: files,
 		Sys:   attr,
 	})
-	rw.Close()
 	if err != nil {
-		rr.Close()
 		return 0, err
 	}
-	h := &handover{app: a}
-	r.handover = h
-	go o.readReport(h, rr)
 	// In its cgroup before it reads its spec: the app's process is
 	// born there.
 	if r.cg != nil {
@@ -233,8 +242,10 @@ type handover struct {
 // the supervisor's report deadline.
 func (o *appOS) readReport(h *handover, rr *os.File) {
 	defer rr.Close()
-	b, _ := io.ReadAll(io.LimitReader(rr, 32))
-	if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 {
+	// One line, not to the pipe's end: the app's process, cloned while
+	// the set-up held the pipe, may hold it until its execve.
+	line, _ := bufio.NewReaderSize(io.LimitReader(rr, 32), 32).ReadString('\n')
+	if n, err := strconv.Atoi(strings.TrimSpace(line)); err == nil && n > 0 {
 		h.pid = n
 	}
 	o.reports <- h
@@ -263,6 +274,8 @@ func (o *appOS) ensureCgroup(a *supervisor.App, r *appRes) error {
 		// never waits.
 		if err := r.cg.TryRemove(); err == nil || !errors.Is(err, unix.EBUSY) {
 			r.cg = nil
+		} else if err := o.restoreRemoved(a, r.cg); err != nil {
+			return err
 		}
 		r.emptied = false
 	}
@@ -274,19 +287,57 @@ func (o *appOS) ensureCgroup(a *supervisor.App, r *appRes) error {
 		return err
 	}
 	r.cg = cg
-	if !o.pod.AllDevices {
+	return o.limit(a, cg, false)
+}
+
+// restoreRemoved makes again, limited, the directories of cg that a
+// removal which found another busy (EBUSY) took away: the run reuses the
+// group, and a process moved into it must find every hierarchy's.
+func (o *appOS) restoreRemoved(a *supervisor.App, cg *cgroups.Group) error {
+	gone := &cgroups.Group{V1: map[string]string{}, Unified: cg.Unified}
+	for k, d := range cg.V1 {
+		if _, err := os.Stat(d); errors.Is(err, os.ErrNotExist) {
+			gone.V1[k] = d
+		}
+	}
+	if _, err := os.Stat(cg.V2); cg.V2 != "" && errors.Is(err, os.ErrNotExist) {
+		gone.V2 = cg.V2
+	}
+	if len(gone.Dirs()) == 0 {
+		return nil
+	}
+	for _, d := range gone.Dirs() {
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("create cgroup: %w", err)
+		}
+	}
+	return o.limit(a, gone, true)
+}
+
+// limit puts a's device allow-list, pids.max and resource limits on cg;
+// on a part of the app's group, those of its hierarchies only.
+func (o *appOS) limit(a *supervisor.App, cg *cgroups.Group, part bool) error {
+	has := func(ctrl string) bool { return !part || cg.V1[ctrl] != "" || cg.Unified && cg.V2 != "" }
+	if !o.pod.AllDevices && (!part || cg.V1["devices"] != "" || cg.V2 != "") {
 		if err := cg.SetDevices(append(cgroups.AppDevices(o.pod.Interactive), a.Cfg.Devices...)); err != nil {
 			return err
 		}
 	}
-	if n := a.Cfg.Supervision.PidsMax; n > 0 {
+	if n := a.Cfg.Supervision.PidsMax; n > 0 && has("pids") {
 		if err := cg.SetPidsMax(n); err != nil {
 			return fmt.Errorf("pids.max: %w", err)
 		}
 	}
 	// The resource isolators are in place before the app's first
 	// process is moved in; run checked the controllers exist.
-	if err := cg.SetLimits(a.Cfg.Resources); err != nil {
+	l := a.Cfg.Resources
+	if !has("memory") {
+		l.MemoryMax = 0
+	}
+	if !has("cpu") {
+		l.CPUMilli, l.CPUShares = 0, 0
+	}
+	if err := cg.SetLimits(l); err != nil {
 		return fmt.Errorf("resource isolators: %w", err)
 	}
 	return nil

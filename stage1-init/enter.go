@@ -12,7 +12,9 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,8 +42,14 @@ const (
 // inside the app, which becomes the command.
 const enterExecFlag = "--pod1-exec-in-app"
 
-// enterExecFd is where that process reads its orders.
-const enterExecFd = 3
+// Where that process reads its orders, finds the apps' pid namespace,
+// and reports the pid of the command it clones there (enter's child, by
+// CLONE_PARENT).
+const (
+	enterExecFd   = 3
+	enterPidNSFd  = 4
+	enterReportFd = 5
+)
 
 // enterMain is the enter entry point (--pid=N --appname=NAME -- CMD...,
 // cwd = the pod directory; contract §6). rkt runs it from its tree store,
@@ -106,19 +114,54 @@ func enterMain(args []string) int {
 	if err := joinCgroupsOf(rec.Pid); err != nil {
 		return fail(fmt.Errorf("enter: app %q: %w", app, err))
 	}
-	if err := joinApp(podPid, rec.Pid); err != nil {
-		return fail(fmt.Errorf("enter: app %q: %w", app, err))
-	}
-	p, err := spawnInApp(spec, cmd, exe)
+	pidNS, err := joinApp(podPid, rec.Pid)
 	if err != nil {
 		return fail(fmt.Errorf("enter: app %q: %w", app, err))
 	}
-	go forwardSignals(sigs, p.Pid)
+	defer pidNS.Close()
+	p, report, err := spawnInApp(spec, cmd, exe, pidNS)
+	if err != nil {
+		return fail(fmt.Errorf("enter: app %q: %w", app, err))
+	}
+	var target atomic.Int64
+	target.Store(int64(p.Pid))
+	go forwardSignals(sigs, &target)
+	cmdPid := readPid(report)
+	if cmdPid > 0 {
+		target.Store(int64(cmdPid))
+	}
 	ps, err := p.Wait()
 	if err != nil {
 		return fail(fmt.Errorf("enter: app %q: wait: %w", app, err))
 	}
-	return status.FromWaitStatus(unix.WaitStatus(ps.Sys().(syscall.WaitStatus)))
+	if cmdPid <= 0 {
+		// It failed before it cloned the command, or ran it itself
+		// (a user namespace) and ended with it.
+		return status.FromWaitStatus(unix.WaitStatus(ps.Sys().(syscall.WaitStatus)))
+	}
+	// The command is our child (CLONE_PARENT), and its status ours.
+	var ws unix.WaitStatus
+	for {
+		_, err := unix.Wait4(cmdPid, &ws, 0, nil)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EINTR) {
+			return fail(fmt.Errorf("enter: app %q: wait: %w", app, err))
+		}
+	}
+	return status.FromWaitStatus(ws)
+}
+
+// readPid reads the pid the child reports on r until r's end: 0 if none.
+func readPid(r *os.File) int {
+	defer r.Close()
+	b, _ := io.ReadAll(io.LimitReader(r, 32))
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return n
 }
 
 // withCallerTerm gives the entered command the caller's terminal type, as
@@ -203,36 +246,54 @@ type enterOrders struct {
 // by no path, and the child executes exe.name relative to it. Until the
 // child enters the app's working directory, its cwd shows nothing but
 // that read-only directory.
-func spawnInApp(s *appexec.Spec, argv []string, exe *selfDir) (*os.Process, error) {
-	// No Pdeathsig: Go's child kills itself when getppid() differs
-	// from its parent's pid, and in the pod's pid namespace its
-	// parent is outside (getppid() is 0). A command outliving
-	// enter stays in the app's cgroups and dies with the app.
+func spawnInApp(s *appexec.Spec, argv []string, exe *selfDir, pidNS *os.File) (*os.Process, *os.File, error) {
+	// No Pdeathsig: a command outliving enter stays in the app's
+	// cgroups and dies with the app.
 	sys := &syscall.SysProcAttr{Setsid: true}
 	orders, err := json.Marshal(enterOrders{Spec: s, Argv: argv, Exe: exe.name})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer w.Close()
-	if err := unix.Fchdir(int(exe.dir.Fd())); err != nil {
-		return nil, fmt.Errorf("enter the stage1 directory: %w", err)
+	rr, rw, err := os.Pipe()
+	if err != nil {
+		r.Close()
+		return nil, nil, err
 	}
+	defer rw.Close()
+	if err := unix.Fchdir(int(exe.dir.Fd())); err != nil {
+		r.Close()
+		rr.Close()
+		return nil, nil, fmt.Errorf("enter the stage1 directory: %w", err)
+	}
+	// The command goes at once from its gate (appexec.GateFd): a pipe
+	// with no writer, not a path of the app's, which it could have
+	// made a FIFO that holds enter.
+	gate, gw, err := os.Pipe()
+	if err != nil {
+		r.Close()
+		rr.Close()
+		return nil, nil, err
+	}
+	gw.Close()
+	defer gate.Close()
 	p, err := os.StartProcess(exe.name, []string{roleEnter, enterExecFlag}, &os.ProcAttr{
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, r},
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, r, pidNS, rw, gate},
 		Sys:   sys,
 	})
 	r.Close()
 	if err != nil {
-		return nil, fmt.Errorf("start: %w", err)
+		rr.Close()
+		return nil, nil, fmt.Errorf("start: %w", err)
 	}
 	// A child that died before reading gives EPIPE: its exit status
 	// says why.
 	_, _ = w.Write(orders)
-	return p, nil
+	return p, rr, nil
 }
 
 // enterExecMain is the child: it reads its orders and becomes the
@@ -261,16 +322,35 @@ func enterExecMain() int {
 	o.Argv = enterCommand(o.Spec, o.Argv)
 	if o.Spec.UserNS != nil {
 		appexec.SelfExe = o.Exe
-		// Cloned from here, inside the pod's pid namespace, the
-		// command's pid is the one the app's /proc shows, where its
-		// id maps are written.
+		// Cloned from here into the apps' pid namespace, where it
+		// runs as the root of a user namespace of its own until it
+		// becomes the command (appexec.RunInUserNS): nothing there
+		// holds a capability over it.
+		if err := unix.Setns(enterPidNSFd, unix.CLONE_NEWPID); err != nil {
+			return fail(fmt.Errorf("enter: join the apps' pid namespace: %w", err))
+		}
 		code, err := appexec.RunInUserNS(o.Spec, o.Argv)
 		if err != nil {
 			logx.Errorf("app %q: %v", o.Spec.Name, err)
 		}
 		return code
 	}
-	code, err := appexec.Exec(o.Spec, o.Argv)
+	code, err := appexec.Launch(o.Spec, o.Argv, enterPidNSFd, false, func(pid int, execErr func() error) int {
+		if pid <= 0 {
+			logx.Errorf("app %q: %v", o.Spec.Name, execErr())
+			return status.CodeStage1Failure
+		}
+		report := os.NewFile(enterReportFd, "report")
+		if _, err := report.WriteString(strconv.Itoa(pid) + "\n"); err != nil {
+			_ = unix.Kill(pid, unix.SIGKILL)
+			return fail(fmt.Errorf("enter: report pid: %w", err))
+		}
+		report.Close()
+		if err := execErr(); err != nil {
+			logx.Errorf("app %q: %v", o.Spec.Name, err)
+		}
+		return 0
+	})
 	logx.Errorf("app %q: %v", o.Spec.Name, err)
 	return code
 }
@@ -293,9 +373,9 @@ func enterCommand(s *appexec.Spec, argv []string) []string {
 // forwardSignals passes what the terminal or a supervisor sends enter on
 // to the command's process group: in its own session, it is not in the
 // terminal's foreground group.
-func forwardSignals(sigs chan os.Signal, pid int) {
+func forwardSignals(sigs chan os.Signal, pid *atomic.Int64) {
 	for sig := range sigs {
-		_ = unix.Kill(-pid, sig.(unix.Signal))
+		_ = unix.Kill(-int(pid.Load()), sig.(unix.Signal))
 	}
 }
 

@@ -37,6 +37,11 @@ const (
 	// byte on it says a final status waits for the keeper's commit
 	// (appOS.WriteStatus).
 	commitFd = 9
+	// pauseExeFd is pod1-pause, the init of the apps' pid namespace: a
+	// detached read-only mount of the file next to run's binary (a
+	// process started from it has a /proc/PID/exe that leads nowhere
+	// writable, as for every stage1 process).
+	pauseExeFd = 10
 )
 
 // hostReady follows the pod's configuration on podConfigFd once run has

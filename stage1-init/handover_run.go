@@ -28,9 +28,10 @@ func closeFds(fds []uintptr) {
 // pid1Files returns the fds run passes to PID 1, indexed by their number
 // there; logs are the log and CRI directories, noFd where the pod has none;
 // commit is the write end of the lock keeper's commit pipe.
-func pid1Files(config *os.File, parent int, ready *os.File, logs [2]uintptr, commit int) []uintptr {
-	files := make([]uintptr, commitFd+1)
+func pid1Files(config *os.File, parent int, ready *os.File, logs [2]uintptr, commit int, pause *os.File) []uintptr {
+	files := make([]uintptr, pauseExeFd+1)
 	files[commitFd] = uintptr(commit)
+	files[pauseExeFd] = pause.Fd()
 	files[0], files[1], files[2] = os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd()
 	files[podConfigFd], files[readyFd] = config.Fd(), ready.Fd()
 	files[logDirFd], files[criDirFd] = logs[0], logs[1]

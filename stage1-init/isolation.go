@@ -61,20 +61,12 @@ func warnIsolation(pod *podspec.Pod, f *runFlags) {
 		}
 		var risky []string
 		for _, c := range appexec.EscapeCapabilities {
-			// PID 1 has a root of its own, where /proc/1 leads to
-			// nothing of the host; what CAP_SYS_PTRACE still opens
-			// is ptrace itself (PID 1's capabilities), if the filter
-			// lets the call through.
-			if c == "CAP_SYS_PTRACE" && iso.Seccomp != nil && iso.Seccomp.Refuses("ptrace") {
-				continue
-			}
 			if slices.Contains(iso.Capabilities, c) {
 				risky = append(risky, c)
 			}
 		}
 		if len(risky) > 0 {
-			logx.Warnf("app %q has %s: with these a root process can reach the host (CAP_SYS_PTRACE: by ptracing PID 1)",
-				a.Spec.Name, strings.Join(risky, ", "))
+			logx.Warnf("app %q has %s: with these a root process can reach the host", a.Spec.Name, strings.Join(risky, ", "))
 		}
 	}
 }

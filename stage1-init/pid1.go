@@ -69,6 +69,11 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	if err := clearInheritable(); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
+	// The init of the apps' pid namespace, which the spare needs.
+	pz, err := startPause(rp)
+	if err != nil {
+		return fail(fmt.Errorf("pod init: %w", err))
+	}
 	// Before the configuration: its Go start-up then overlaps run's
 	// preparation.
 	sp := startSpare(rp)
@@ -83,16 +88,21 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	if err := podenv.Setup(pod.Hostname, pod.NewNet, pod.PrivateUsers); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
-	o := &appOS{pod: pod, reaper: rp, spare: sp, reports: make(chan *handover), commit: commitPipe()}
+	procfs, err := pz.procfs()
+	if err != nil {
+		return fail(fmt.Errorf("pod init: %w", err))
+	}
+	o := &appOS{pod: pod, reaper: rp, spare: sp, pause: pz, reports: make(chan *handover), commit: commitPipe(), gate: -1, gateW: -1}
 	p := &pid1{pod: pod, os: o, reaper: rp, req: req, sup: supervisor.New(o, pod)}
 	if apps := p.sup.Apps(); len(apps) > 0 {
 		// The spare sets the first app's root up while PID 1 sets
 		// up its own; it runs nothing of the app before its go,
 		// which comes after (Started).
 		o.admitSpare(apps[0])
-		o.briefSpare(apps[0])
+		o.briefSpare(apps[0], procfs[0])
 	}
-	if err := enterOwnRoot(pod); err != nil {
+	unix.Close(procfs[0])
+	if err := enterOwnRoot(pod, procfs[1]); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
 	if o.dir, err = status.OpenDir(layout.StatusDir); err != nil {
@@ -121,6 +131,18 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	if err := hostDone(); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
+	// pod1-pause was born before: it joins PID 1's cgroups, the pod's,
+	// where whatever is left of the pod is killed with them.
+	if cg := pod.Cgroup; cg != nil {
+		if err := cg.Sub(stage1Cgroup).Add(pz.pid); err != nil {
+			return fail(fmt.Errorf("pod init: %s: %w", rolePause, err))
+		}
+	}
+	var gate [2]int
+	if err := unix.Pipe2(gate[:], unix.O_CLOEXEC); err != nil {
+		return fail(fmt.Errorf("pod init: gate: %w", err))
+	}
+	o.gate, o.gateW = gate[0], gate[1]
 	// A stop asked while the apps start is acted on before the next one
 	// starts, not after all of them.
 	o.holdGo = true
@@ -154,6 +176,9 @@ type pid1 struct {
 	// readyBy, when not zero, is when the pod says it is ready even if
 	// the spare it killed is not yet reaped.
 	readyBy time.Time
+	// readyWhenStarted: the pod says it is ready once no app is
+	// starting (ready).
+	readyWhenStarted bool
 	// shedAt, when not zero, is when the loop sheds the memory only
 	// start-up used (shedUnusedMemory).
 	shedAt time.Time
@@ -161,9 +186,17 @@ type pid1 struct {
 	shed bool
 }
 
-// ready marks the pod ready (contract §4).
+// ready marks the pod ready (contract §4), once every app it started
+// runs: until its set-up process reports the app's process, a stop would
+// find the app not yet told to run (supervisor: Starting), where rkt's
+// pods say they are ready with their apps running.
 func (p *pid1) ready() {
 	p.readyBy = time.Time{}
+	if p.sup.Starting() {
+		p.readyWhenStarted = true
+		return
+	}
+	p.readyWhenStarted = false
 	if err := markReady(); err != nil {
 		p.os.logf("supervisor-status: %v", err)
 	}
@@ -308,6 +341,13 @@ func (p *pid1) loop() int {
 		p.handle(exits)
 		exits = nil
 		next := p.sup.Tick()
+		if !p.sup.Starting() {
+			// Every app of the pod's start has its process.
+			p.os.openGate()
+			if p.readyWhenStarted {
+				p.ready()
+			}
+		}
 		if !p.readyBy.IsZero() {
 			if !time.Now().Before(p.readyBy) {
 				p.ready()
@@ -420,6 +460,21 @@ func (p *pid1) handle(exits []reaper.Exit) {
 			if !p.readyBy.IsZero() {
 				p.ready()
 			}
+		case pauseTag:
+			// The kernel has killed every process of the apps' pid
+			// namespace with it, and no app can start there again.
+			if !p.sup.Stopping() && !p.sup.Over() {
+				p.os.logf("%s ended (%s): the apps' pid namespace is gone; stopping the pod", rolePause, waitStatusString(e.Status))
+				p.sup.StopPod(rolePause+" ended", true)
+			}
 		}
 	}
+}
+
+// waitStatusString says how a process ended.
+func waitStatusString(ws unix.WaitStatus) string {
+	if ws.Signaled() {
+		return "killed by " + unix.SignalName(ws.Signal())
+	}
+	return fmt.Sprintf("exit status %d", ws.ExitStatus())
 }

@@ -201,7 +201,7 @@ func makeCgroups(pod *podspec.Pod) (*cgroups.Group, error) {
 	if err := apps.PassOn(needs); err != nil {
 		return nil, fmt.Errorf("cgroup: %w", err)
 	}
-	return pg.Child("stage1")
+	return pg.Child(stage1Cgroup)
 }
 
 // limitApps puts the pod's pids.max on the apps' cgroup. It is called
@@ -311,7 +311,21 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	// (bench/profile.md) for a pidfd we never use.
 	// PID 1 is the start-path binary, not this one: it links only what
 	// PID 1 and the apps' set-up need (bench/profile.md, issue 16).
-	files := pid1Files(pr, self, rw, logFds, commitW)
+	pause, err := readOnlyTree(pauseBinaryName)
+	if err != nil {
+		pr.Close()
+		pw.Close()
+		rr.Close()
+		rw.Close()
+		unix.Close(commitR)
+		unix.Close(commitW)
+		if self >= 0 {
+			unix.Close(self)
+		}
+		return fail(err)
+	}
+	defer pause.Close()
+	files := pid1Files(pr, self, rw, logFds, commitW, pause)
 	exe, exePath, err := readOnlySibling(initBinary, files)
 	if err != nil {
 		pr.Close()

@@ -39,25 +39,6 @@ func readOnlySelf(files []uintptr) (*os.File, string, error) {
 	return os.NewFile(uintptr(high), "stage1-binary"), "/proc/self/fd/" + strconv.Itoa(high), nil
 }
 
-// execFd duplicates fd (close-on-exec) to the number a child started by
-// syscall.ForkExec with files executes it through, /proc/self/fd/<n>,
-// and returns that number. Before its execve the child moves files into
-// place through the numbers from one above the highest of len(files) and
-// the files' own, one for its error pipe and one for each file at most:
-// n is above them all, so that none lands on it. And n is as low as that
-// allows: the descriptor table a process starts with holds 64, and
-// growing it past that in a process of several threads (every Go
-// program) waits for an RCU grace period (the kernel's expand_fdtable),
-// which was 5-15 ms of every pod's start with n at 256 (bench/profile.md).
-func execFd(fd int, files []uintptr) (int, error) {
-	low := len(files)
-	for _, f := range files {
-		// A file not passed (^uintptr(0)) is -1, as for ForkExec.
-		low = max(low, int(f))
-	}
-	return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, low+len(files)+3)
-}
-
 // selfDir is a detached, read-only copy of the directory holding our own
 // binary (not its subdirectories' mounts), and the binary's name in it.
 type selfDir struct {
@@ -102,32 +83,45 @@ func openSelfDir() (*selfDir, error) {
 // returns the path that executes it while the file is open, in a child
 // started with files (execFd).
 func readOnlySibling(name string, files []uintptr) (*os.File, string, error) {
-	self, err := os.Readlink("/proc/self/exe")
+	tree, err := readOnlyTree(name)
 	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", name, err)
+		return nil, "", err
 	}
-	p := filepath.Join(filepath.Dir(self), name)
-	fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
-	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", p, err)
-	}
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOSUID}
-	var st unix.Stat_t
-	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
-		unix.Close(fd)
-		return nil, "", fmt.Errorf("%s: mount_setattr: %w", p, err)
-	}
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		unix.Close(fd)
-		return nil, "", fmt.Errorf("%s: not a regular file", p)
-	}
-	high, err := execFd(fd, files)
-	unix.Close(fd)
+	high, err := execFd(int(tree.Fd()), files)
+	tree.Close()
 	if err != nil {
 		return nil, "", err
 	}
 	return os.NewFile(uintptr(high), name), "/proc/self/fd/" + strconv.Itoa(high), nil
 }
+
+// readOnlyTree opens the binary name next to our own as a detached,
+// read-only mount of that one file.
+func readOnlyTree(name string) (*os.File, error) {
+	self, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	p := filepath.Join(filepath.Dir(self), name)
+	fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOSUID}
+	var st unix.Stat_t
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s: mount_setattr: %w", p, err)
+	}
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		return nil, fmt.Errorf("%s: not a regular file", p)
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+// pauseBinaryName is pod1-pause, next to ours (PID 1 starts it).
+const pauseBinaryName = "pod1-pause"
 
 // initBinary is the start-path binary next to ours (this package built
 // with the tag pod1init): the pod's PID 1 and the apps' first processes.

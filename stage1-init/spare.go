@@ -27,6 +27,9 @@ import (
 type spare struct {
 	pid  int
 	spec *os.File // our end of its spec socket
+	// report is the read end of its report pipe (appexec.ReportFd):
+	// the pid of the app's process it clones.
+	report *os.File
 	// in is the app whose cgroup the spare was moved into before the
 	// apps started (admitSpare), nil if none was.
 	in *supervisor.App
@@ -52,7 +55,16 @@ func startSpare(r *reaper.Reaper) *spare {
 	}
 	pr, pw := os.NewFile(uintptr(fds[0]), "spare-spec"), os.NewFile(uintptr(fds[1]), "spare-spec")
 	defer pr.Close()
-	files := []uintptr{os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd(), pr.Fd()}
+	rr, rw, err := os.Pipe()
+	if err != nil {
+		pw.Close()
+		return nil
+	}
+	defer rw.Close()
+	// Its own socket stands in for the descriptors it is handed later
+	// (appexec.PidNSFd, GateFd): their numbers are taken from its birth,
+	// by nothing of its Go runtime's.
+	files := []uintptr{os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd(), pr.Fd(), rw.Fd(), pr.Fd(), pr.Fd()}
 	pid, err := r.Start(spareTag{}, func() (int, error) {
 		return syscall.ForkExec("/proc/self/exe", []string{roleApp}, &syscall.ProcAttr{
 			Env:   os.Environ(),
@@ -62,9 +74,10 @@ func startSpare(r *reaper.Reaper) *spare {
 	})
 	if err != nil {
 		pw.Close()
+		rr.Close()
 		return nil
 	}
-	return &spare{pid: pid, spec: pw}
+	return &spare{pid: pid, spec: pw, report: rr}
 }
 
 // admitSpare moves the spare into the cgroup of a, the first app to
@@ -99,7 +112,7 @@ func (o *appOS) admitSpare(a *supervisor.App) {
 // the spare admitted into a's cgroup is briefed, which then is where the
 // set-up finds the cgroups it shows a, and only for a's main command, the
 // spec a's start then sends (takeSpare compares).
-func (o *appOS) briefSpare(a *supervisor.App) {
+func (o *appOS) briefSpare(a *supervisor.App, procfs int) {
 	sp := o.spare
 	if sp == nil || sp.in != a && o.pod.Cgroup != nil || a.Cfg.Spec.UserNS != nil || len(a.Cfg.PreStart) > 0 {
 		return
@@ -108,7 +121,9 @@ func (o *appOS) briefSpare(a *supervisor.App) {
 	if err != nil {
 		return
 	}
-	if _, err := sp.spec.Write(appexec.SpareBrief(spec)); err == nil {
+	// The apps' pid namespace and a procfs of it come with it: the
+	// spare was started before PID 1 had either (appexec.AppsProc).
+	if sendAll(sp.spec, appexec.SpareBrief(spec), appexec.SpareBriefRights(procfs, o.pause.pidns)) == nil {
 		sp.briefed = spec
 	}
 	// On an error the spare is gone: a's start meets its end and starts
@@ -131,14 +146,36 @@ func (o *appOS) takeSpare(a *supervisor.App, r *appRes, spec []byte) *spare {
 	if !o.reaper.Retag(sp.pid, a) {
 		// It died (and was reaped as the spare).
 		sp.spec.Close()
+		sp.report.Close()
 		return nil
 	}
 	if sp.briefed == nil {
 		// A spare dead by now shows at the go (EPIPE) and is reaped
-		// as a's.
-		_, _ = sp.spec.Write(appexec.SpareBrief(spec))
+		// as a's. PID 1's root has the apps' procfs by now: the
+		// spare's mount namespace, copied before, does not.
+		fd, err := unix.OpenTree(unix.AT_FDCWD, appexec.AppsProc, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+		if err == nil {
+			_ = sendAll(sp.spec, appexec.SpareBrief(spec), appexec.SpareBriefRights(fd, o.pause.pidns))
+			unix.Close(fd)
+		}
 	}
 	return sp
+}
+
+// sendAll writes b on the socket w, the descriptors of oob with its
+// first byte.
+func sendAll(w *os.File, b, oob []byte) error {
+	for len(b) > 0 {
+		n, err := unix.SendmsgN(int(w.Fd()), b, oob, nil, unix.MSG_NOSIGNAL)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		b, oob = b[n:], nil
+	}
+	return nil
 }
 
 // dropSpare kills the spare if no app took it. It reports whether PID 1
@@ -152,15 +189,17 @@ func (o *appOS) dropSpare() bool {
 	o.spare = nil
 	_ = unix.Kill(sp.pid, unix.SIGKILL)
 	sp.spec.Close()
+	sp.report.Close()
 	return o.reaper.Registered(sp.pid)
 }
 
 // sendGo lets the spare run its app, with the app's stdin, stdout and
-// stderr (appexec.GoByte).
-func sendGo(w *os.File, stdio [3]int) error {
-	err := unix.Sendmsg(int(w.Fd()), []byte{appexec.GoByte}, unix.UnixRights(stdio[:]...), nil, 0)
+// stderr and its gate (appexec.GoByte).
+func sendGo(w *os.File, stdio [3]int, gate int) error {
+	rights := unix.UnixRights(stdio[0], stdio[1], stdio[2], gate)
+	err := unix.Sendmsg(int(w.Fd()), []byte{appexec.GoByte}, rights, nil, 0)
 	for errors.Is(err, unix.EINTR) {
-		err = unix.Sendmsg(int(w.Fd()), []byte{appexec.GoByte}, unix.UnixRights(stdio[:]...), nil, 0)
+		err = unix.Sendmsg(int(w.Fd()), []byte{appexec.GoByte}, rights, nil, 0)
 	}
 	return err
 }

@@ -212,6 +212,9 @@ type App struct {
 	setupTime   time.Time
 	// awaiting: a report of the current run's set-up process is to come.
 	awaiting bool
+	// stopAsked: the pod's stop came while the run was starting; its
+	// deadline is then the grace period's.
+	stopAsked bool
 	// waiters are answered when the app is finished (app/stop, app/rm);
 	// started when it leaves Starting (app/start).
 	waiters []func(error)
@@ -312,6 +315,17 @@ func (s *Supervisor) Find(name string) *App {
 
 // Stopping reports whether the pod is stopping.
 func (s *Supervisor) Stopping() bool { return s.stopping }
+
+// Starting reports whether an app's set-up process has yet to report the
+// app's process (the pod is not ready before).
+func (s *Supervisor) Starting() bool {
+	for _, a := range s.apps {
+		if a.state == Starting {
+			return true
+		}
+	}
+	return false
+}
 
 // Code is the pod's exit code.
 func (s *Supervisor) Code() int { return s.podCode }
@@ -571,7 +585,7 @@ func (s *Supervisor) run(a *App) error {
 // or Starting (its report deadline armed) while a set-up process hands
 // the app's process over.
 func (s *Supervisor) begin(a *App, p Proc) {
-	a.Pid, a.deadline, a.setupEnded, a.awaiting = p.Pid, time.Time{}, false, p.HandOver
+	a.Pid, a.deadline, a.setupEnded, a.awaiting, a.stopAsked = p.Pid, time.Time{}, false, p.HandOver, false
 	if p.HandOver {
 		// The record shows the app's process once it is known.
 		a.state, a.deadline = Starting, s.os.Now().Add(ReportTimeout)

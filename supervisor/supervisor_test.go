@@ -631,11 +631,32 @@ func TestUserNSHandOver(t *testing.T) {
 		}
 	})
 	t.Run("pod stop", func(t *testing.T) {
+		// The app's process may run already: it is stopped as a
+		// running app is, gracefully, once reported.
 		f := newFakeOS(t)
 		s := newPod(f, false, userns("a", podplan.RestartAlways))
 		a := s.apps[0]
 		s.StartAll(func() bool { return false })
 		s.StopPod("signal", false)
+		if a.state != Starting || slices.Contains(f.calls, "kill a") {
+			t.Fatalf("state %v calls %q", a.state, f.calls)
+		}
+		f.calls = nil
+		s.Report(a, 4242)
+		if a.Pid != 4242 || a.state != Stopping || !slices.Contains(f.calls, "signal a SIGTERM") {
+			t.Fatalf("pid %d state %v calls %q", a.Pid, a.state, f.calls)
+		}
+		s.Exit(a, unix.WaitStatus(unix.SIGTERM), f.now)
+		if a.state != Exited || !s.Over() || f.statuses["a"] != 143 {
+			t.Fatalf("state %v over %v statuses %v", a.state, s.Over(), f.statuses)
+		}
+	})
+	t.Run("pod force stop", func(t *testing.T) {
+		f := newFakeOS(t)
+		s := newPod(f, false, userns("a", podplan.RestartAlways))
+		a := s.apps[0]
+		s.StartAll(func() bool { return false })
+		s.StopPod("signal", true)
 		if a.state != Killing || !slices.Contains(f.calls, "kill a") {
 			t.Fatalf("state %v calls %q", a.state, f.calls)
 		}

@@ -3,6 +3,8 @@ package supervisor
 import (
 	"fmt"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/pod1/pod1/status"
 )
 
@@ -97,7 +99,11 @@ func theTable() [numStates][numEvents]cell {
 			Reported: reported,
 			ReportDeadline: {to: of(Killing, Cleaning, Backoff, Exited, Starting), doc: "the set-up did not report in time (a mount on a hung file system): logged; its set-up process and cgroup are killed (Killing: its end, 137, is the run's, and its restart policy decides); if it had already ended, its end is the run's (as Reported with no process)",
 				do: func(s *Supervisor, a *App, in *Input) {
-					s.os.Logf(Warning, "app %q: its set-up did not report the app's process within %v: killing it", a.Name, ReportTimeout)
+					if a.stopAsked {
+						s.os.Logf(Info, "app %q: stopped while it started, its grace period is over: killing it", a.Name)
+					} else {
+						s.os.Logf(Warning, "app %q: its set-up did not report the app's process within %v: killing it", a.Name, ReportTimeout)
+					}
 					a.awaiting = false
 					if a.setupEnded {
 						s.ended(a, a.setupStatus, a.setupTime)
@@ -124,8 +130,17 @@ func theTable() [numStates][numEvents]cell {
 					a.wait(in)
 					s.kill(a)
 				}},
-			PodStop: {to: of(Killing), doc: "its set-up is killed with its cgroup (Killing), no grace period: nothing of the app has been told to run yet; it will not restart",
-				do: func(s *Supervisor, a *App, in *Input) { a.stopOnly(); s.kill(a) }},
+			PodStop: {to: of(Starting), doc: "it will not restart; SIGTERM to its cgroup (the app's process may run already: its set-up clones it, then reports), and its deadline becomes the grace period's: reported, it is stopped as a running app is; not reported by then, killed",
+				do: func(s *Supervisor, a *App, in *Input) {
+					a.stopOnly()
+					if !a.stopAsked {
+						a.stopAsked = true
+						s.os.Signal(a, unix.SIGTERM)
+						if d := s.os.Now().Add(a.Cfg.Supervision.Grace); d.Before(a.deadline) {
+							a.deadline = d
+						}
+					}
+				}},
 			PodForceStop: {to: of(Killing), doc: "as pod-stop",
 				do: func(s *Supervisor, a *App, in *Input) { a.stopOnly(); s.kill(a) }},
 		},
@@ -291,7 +306,7 @@ var (
 
 // reported: the report of a Starting app's set-up process.
 var reported = cell{to: of(Running, Stopping, Starting, Cleaning, Backoff, Exited),
-	doc: "the reported process is the app's (Running; Stopping for a post-stop handler of an app or a pod being stopped); with none reported, the set-up failed: its end, if it came, is the run's (Cleaning, then as any end), else the set-up process stands for the app until it ends (Running)",
+	doc: "the reported process is the app's (Running; Stopping, SIGTERM sent, if the pod is being stopped, and for a post-stop handler of an app being stopped); with none reported, the set-up failed: its end, if it came, is the run's (Cleaning, then as any end), else the set-up process stands for the app until it ends (Running)",
 	do: func(s *Supervisor, a *App, in *Input) {
 		a.awaiting = false
 		switch {
@@ -302,6 +317,11 @@ var reported = cell{to: of(Running, Stopping, Starting, Cleaning, Backoff, Exite
 			return
 		}
 		s.running(a)
+		if s.stopping && a.state == Running {
+			// The pod's stop came while it was starting.
+			a.stopOnly()
+			s.term(a)
+		}
 		s.write(a)
 	}}
 

@@ -112,7 +112,7 @@ func TestLastStatusCommittedByTheLockKeeper(t *testing.T) {
 func imageWithoutWaiter(t *testing.T, p *Pod) {
 	t.Helper()
 	dir := t.TempDir()
-	for _, b := range []string{"stage1-init", "pod1-init"} {
+	for _, b := range []string{"stage1-init", "pod1-init", "pod1-pause"} {
 		linkOrCopy(t, bin(b), filepath.Join(dir, b))
 	}
 	run := filepath.Join(p.Dir, layout.Stage1RootFS, "run")

@@ -52,7 +52,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "tests: the integration tests start real pods and need root (sudo make test)")
 		os.Exit(1)
 	}
-	for _, b := range []string{"stage1-init", "pod1-init", "pod1-waiter", "probe", "pod1"} {
+	for _, b := range []string{"stage1-init", "pod1-init", "pod1-waiter", "pod1-pause", "probe", "pod1"} {
 		if _, err := os.Stat(bin(b)); err != nil {
 			fmt.Fprintf(os.Stderr, "tests: %s missing: run make first (%v)\n", bin(b), err)
 			os.Exit(1)
@@ -480,8 +480,8 @@ func procState(pid int) string {
 	return ""
 }
 
-// nsPids lists the host pids of the processes in pid namespace ns,
-// zombies included.
+// nsPids lists the host pids of the processes in pid namespace ns (a
+// pod's: PID 1's) or in one nested in it (the apps'), zombies included.
 func nsPids(ns string) []int {
 	var out []int
 	ents, _ := os.ReadDir("/proc")
@@ -490,12 +490,35 @@ func nsPids(ns string) []int {
 		if err != nil {
 			continue
 		}
-		if pidNS(pid) == ns {
+		if l := pidNS(pid); l != "" && (l == ns || parentNSOf(pid) == ns) {
 			out = append(out, pid)
 		}
 	}
 	return out
 }
+
+// parentNSOf names the pid namespace pid's is nested in, as pidNS names
+// one ("" if it cannot be read).
+func parentNSOf(pid int) string {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	fd, err := unix.IoctlRetInt(int(f.Fd()), nsGetParent)
+	if err != nil {
+		return ""
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if unix.Fstat(fd, &st) != nil {
+		return ""
+	}
+	return fmt.Sprintf("pid:[%d]", st.Ino)
+}
+
+// nsGetParent is linux/nsfs.h's NS_GET_PARENT.
+const nsGetParent = 0xb702
 
 // nsMembers lists the live (non-zombie) processes in pid namespace ns. A
 // dead PID 1 whose parent was killed stays a zombie until the host's init

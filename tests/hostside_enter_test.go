@@ -131,8 +131,10 @@ func TestHostsideEnterIsTheApp(t *testing.T) {
 	}
 	for _, l := range linesWith(out, "ns ") {
 		f := strings.Fields(l)
+		// The app's own mount namespace and the apps' pid namespace;
+		// the pod's others.
 		owner := pid1
-		if f[0] == "mnt" {
+		if f[0] == "mnt" || f[0] == "pid" {
 			owner = a
 		}
 		if want, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", owner, f[0])); f[1] != want {

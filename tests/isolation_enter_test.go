@@ -42,6 +42,11 @@ func enterGetsTheAppsIsolation(t *testing.T, private bool) {
 		o.Args = []string{"--net=none", privateUsers}
 	}
 	r := start(t, p, o)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("stdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
+		}
+	})
 	appPid(t, p, "a")
 	waitFor(t, 10*time.Second, "the app's report", func() bool { return strings.Contains(r.Stdout.String(), "stat /proc/timer_list") })
 	out, errOut, code := rktEnter(t, p, "a", check...)

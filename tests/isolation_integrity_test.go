@@ -19,13 +19,14 @@ func allCapabilities() []string {
 }
 
 // T-EXE-2, T-ROOT-1, T-PTRACE-1 (CVE-2019-5736, CVE-2016-9962): rkt gc
-// runs the pod's stage1 binary as host root later, so nothing in the pod
-// may change it. A root app with the default capabilities cannot see PID
-// 1's binary, root, fds or environment at all; a root app with every
-// capability can see them (the negative control for PID 1's
-// non-dumpability) but still cannot open the binary for writing, under
-// any of its names, nor ptrace PID 1; no app holds a host fd; and every
-// stage1 file hashes the same afterwards.
+// runs the pod's stage1 binaries as host root later, so nothing in the
+// pod may change them. The app's pid 1 is pod1-pause, the one stage1
+// process in the apps' pid namespace: a root app with the default
+// capabilities cannot see its binary, root, fds or environment at all; a
+// root app with every capability can see them (the negative control for
+// its non-dumpability) but still cannot open the binary for writing,
+// under any of its names, nor ptrace it; no app holds a host fd; and
+// every stage1 file hashes the same afterwards.
 func TestStage1UnreachableFromRootApps(t *testing.T) {
 	apps := []App{
 		{Name: "plain", Exec: probe("readlink", "/proc/1/exe", "+", "open-write", "/proc/1/exe", "+", "ls", "/proc/1/root",
@@ -47,14 +48,16 @@ func TestStage1UnreachableFromRootApps(t *testing.T) {
 		}
 	}()
 	for _, w := range []string{
-		// plain: PID 1 is non-dumpable and the app lacks CAP_SYS_PTRACE.
+		// plain: the app's pid 1, pod1-pause, is non-dumpable and the
+		// app lacks CAP_SYS_PTRACE (and pod1-pause holds no fd).
 		"readlink /proc/1/exe EACCES", "open-write /proc/1/exe EACCES", "ls /proc/1/root error open /proc/1/root: permission denied",
-		"open-read /proc/1/environ EACCES", "open-read /proc/1/fd/0 EACCES", "ptrace-attach 1 EPERM",
-		// allcaps: it sees PID 1's binary, a detached read-only mount of
-		// that file alone (named "/"), which the kernel will not let
-		// anyone write while PID 1 runs it; PID 1's root holds nothing
-		// of the host (TestPID1HasARootOfItsOwn); the default seccomp
-		// filter refuses ptrace.
+		"open-read /proc/1/environ EACCES", "open-read /proc/1/fd/0 ENOENT", "ptrace-attach 1 EPERM",
+		// allcaps: it sees pod1-pause's binary, a detached read-only
+		// mount of that file alone (named "/"), which the kernel will
+		// not let anyone write while it runs; its root is empty
+		// (TestPID1HasARootOfItsOwn); the default seccomp filter
+		// refuses ptrace. PID 1 is out of its reach altogether
+		// (TestStage1OutOfTheAppsReach).
 		"readlink /proc/1/exe -> /",
 		"open-write /proc/1/exe ETXTBSY", "open-write /proc/1/root" + bin("stage1-init") + " ENOENT", "fds 0 1 2",
 	} {
@@ -99,7 +102,9 @@ func TestProcSelfExeScriptCannotRewriteStage1(t *testing.T) {
 		t.Fatalf("attacker: %q", got)
 	}
 	// The script is refused before the stage1 binary could run as the app.
-	if !strings.Contains(r.Stderr.String(), `app "evil": exec /bin/evil: /proc/self/exe resolves through a /proc link: permission denied`) {
+	// The set-up process has no pid in the app's /proc: the link leads
+	// it nowhere, where the app's process would have found itself.
+	if !strings.Contains(r.Stderr.String(), `app "evil": exec /bin/evil: /proc/self/exe resolves into /proc: permission denied`) {
 		t.Errorf("the #!/proc/self/exe script was not refused: %s", r.Stderr)
 	}
 	t.Logf("attacker: %s", got)

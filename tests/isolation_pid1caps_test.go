@@ -5,6 +5,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // PID 1 is born with the pod's bounding set, set up by run on the thread
@@ -29,16 +31,23 @@ func TestPID1CapabilitySetsFromAnInheritingCaller(t *testing.T) {
 		{"unrestricted", []string{"--net=none", "--disable-capabilities-restriction"}, own["CapBnd"]},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := isoPod(t, []App{{Name: "a", Exec: probe("cat", "/proc/1/status", "+", "status")}},
+			p := isoPod(t, []App{{Name: "a", Exec: probe("status", "+", "sleep", "1h")}},
 				Isolators{"a": {isolator("os/linux/capabilities-retain-set", map[string]any{"set": caps})}}, nil)
-			r := runPod(t, p, RunOpts{Args: tc.args, Wrapper: []string{"setpriv", "--inh-caps=+sys_ptrace,+dac_read_search,+net_admin", "--"}})
-			if r.Code != 0 {
+			r := start(t, p, RunOpts{Args: tc.args, Wrapper: []string{"setpriv", "--inh-caps=+sys_ptrace,+dac_read_search,+net_admin", "--"}})
+			// PID 1's sets, read from the host: no app can (it has no
+			// pid in the apps' namespace).
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", podPid(t, p)))
+			must(t, err)
+			waitFor(t, eventDeadline, "the app's status", func() bool { return strings.Contains(r.Stdout.String(), "status CapAmb") })
+			must(t, r.Cmd.Process.Signal(unix.SIGTERM))
+			if r.Wait(t); r.Code != 0 {
 				t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 			}
 			pid1 := map[string]string{}
-			for _, l := range r.Lines("cat Cap") {
-				k, v, _ := strings.Cut(strings.TrimPrefix(l, "cat "), ":")
-				pid1[k] = strings.TrimSpace(v)
+			for _, l := range strings.Split(string(b), "\n") {
+				if k, v, ok := strings.Cut(l, ":"); ok && strings.HasPrefix(k, "Cap") {
+					pid1[k] = strings.TrimSpace(v)
+				}
 			}
 			bnd := tc.bnd
 			if bnd == "" {

@@ -9,9 +9,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // pid1Needs is PID 1's own share of its bounding set (stage1-init's
@@ -22,22 +25,38 @@ var pid1Needs = []string{
 	"CAP_SYS_RESOURCE", "CAP_BPF",
 }
 
-// lookAtPID1 is what an app that may read PID 1's /proc entries tries:
-// the host's files, the host's cgroup tree, the stage1's files (which rkt
-// gc runs as host root), the pod's own files, PID 1's fds and sets.
-var lookAtPID1 = probe("ls", "/proc/1/root/", "+", "ls", "/proc/1/root/etc", "+", "ls", "/proc/1/root/sys/fs/cgroup",
-	"+", "mkdir", "/proc/1/root/sys/fs/cgroup/pod1-test-escape", "+", "mkdir", "/proc/1/root/pod1-test-escape",
-	"+", "in-pid1-pod", "open-write", "stage1/rootfs/stage1-init", "+", "in-pid1-pod", "open-write", "stage1/rootfs/gc",
-	"+", "in-pid1-pod", "open-write", "stage1/rootfs/pod1-init",
-	"+", "in-pid1-pod", "open-write", "stage1/manifest", "+", "in-pid1-pod", "open-write", "pod",
-	"+", "in-pid1-pod", "touch", "stage1/rootfs/planted", "+", "in-pid1-pod", "mkdir", "stage1/rootfs/opt/planted",
-	"+", "open-write", "/proc/1/exe", "+", "readlink", "/proc/1/cwd", "+", "fdlinks", "1", "+", "cat", "/proc/1/status")
+// lookAtPID1 is what a process that may read PID 1's /proc entries tries
+// (pid: PID 1's pid as it sees it): the host's files, the host's cgroup
+// tree, the stage1's files (which rkt gc runs as host root), the pod's own
+// files, PID 1's fds and sets. No app can: PID 1 has no pid in the apps'
+// namespace (TestStage1OutOfTheAppsReach); the host's root does it, as an
+// app that found a way to PID 1 would.
+func lookAtPID1(pid string) []string {
+	pp := "/proc/" + pid
+	in := func(op, rel string) []string { return []string{"+", "in-pid1-pod", op, rel, pid} }
+	args := []string{"ls", pp + "/root/", "+", "ls", pp + "/root/etc", "+", "ls", pp + "/root/sys/fs/cgroup",
+		"+", "mkdir", pp + "/root/sys/fs/cgroup/pod1-test-escape", "+", "mkdir", pp + "/root/pod1-test-escape"}
+	for _, c := range [][2]string{
+		{"open-write", "stage1/rootfs/stage1-init"}, {"open-write", "stage1/rootfs/gc"}, {"open-write", "stage1/rootfs/pod1-init"},
+		{"open-write", "stage1/manifest"}, {"open-write", "pod"}, {"touch", "stage1/rootfs/planted"}, {"mkdir", "stage1/rootfs/opt/planted"},
+	} {
+		args = append(args, in(c[0], c[1])...)
+	}
+	return append(args, "+", "open-write", pp+"/exe", "+", "readlink", pp+"/cwd", "+", "fdlinks", pid, "+", "cat", pp+"/status")
+}
 
-// T19, T4, T-ROOT-2: an app that passes the ptrace read check on PID 1
-// (CAP_SYS_PTRACE; then every capability) finds in /proc/1/root nothing of
-// the host and nothing of the stage1 image it can write; PID 1 holds no fd
-// on anything of the host, and its bounding set is its own needs plus what
-// the pod's apps are given. Before PID 1 had a root of its own, the same
+// lookAtPause is what an app that may read its pid 1's /proc entries
+// finds there: pod1-pause, with no capability, no descriptor and an empty
+// read-only root.
+var lookAtPause = probe("ls", "/proc/1/root/", "+", "mkdir", "/proc/1/root/planted", "+", "readlink", "/proc/1/exe",
+	"+", "open-write", "/proc/1/exe", "+", "fdlinks", "1", "+", "status-of", "1", "+", "sleep", "1h")
+
+// T19, T4, T-ROOT-2: PID 1's /proc/PID/root holds nothing of the host and
+// nothing of the stage1 image anyone can write; PID 1 holds no fd on
+// anything of the host, and its bounding set is its own needs plus what
+// the pod's apps are given (here CAP_SYS_PTRACE; then every capability).
+// The app itself, which PID 1 is out of reach of, finds pod1-pause as its
+// pid 1, holding nothing. Before PID 1 had a root of its own, the same
 // app listed the host's /etc and created a cgroup in the host's tree.
 func TestPID1HasARootOfItsOwn(t *testing.T) {
 	for _, tc := range []struct {
@@ -48,24 +67,37 @@ func TestPID1HasARootOfItsOwn(t *testing.T) {
 		{"allcaps", allCapabilities()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := isoPod(t, []App{{Name: "a", Exec: lookAtPID1}},
+			p := isoPod(t, []App{{Name: "a", Exec: lookAtPause}},
 				Isolators{"a": {isolator("os/linux/capabilities-retain-set", map[string]any{"set": tc.caps})}}, nil)
 			realStage1Image(t, p)
 			before := stage1Hashes(t, p)
-			r := runPod(t, p, RunOpts{})
-			out := r.Stdout.String()
+			r := start(t, p, RunOpts{})
+			pid1 := strconv.Itoa(podPid(t, p))
+			waitFor(t, eventDeadline, "the app's look", func() bool { return strings.Contains(r.Stdout.String(), "status-of 1 ") })
+			look := exec.Command(bin("probe"), lookAtPID1(pid1)...)
+			look.Dir = "/"
+			outb, err := look.Output()
+			if err != nil {
+				t.Fatalf("look at PID 1: %v", err)
+			}
+			must(t, r.Cmd.Process.Signal(unix.SIGTERM))
+			r.Wait(t)
+			out, app := string(outb), r.Stdout.String()
 			defer func() {
 				if t.Failed() {
-					t.Logf("stdout:\n%s\nstderr:\n%s", out, r.Stderr)
+					t.Logf("host's look:\n%s\napp's look:\n%s\nstderr:\n%s", out, app, r.Stderr)
 				}
 			}()
-			if r.Code != 0 {
-				t.Fatalf("exit %d", r.Code)
-			}
-			root := "/proc/1/root"
+			root := "/proc/" + pid1 + "/root"
 			// The new root holds the path down to the pod directory, the
-			// pod's cgroups, and a procfs: no /etc, /usr, /home...
-			if got := strings.TrimPrefix(r.Line(t, "ls "+root+"/ "), "ls "+root+"/ "); !isSubset(strings.Fields(got), []string{"proc", "dev", "sys", "var", "tmp", "run", "work", "root", "srv", "home", "mnt", "opt"}) || strings.Contains(got, "etc") {
+			// pod's cgroups, procfs: no /etc, /usr, /home...
+			got := ""
+			for _, l := range strings.Split(out, "\n") {
+				if v, ok := strings.CutPrefix(l, "ls "+root+"/ "); ok {
+					got = v
+				}
+			}
+			if !isSubset(strings.Fields(got), []string{"proc", "dev", "sys", "var", "tmp", "run", "work", "root", "srv", "home", "mnt", "opt", "pod1-apps-proc"}) || strings.Contains(got, "etc") {
 				t.Errorf("PID 1's root holds %q", got)
 			}
 			for _, w := range []string{
@@ -80,34 +112,49 @@ func TestPID1HasARootOfItsOwn(t *testing.T) {
 				"in-pid1-pod open-write pod EROFS",
 				"in-pid1-pod touch stage1/rootfs/planted EROFS",
 				"in-pid1-pod mkdir stage1/rootfs/opt/planted EROFS",
-				"open-write /proc/1/exe ETXTBSY",
-				"readlink /proc/1/cwd -> " + p.Dir,
+				"open-write /proc/" + pid1 + "/exe ETXTBSY",
+				"readlink /proc/" + pid1 + "/cwd -> " + p.Dir,
 			} {
 				if !strings.Contains(out, w+"\n") {
 					t.Errorf("missing %q", w)
 				}
 			}
+			// pod1-pause, as the app sees it.
+			for _, w := range []string{
+				"ls /proc/1/root/ ", "mkdir /proc/1/root/planted EROFS", "readlink /proc/1/exe -> /",
+				"open-write /proc/1/exe ETXTBSY", "status-of 1 CapEff 0000000000000000", "status-of 1 CapBnd 0000000000000000",
+			} {
+				if !strings.Contains(app, w+"\n") {
+					t.Errorf("app: missing %q", w)
+				}
+			}
+			if strings.Contains(app, "fdlinks 1 ") {
+				t.Errorf("pod1-pause holds descriptors: %q", r.Lines("fdlinks 1 "))
+			}
 			// Nothing the mkdirs could have made on the host.
 			for _, d := range []string{"/sys/fs/cgroup/pod1-test-escape", "/pod1-test-escape"} {
 				if _, err := os.Stat(d); err == nil {
 					_ = os.Remove(d)
-					t.Errorf("the app created %s on the host", d)
+					t.Errorf("the look created %s on the host", d)
 				}
 			}
 			// No fd of PID 1 is a directory out of its root, from which
 			// ".." would lead to the host's: only the detached copies
 			// ("/": fdinfo, log directories), the status directory, and
 			// the rkt directory it opens for a moment to say it is
-			// ready, which the app may list while it is open.
+			// ready.
 			rkt := p.Dir + "/stage1/rootfs/rkt"
-			for _, l := range r.Lines("fdlinks 1 ") {
+			for _, l := range strings.Split(out, "\n") {
+				if !strings.HasPrefix(l, "fdlinks "+pid1+" ") || !strings.Contains(l, "-> ") {
+					continue
+				}
 				target, isDir := strings.CutSuffix(l[strings.Index(l, "-> ")+3:], " (dir)")
 				if isDir && target != "/" && target != rkt && !strings.HasPrefix(target, rkt+"/") {
 					t.Errorf("PID 1 holds %s", l)
 				}
 			}
 			bnd := ""
-			for _, l := range r.Lines("cat ") {
+			for _, l := range strings.Split(out, "\n") {
 				if v, ok := strings.CutPrefix(l, "cat CapBnd:"); ok {
 					bnd = strings.TrimSpace(v)
 				}
@@ -276,7 +323,9 @@ func TestExecThroughProcMagicLinksRefused(t *testing.T) {
 		if got := p.Status(t, a.Name); got != 126 || r.Code != 126 {
 			t.Errorf("app %s: status %d, pod %d, want 126: %s", a.Name, got, r.Code, r.Stderr)
 		}
-		if !strings.Contains(r.Stderr.String(), "through a /proc link: permission denied") {
+		// Through a /proc link for a process of the app's /proc; into
+		// /proc for the set-up process, which has no pid there.
+		if e := r.Stderr.String(); !strings.Contains(e, "through a /proc link: permission denied") && !strings.Contains(e, "resolves into /proc: permission denied") {
 			t.Errorf("app %s: %s", a.Name, r.Stderr)
 		}
 		if after := stage1Hashes(t, p); !reflect.DeepEqual(before, after) {
@@ -332,9 +381,11 @@ func realStage1Image(t *testing.T, p *Pod) {
 	b, err := os.ReadFile(bin("stage1-init"))
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(s1, "stage1-init"), b, 0o755))
-	b, err = os.ReadFile(bin("pod1-init"))
-	must(t, err)
-	must(t, os.WriteFile(filepath.Join(s1, "pod1-init"), b, 0o755))
+	for _, name := range []string{"pod1-init", "pod1-pause"} {
+		b, err = os.ReadFile(bin(name))
+		must(t, err)
+		must(t, os.WriteFile(filepath.Join(s1, name), b, 0o755))
+	}
 	for _, ep := range []string{"run", "stop", "gc", "enter", "app-add", "app-start", "app-stop", "app-rm", "attach"} {
 		_ = os.Remove(filepath.Join(s1, ep))
 		must(t, os.Symlink("stage1-init", filepath.Join(s1, ep)))

@@ -151,8 +151,8 @@ func TestMutablePodAppLifecycle(t *testing.T) {
 	vol := t.TempDir()
 	mp, vols := volume(vol)
 	p, r := sandbox(t, vols)
-	if len(nsMembers(pidNS(podPid(t, p)))) != 1 {
-		t.Fatal("a sandbox runs only PID 1")
+	if len(nsMembers(pidNS(podPid(t, p)))) != 2 {
+		t.Fatal("a sandbox runs only PID 1 and pod1-pause")
 	}
 	for _, a := range []App{
 		{Name: "web", Exec: probe("touch", "/vol/web-ran", "+", "sleep", "1h"), MPoints: mp},

@@ -222,8 +222,9 @@ func TestThousandOrphansLeaveNoZombie(t *testing.T) {
 		return err == nil
 	})
 	// The last orphans are still starting up; once they are done, only
-	// PID 1 and the app remain, and nothing is left a zombie.
-	waitFor(t, 10*time.Second, "orphans gone", func() bool { return len(nsPids(ns)) == 2 })
+	// PID 1, pod1-pause (which reaped them) and the app remain, and
+	// nothing is left a zombie.
+	waitFor(t, 10*time.Second, "orphans gone", func() bool { return len(nsPids(ns)) == 3 })
 	if z := zombiesIn(ns); z != 0 {
 		t.Fatalf("%d zombies", z)
 	}
@@ -348,8 +349,10 @@ func TestNamespaces(t *testing.T) {
 			if !strings.HasPrefix(r.Line(t, "pid "), "pid ") || strings.HasPrefix(r.Line(t, "pid "), "pid 1 ") {
 				t.Errorf("app is PID 1: %q", r.Line(t, "pid "))
 			}
-			if strings.Contains(r.Line(t, "pid "), "ppid 1") == false {
-				t.Errorf("app's parent is not the pod's PID 1: %q", r.Line(t, "pid "))
+			// Its parent is the pod's PID 1, which has no pid in the
+			// apps' namespace.
+			if strings.Contains(r.Line(t, "pid "), "ppid 0") == false {
+				t.Errorf("app's parent is in its pid namespace: %q", r.Line(t, "pid "))
 			}
 			if r.Stderr.Len() != 0 {
 				t.Errorf("stderr: %q", r.Stderr)

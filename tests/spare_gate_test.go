@@ -45,11 +45,18 @@ func startSpareProc(t *testing.T) *spareProc {
 	cmd.Args = []string{"pod1-app"}
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	cmd.Stderr = ew
-	cmd.ExtraFiles = []*os.File{theirs}
+	// fd 4 its report (the pid of the app's process, which it clones as
+	// our child), 5 and 6 held for the descriptors its brief and go bring
+	// (as PID 1 starts a spare).
+	rr, rw, err := os.Pipe()
+	must(t, err)
+	t.Cleanup(func() { rr.Close() })
+	cmd.ExtraFiles = []*os.File{theirs, rw, theirs, theirs}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS, Pdeathsig: unix.SIGKILL}
 	must(t, cmd.Start())
 	theirs.Close()
 	ew.Close()
+	rw.Close()
 	p := &spareProc{cmd: cmd, sock: ours, stderr: er, exited: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(p.exited) }()
 	t.Cleanup(func() {
@@ -61,10 +68,21 @@ func startSpareProc(t *testing.T) *spareProc {
 	return p
 }
 
-// brief sends spec framed as PID 1 frames it.
+// brief sends spec framed as PID 1 frames it, with a procfs and the pid
+// namespace for the app (ours: the host's, standing in for the apps').
 func (p *spareProc) brief(t *testing.T, spec []byte) {
 	t.Helper()
-	_, err := p.sock.Write(appexec.SpareBrief(spec))
+	fs, err := unix.Fsopen("proc", unix.FSOPEN_CLOEXEC)
+	must(t, err)
+	defer unix.Close(fs)
+	must(t, unix.FsconfigCreate(fs))
+	procfs, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, 0)
+	must(t, err)
+	defer unix.Close(procfs)
+	ns, err := os.Open("/proc/self/ns/pid")
+	must(t, err)
+	defer ns.Close()
+	_, err = unix.SendmsgN(int(p.sock.Fd()), appexec.SpareBrief(spec), appexec.SpareBriefRights(procfs, int(ns.Fd())), nil, 0)
 	must(t, err)
 }
 
@@ -79,7 +97,8 @@ func (p *spareProc) sendGo(t *testing.T) *os.File {
 	must(t, err)
 	defer w.Close()
 	t.Cleanup(func() { r.Close() })
-	rights := unix.UnixRights(int(n.Fd()), int(n.Fd()), int(w.Fd()))
+	// stdin, stdout, stderr, and the gate: /dev/null, go at once.
+	rights := unix.UnixRights(int(n.Fd()), int(n.Fd()), int(w.Fd()), int(n.Fd()))
 	must(t, unix.Sendmsg(int(p.sock.Fd()), []byte{appexec.GoByte}, rights, nil, 0))
 	return r
 }
@@ -140,9 +159,11 @@ func TestSpareRunsNothingBeforeItsGo(t *testing.T) {
 		b, _ := io.ReadAll(or)
 		t.Fatalf("exit %d after the go; stderr: %s", code, b)
 	}
-	if _, err := os.Stat(filepath.Join(root, "ran")); err != nil {
-		t.Fatalf("the app did not run after its go: %v", err)
-	}
+	// The app's process, which the spare cloned as our child, runs on.
+	waitFor(t, 20*time.Second, "the app run after its go", func() bool {
+		_, err := os.Stat(filepath.Join(root, "ran"))
+		return err == nil
+	})
 }
 
 // A spare whose socket is closed without a go (the pod stops before its

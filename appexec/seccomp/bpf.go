@@ -131,6 +131,7 @@ func (f *Filter) Assemble() ([]unix.SockFilter, error) {
 		p.label(ok)
 	}
 	f.nofileCarveOut(p)
+	f.launchCarveOut(p)
 	refuseForgedFaults(p)
 	allow, refuse := uint32(unix.SECCOMP_RET_ALLOW), f.refusal()
 	if f.Mode == ModeAllow {
@@ -199,6 +200,56 @@ func (f *Filter) nofileCarveOut(p *program) {
 	p.label(fail)
 	p.load(offNr)
 	p.label(after)
+}
+
+// LaunchGateFd is where the app's process waits, before its execve, for
+// the pod's first apps to exist (appexec's Launch): a read of it alone.
+const LaunchGateFd = 6
+
+// LaunchCloneFlags are the clone flags of the stage1's last call on the
+// thread that made an app's process ready (appexec's Launch): a plain
+// fork whose child is the caller's parent's.
+const LaunchCloneFlags = unix.CLONE_PARENT
+
+// launchCarveOut lets through, when the filter would refuse them, the
+// calls the stage1 makes under the app's filter: the filter is installed
+// before the app's process is cloned, so that it is born with it and with
+// the app's credentials, and no instant of it holds more than the app
+// (threats T24). The set-up thread then drops its capabilities to the
+// app's (capset), clones the process (clone with LaunchCloneFlags
+// exactly) and exits (exit); the process waits at its gate (a read of
+// LaunchGateFd), closes the set-up's descriptors (close_range), makes a
+// session of its own (setsid), takes its terminal (ioctl(0, TIOCSCTTY,
+// 0)) and execs. None of them gives a process
+// anything: capset cannot raise the permitted set, the clone is a fork,
+// the ioctl only takes a terminal that is no other session's.
+func (f *Filter) launchCarveOut(p *program) {
+	for _, name := range []string{"capset", "setsid", "exit", "close_range"} {
+		if nr, ok := syscallNumbers[name]; ok && f.refuses(name) {
+			p.onEqual(nr, unix.SECCOMP_RET_ALLOW)
+		}
+	}
+	exact := func(name string, args ...uint64) {
+		nr, ok := syscallNumbers[name]
+		if !ok || !f.refuses(name) {
+			return
+		}
+		after, fail := p.newLabel(), p.newLabel()
+		p.jump(unix.BPF_JEQ, nr, "", after)
+		for i, a := range args {
+			p.load(argLow(i))
+			p.jump(unix.BPF_JEQ, uint32(a), "", fail)
+			p.load(argHigh(i))
+			p.jump(unix.BPF_JEQ, uint32(a>>32), "", fail)
+		}
+		p.ret(unix.SECCOMP_RET_ALLOW)
+		p.label(fail)
+		p.load(offNr)
+		p.label(after)
+	}
+	exact("clone", LaunchCloneFlags)
+	exact("ioctl", 0, unix.TIOCSCTTY, 0)
+	exact("read", LaunchGateFd)
 }
 
 // forgedFaults are the signals the Go runtime of the pod's PID 1 takes for

@@ -165,6 +165,8 @@ func run(cmd string, a []string) error {
 		defer f.Close()
 		_, err = fmt.Fprintf(f, "%d\n", time.Now().UnixNano())
 		return err
+	case "spy":
+		return spy(a)
 	case "procs":
 		// Live processes this app can see in the pod.
 		n, err := liveProcs()
@@ -307,6 +309,18 @@ func report(cmd string, a []string) error {
 				}
 			}
 		}
+	case "status-of":
+		// Another process's capability sets: "status-of PID CapEff HEX".
+		b, err := os.ReadFile("/proc/" + arg(a, 0) + "/status")
+		if err != nil {
+			fmt.Printf("status-of %s error %v\n", arg(a, 0), err)
+			return nil
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) == 2 && strings.HasPrefix(f[0], "Cap") {
+				fmt.Printf("status-of %s %s %s\n", arg(a, 0), strings.TrimSuffix(f[0], ":"), f[1])
+			}
+		}
 	case "stat":
 		var st unix.Stat_t
 		if err := unix.Lstat(arg(a, 0), &st); err != nil {
@@ -339,7 +353,7 @@ func report(cmd string, a []string) error {
 	case "peer-roots":
 		return peerRoots(arg(a, 0))
 	case "in-pid1-pod":
-		return inPID1Pod(arg(a, 0), arg(a, 1))
+		return inPID1Pod(arg(a, 0), arg(a, 1), arg(a, 2))
 	case "plant-proc":
 		return plantProc()
 	case "ls":

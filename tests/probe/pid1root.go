@@ -119,15 +119,19 @@ func peerRoots(want string) error {
 }
 
 // inPID1Pod tries op (open-write, touch, mkdir) on rel, a path in the pod
-// directory as PID 1 sees it: /proc/1/root and PID 1's cwd, the pod
-// directory. It reports "in-pid1-pod OP REL ERRNO".
-func inPID1Pod(op, rel string) error {
-	d, err := os.Readlink("/proc/1/cwd")
+// directory as PID 1 (pid, 1 by default: run on the host, the probe names
+// the pod's PID 1 by its host pid) sees it: /proc/PID/root and PID 1's
+// cwd, the pod directory. It reports "in-pid1-pod OP REL ERRNO".
+func inPID1Pod(op, rel, pid string) error {
+	if pid == "" {
+		pid = "1"
+	}
+	d, err := os.Readlink("/proc/" + pid + "/cwd")
 	if err != nil {
 		fmt.Printf("in-pid1-pod %s %s cwd-%s\n", op, rel, errnoOf(err))
 		return nil
 	}
-	p := "/proc/1/root" + d + "/" + rel
+	p := "/proc/" + pid + "/root" + d + "/" + rel
 	switch op {
 	case "open-write":
 		var fd int

@@ -1,0 +1,206 @@
+/*
+ * pod1-pause: the init of the apps' pid namespace (threats T24).
+ *
+ * The apps of a pod share one pid namespace, as in rkt. The stage1's own
+ * processes (PID 1, the apps' set-up processes, the entry points) live in
+ * the namespace above it: an app cannot name them, so it can neither
+ * signal, ptrace nor open /proc/PID/... of any of them, whatever
+ * capabilities it holds. Something must be the init of the apps'
+ * namespace, which reaps the processes orphaned there and whose end
+ * ends the namespace: this program, Kubernetes' pause in spirit. It
+ * holds nothing an app lacks: no capability, no descriptor, no_new_privs,
+ * an empty read-only root in a mount namespace of its own. An app that
+ * takes it over gains nothing; one that stops it is one that could kill
+ * its siblings anyway.
+ *
+ * PID 1 clones it with CLONE_NEWPID, in PID 1's mount namespace, with a
+ * socket on fd 3. Its first job is the one thing only a member of the
+ * namespace can do: make procfs instances of it. It sends PID 1 two
+ * detached procfs mounts of the apps' namespace (one for the set-up
+ * process started ahead of the pod's configuration, one PID 1 keeps in
+ * its own root for every later app) and the namespace itself, with one
+ * byte, on fd 3. Then it leaves everything behind and reaps. It installs
+ * no signal handler and blocks only SIGCHLD, which it waits for: the
+ * kernel drops every other signal sent to a namespace's init that has no
+ * handler for it, from inside the namespace (a queued "fault" signal
+ * included) and from above it (but SIGKILL and SIGSTOP), before it is
+ * queued. A blocked signal would be queued instead, and a flood of
+ * queued real-time ones would use up the pending-signal allowance of the
+ * host's root.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef SYS_fsopen
+#define SYS_fsopen 430
+#endif
+#ifndef SYS_fsconfig
+#define SYS_fsconfig 431
+#endif
+#ifndef SYS_fsmount
+#define SYS_fsmount 432
+#endif
+#ifndef SYS_close_range
+#define SYS_close_range 436
+#endif
+/* capset's arguments (linux/capability.h, which musl does not ship). */
+#define CAP_VERSION_3 0x20080522
+struct cap_header {
+	unsigned int version;
+	int pid;
+};
+struct cap_data {
+	unsigned int effective, permitted, inheritable;
+};
+#define FSOPEN_CLOEXEC_ 0x1
+#define FSCONFIG_CMD_CREATE_ 6
+#define FSMOUNT_CLOEXEC_ 0x1
+#define MOUNT_ATTR_NOSUID_ 0x2
+#define MOUNT_ATTR_NODEV_ 0x4
+#define MOUNT_ATTR_NOEXEC_ 0x8
+
+/* The socket PID 1 reads the procfs mounts from. */
+#define REPORT_FD 3
+/* How many procfs instances PID 1 is sent. */
+#define PROCFS_COUNT 2
+/* Where the empty root is made; every host has it. */
+#define EMPTY_ROOT "/dev"
+
+static int fail(const char *what)
+{
+	fprintf(stderr, "stage1: pod1-pause: %s: %s\n", what, strerror(errno));
+	return 254;
+}
+
+/* procfs makes a detached procfs instance of our pid namespace. */
+static int procfs(void)
+{
+	int fs = syscall(SYS_fsopen, "proc", FSOPEN_CLOEXEC_);
+	if (fs < 0)
+		return -1;
+	int mnt = -1;
+	if (syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE_, NULL, NULL, 0) == 0)
+		mnt = syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC_,
+			      MOUNT_ATTR_NOSUID_ | MOUNT_ATTR_NODEV_ | MOUNT_ATTR_NOEXEC_);
+	int saved = errno;
+	close(fs);
+	errno = saved;
+	return mnt;
+}
+
+static int send_procfs(void)
+{
+	int fds[PROCFS_COUNT + 1];
+	for (int i = 0; i < PROCFS_COUNT; i++)
+		if ((fds[i] = procfs()) < 0)
+			return -1;
+	/* The namespace itself, for setns: only a process that may ptrace
+	 * us could open it later, and after this nothing may. */
+	if ((fds[PROCFS_COUNT] = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	char byte = 'p';
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+	union {
+		char buf[CMSG_SPACE(sizeof fds)];
+		struct cmsghdr align;
+	} u;
+	memset(&u, 0, sizeof u);
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof fds);
+	memcpy(CMSG_DATA(c), fds, sizeof fds);
+	ssize_t n;
+	do
+		n = sendmsg(REPORT_FD, &msg, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	for (int i = 0; i <= PROCFS_COUNT; i++)
+		close(fds[i]);
+	return n == 1 ? 0 : -1;
+}
+
+/* empty_root leaves the pod's mounts: a mount namespace of our own whose
+ * only mount is an empty read-only tmpfs, our root and cwd. */
+static int empty_root(void)
+{
+	if (unshare(CLONE_NEWNS) < 0)
+		return fail("unshare mount namespace");
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return fail("make / private");
+	if (mount("tmpfs", EMPTY_ROOT, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=555,size=4k") < 0)
+		return fail("mount tmpfs");
+	if (chdir(EMPTY_ROOT) < 0)
+		return fail("chdir");
+	if (syscall(SYS_pivot_root, ".", ".") < 0)
+		return fail("pivot_root");
+	if (umount2(".", MNT_DETACH) < 0)
+		return fail("detach the old root");
+	if (chdir("/") < 0)
+		return fail("chdir /");
+	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+		return fail("read-only root");
+	return 0;
+}
+
+/* drop_everything leaves no capability in any set, and no way to get one
+ * back by executing anything. */
+static int drop_everything(void)
+{
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		return fail("prctl dumpable");
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return fail("prctl no_new_privs");
+	for (int c = 0; c <= 63; c++)
+		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+			return fail("drop the bounding set");
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+		return fail("clear the ambient set");
+	struct cap_header h = {.version = CAP_VERSION_3};
+	struct cap_data d[2];
+	memset(d, 0, sizeof d);
+	if (syscall(SYS_capset, &h, d) < 0)
+		return fail("capset");
+	return 0;
+}
+
+int main(void)
+{
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_SETMASK, &chld, NULL);
+	/* Its name in ps and top: PID 1 execs it through /proc/self/fd/N,
+	 * which names the process after N. */
+	prctl(PR_SET_NAME, "pod1-pause", 0, 0, 0);
+	if (getpid() != 1) {
+		fprintf(stderr, "stage1: pod1-pause: not the init of a pid namespace\n");
+		return 254;
+	}
+	if (send_procfs() < 0)
+		return fail("send procfs");
+	close(REPORT_FD);
+	int code = empty_root();
+	if (code == 0)
+		code = drop_everything();
+	if (code != 0)
+		return code;
+	/* Nothing of the pod's: not even its console. */
+	syscall(SYS_close_range, 0U, ~0U, 0);
+	for (;;) {
+		while (waitpid(-1, NULL, WNOHANG | __WALL) > 0)
+			;
+		sigwaitinfo(&chld, NULL);
+	}
+}

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/appexec"
+	"github.com/pod1/pod1/reaper"
+)
+
+// rolePause is the init of the apps' pid namespace (pause/pause.c).
+const rolePause = "pod1-pause"
+
+// pause is pod1-pause as PID 1 holds it: the init of the apps' pid
+// namespace, nested under PID 1's (appexec's Launch says why).
+type pause struct {
+	pid int
+	// pidns is the apps' pid namespace (-1 until procfs), which the
+	// set-up processes (appexec.PidNSFd) clone the apps' processes
+	// into. Sent by pod1-pause: setns of a pidfd, or opening
+	// /proc/PID/ns/pid, would need to pass the ptrace check on it.
+	pidns int
+	// sock is where its two procfs instances of the apps' namespace
+	// come from (procfs).
+	sock *os.File
+}
+
+// stage1Cgroup is the pod's cgroup PID 1 is in (run places it there).
+const stage1Cgroup = "stage1"
+
+// pauseTag tags pod1-pause in the reaper.
+type pauseTag struct{}
+
+// startPause clones pod1-pause into a new pid namespace, from the
+// detached read-only copy of its binary run handed over (pauseExeFd).
+func startPause(r *reaper.Reaper) (*pause, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s: socketpair: %w", rolePause, err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "pause"), os.NewFile(uintptr(fds[1]), "pause")
+	defer theirs.Close()
+	closed := ^uintptr(0)
+	files := []uintptr{closed, closed, os.Stderr.Fd(), theirs.Fd()}
+	var st unix.Stat_t
+	err = unix.Fstat(pauseExeFd, &st)
+	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
+		err = errors.New("not a regular file")
+	}
+	exe := -1
+	if err == nil {
+		exe, err = execFd(pauseExeFd, files)
+	}
+	unix.Close(pauseExeFd)
+	if err != nil {
+		ours.Close()
+		return nil, fmt.Errorf("%s binary (fd %d): %w", rolePause, pauseExeFd, err)
+	}
+	defer unix.Close(exe)
+	pid, err := r.Start(pauseTag{}, func() (int, error) {
+		return syscall.ForkExec("/proc/self/fd/"+strconv.Itoa(exe), []string{rolePause}, &syscall.ProcAttr{
+			Files: files,
+			Sys:   &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID},
+		})
+	})
+	if err != nil {
+		ours.Close()
+		return nil, fmt.Errorf("start %s: %w", rolePause, err)
+	}
+	return &pause{pid: pid, pidns: -1, sock: ours}, nil
+}
+
+// procfs receives the two procfs instances of the apps' pid namespace
+// pod1-pause makes (one for the spare, one for PID 1's root), and the
+// namespace; it waits for them.
+func (pz *pause) procfs() ([2]int, error) {
+	defer pz.sock.Close()
+	var b [1]byte
+	oob := make([]byte, unix.CmsgSpace(3*4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(int(pz.sock.Fd()), b[:], oob, unix.MSG_CMSG_CLOEXEC)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return [2]int{}, fmt.Errorf("%s: procfs: %w", rolePause, err)
+		}
+		var got []int
+		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+			for i := range msgs {
+				if fds, err := unix.ParseUnixRights(&msgs[i]); err == nil {
+					got = append(got, fds...)
+				}
+			}
+		}
+		if n != 1 || len(got) != 3 {
+			for _, fd := range got {
+				unix.Close(fd)
+			}
+			return [2]int{}, fmt.Errorf("%s ended before it made the apps' procfs (see its error above)", rolePause)
+		}
+		pz.pidns = got[2]
+		return [2]int{got[0], got[1]}, nil
+	}
+}
+
+// attachAppsProc puts procfs, a detached procfs of the apps' pid
+// namespace, read-only at appexec.AppsProc under root (PID 1's new root,
+// being built): the set-up processes PID 1 forks from then on clone it
+// for their app's /proc.
+func attachAppsProc(root string, procfs int) error {
+	defer unix.Close(procfs)
+	dst := root + appexec.AppsProc
+	if err := unix.Mkdir(dst, 0o555); err != nil && !errors.Is(err, unix.EEXIST) {
+		return err
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
+	if err := unix.MountSetattr(procfs, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		return fmt.Errorf("apps' procfs: %w", err)
+	}
+	return unix.MoveMount(procfs, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH)
+}

@@ -1,0 +1,146 @@
+package tests
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/status"
+)
+
+// escapeCapabilities are the named escape set (docs/security.md): given to
+// a root app in the host's user namespace, each is a way out of any
+// container, whatever the stage1 does.
+var escapeCapabilities = []string{"CAP_SYS_ADMIN", "CAP_DAC_READ_SEARCH", "CAP_SYS_MODULE", "CAP_SYS_RAWIO"}
+
+// allButEscape is every capability outside the escape set:
+// CAP_SYS_PTRACE and CAP_KILL among them.
+func allButEscape() []string {
+	var out []string
+	for _, c := range allCapabilities() {
+		keep := true
+		for _, e := range escapeCapabilities {
+			keep = keep && c != e
+		}
+		if keep {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// T24 (issue 33 item 1): no stage1 process is ever within an app's reach.
+// An app holding every capability outside the escape set (CAP_SYS_PTRACE
+// and CAP_KILL with them) watches its pid namespace for four seconds:
+// it stops every process the moment it first sees it (SIGSTOP) and reads
+// its name and effective capabilities while it cannot move, which is how
+// it would rewrite a privileged process through /proc/PID/mem. Meanwhile
+// a sibling app restarts over and over (each run a new set-up process
+// and app process) and enter runs commands in the watcher. The watcher
+// sees only pod1-pause, which holds no capability, and processes holding
+// no more than it does: never PID 1, an app's set-up process or enter's,
+// nor any process with a capability of the escape set. Before the apps
+// had a pid namespace of their own, it saw PID 1 (pod1-init, with
+// CAP_SYS_ADMIN) and every set-up process. From the host, PID 1's pid
+// namespace is the parent of the watcher's.
+func TestStage1OutOfTheAppsReach(t *testing.T) {
+	flap := map[string]string{"pod1/restart-policy": "on-failure", "pod1/restart-backoff": "10ms",
+		"pod1/restart-backoff-max": "20ms", "pod1/start-limit-burst": "1000", "pod1/start-limit-interval": "1h"}
+	p := isoPod(t, []App{
+		{Name: "spy", Exec: probe("spy", "4s", "+", "sleep", "1h")},
+		{Name: "flap", Exec: probe("exit", "1"), Annotations: flap},
+	}, Isolators{"spy": {isolator("os/linux/capabilities-retain-set", map[string]any{"set": allButEscape()})}}, nil)
+	r := start(t, p, RunOpts{Args: []string{"--net=none", "--debug"}})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("stderr:\n%s", r.Stderr)
+		}
+	})
+	pid1 := podPid(t, p)
+	waitFor(t, 30*time.Second, "the spy running", func() bool {
+		rec, err := status.ReadRecord(p.statusDir(), "spy")
+		return err == nil && rec.Pid > 0
+	})
+	spy := record(t, p, "spy").Pid
+	if got, want := parentPidNS(t, spy), pidNS(pid1); got != want {
+		t.Errorf("the apps' pid namespace is nested in %s, want PID 1's %s", got, want)
+	}
+	if pidNS(spy) == pidNS(pid1) {
+		t.Errorf("the app shares PID 1's pid namespace %s", pidNS(pid1))
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < 3; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, stderr, code := podEnter(t, p, "spy", "/bin/probe", "exit", "0"); code != 0 {
+				t.Errorf("enter: exit %d: %s", code, stderr)
+			}
+		}()
+		time.Sleep(300 * time.Millisecond)
+	}
+	wg.Wait()
+	waitFor(t, 60*time.Second, "the spy's report", func() bool { return strings.Contains(r.Stdout.String(), "spy self ") })
+	must(t, r.Cmd.Process.Signal(unix.SIGTERM))
+	r.Wait(t)
+	out := r.Stdout.String()
+	defer func() {
+		if t.Failed() {
+			t.Logf("stdout:\n%s\nstderr:\n%s", out, r.Stderr)
+		}
+	}()
+	self := strings.TrimPrefix(r.Line(t, "spy self "), "spy self ")
+	own, err := strconv.ParseUint(self, 16, 64)
+	if err != nil {
+		t.Fatalf("spy self %q", self)
+	}
+	var escape uint64
+	_, _ = fmt.Sscanf(capMask(t, escapeCapabilities...), "%x", &escape)
+	sawPause := false
+	for _, l := range r.Lines("spy saw ") {
+		f := strings.Fields(strings.TrimPrefix(l, "spy saw "))
+		if len(f) != 2 {
+			t.Errorf("bad line %q", l)
+			continue
+		}
+		caps, err := strconv.ParseUint(f[1], 16, 64)
+		if err != nil {
+			t.Errorf("bad line %q", l)
+			continue
+		}
+		switch {
+		case f[0] == "pod1-pause" && caps == 0:
+			sawPause = true
+		case f[0] == "pod1-init" || f[0] == "stage1-init" || f[0] == "run" || f[0] == "pod1-lock" || f[0] == "pod1-waiter":
+			t.Errorf("the app saw a stage1 process: %q", l)
+		case caps&^own != 0 || caps&escape != 0:
+			// Anything else is an app's process, or one enter started
+			// in an app, after its execve or in the instant before
+			// (then named after the stage1 process that cloned it),
+			// or its zombie ("-"): never more than an app holds.
+			t.Errorf("a process of the apps' namespace holds %s (the spy %s): %q", f[1], self, l)
+		}
+	}
+	if !sawPause {
+		t.Errorf("the spy did not see pod1-pause with no capability as its pid 1")
+	}
+	if n := record(t, p, "flap").RestartCount; n < 10 {
+		t.Errorf("flap restarted %d times: too few to have exercised the set-up processes", n)
+	}
+}
+
+// parentPidNS names the pid namespace pid's is nested in, as pidNS
+// names one.
+func parentPidNS(t *testing.T, pid int) string {
+	t.Helper()
+	ns := parentNSOf(pid)
+	if ns == "" {
+		t.Fatalf("parent pid namespace of %d", pid)
+	}
+	return ns
+}
