@@ -43,8 +43,10 @@ type appOS struct {
 	reports chan *handover
 	early   []reaper.Exit
 	// commit is the lock keeper's commit pipe (commitFd, non-blocking),
-	// or -1: the final statuses are then all written durably here.
+	// or -1: the final statuses are then all written durably here; sent
+	// counts the apps named on it.
 	commit int
+	sent   int
 	// holdGo keeps the spare's go (heldGo) while the pod's first apps
 	// start (releaseGo).
 	holdGo bool
@@ -254,9 +256,10 @@ func (o *appOS) WriteRecord(a *supervisor.App) {
 }
 
 // WriteStatus writes the app's final status. The pod's last ones are left
-// pending for the lock keeper to commit (status.WritePending): it makes
-// them durable and visible while the kernel ends PID 1, not before PID 1
-// may end, and before it releases the lock. Without a keeper to tell, or
+// pending for the lock keeper to commit (status.WritePending), named to it
+// on the commit pipe: it makes them durable and visible while the kernel
+// ends PID 1, not before PID 1 may end, and before it releases the lock.
+// Without a keeper to tell, with the pipe full, past status.MaxPending, or
 // if the pending write fails, the status is written durably here.
 //
 // The app's emptied cgroup is removed after its status, unless the status
@@ -268,31 +271,37 @@ func (o *appOS) WriteStatus(name string, code int, last bool) {
 	if !last {
 		defer o.removeEmptied(o.resByName(name), name)
 	}
-	if last && o.commit >= 0 {
+	if last && o.commit >= 0 && o.sent < status.MaxPending && status.PendingApp(name) {
 		err := o.dir.WritePending(name, code)
-		if err == nil && o.tellKeeper() {
+		if err == nil && o.tellKeeper(name) {
+			o.sent++
 			return
 		}
 		if err != nil {
 			o.logf("app %q: write status %d for the lock keeper: %v", name, code, err)
-		} else if _, err := status.CommitPending(o.dir.Fd()); err == nil {
+		} else if _, err := status.CommitPending(o.dir.Fd(), []string{name}); err == nil {
 			return
 		}
+		_ = unix.Unlinkat(o.dir.Fd(), name+status.PendingSuffix, 0)
 	}
 	if err := o.dir.Write(name, code); err != nil {
 		o.logf("app %q: write status %d: %v", name, code, err)
 	}
 }
 
-// tellKeeper says on the commit pipe that a status is pending, and reports
-// whether the keeper will read it. A full pipe already says so; a keeper
-// gone (EPIPE) commits nothing any more.
-func (o *appOS) tellKeeper() bool {
+// tellKeeper names the app on the commit pipe, a line the keeper reads
+// whole (a pipe write of at most PIPE_BUF bytes is all or nothing), and
+// reports whether it was sent. A full pipe takes nothing; a keeper gone
+// (EPIPE) commits nothing any more.
+func (o *appOS) tellKeeper(name string) bool {
+	line := append([]byte(name), '\n')
 	for {
-		_, err := unix.Write(o.commit, []byte{1})
+		_, err := unix.Write(o.commit, line)
 		switch {
-		case err == nil, errors.Is(err, unix.EAGAIN):
+		case err == nil:
 			return true
+		case errors.Is(err, unix.EAGAIN):
+			return false
 		case errors.Is(err, unix.EINTR):
 			continue
 		}
@@ -314,10 +323,15 @@ func (o *appOS) Forget(a *supervisor.App) {
 	o.forget(a.Name)
 }
 
-// forget deletes what PID 1 keeps of an app name.
+// forget deletes what PID 1 keeps of an app name, its final status too:
+// stage0 removes that afterwards, but rkt's does it in an overlay pod's
+// upper directory, under the mounted overlay, whose cached entry then
+// fails the next status written under the name (ESTALE); and a status
+// left in place would keep the lock keeper from committing the final
+// status of an app added again under the name.
 func (o *appOS) forget(name string) {
 	o.dir.Unreserve(name)
-	for _, f := range []string{name + status.RecordSuffix} {
+	for _, f := range []string{name, name + status.PendingSuffix, name + status.RecordSuffix} {
 		if err := unix.Unlinkat(o.dir.Fd(), f, 0); err != nil && !errors.Is(err, unix.ENOENT) {
 			o.logf("app %q: remove %s: %v", name, f, err)
 		}

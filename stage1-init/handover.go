@@ -33,9 +33,9 @@ const (
 	// detached copy of the directory, from which ".." leads nowhere.
 	logDirFd = 7
 	criDirFd = 8
-	// commitFd is the write end of the lock keeper's commit pipe: a
-	// byte on it says a final status waits for the keeper's commit
-	// (appOS.WriteStatus).
+	// commitFd is the write end of the lock keeper's commit pipe: an
+	// app's name on it, a line, says its final status waits for the
+	// keeper's commit (appOS.WriteStatus).
 	commitFd = 9
 	// pauseExeFd is pod1-pause, the init of the apps' pid namespace: a
 	// detached read-only mount of the file next to run's binary (a

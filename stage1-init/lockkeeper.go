@@ -40,10 +40,13 @@ const (
 // namespace (PID 1's exit waits for that before its pidfd reports it).
 //
 // It also commits the final statuses PID 1 leaves pending as the pod ends
-// (status.WritePending): when PID 1 says so on the commit pipe, while the
-// kernel ends PID 1, and once more when PID 1 is gone, for what a PID 1
-// that died left. So a final status is durable before the lock is
-// released, whoever commits it.
+// (status.WritePending): each app PID 1 names on the commit pipe, as it
+// reads the name, while the kernel ends PID 1, and when PID 1 is gone,
+// what a PID 1 that died had sent. So a final status is durable before the
+// lock is released, whoever commits it. Only those names: an app that
+// reached PID 1's root may write in the status directory, and what it
+// plants there must not become a status; nor does a commit replace a
+// final status already in place.
 //
 // startLockKeeper starts it (the waiter's binary, or this one when the
 // image has no waiter) for PID 1's pidfd and the commit pipe's read end,
@@ -78,8 +81,9 @@ func startLockKeeper(lock *os.File, pidfd, commit int, extra []uintptr, cloneFla
 }
 
 // lockKeeperMain holds fd 3 until the pidfd on fd 4 says PID 1 has exited,
-// committing pending final statuses when the commit pipe on fd 5 says so
-// and before it exits.
+// committing the pending final statuses of the apps PID 1 names on the
+// commit pipe on fd 5 as it reads them, and what is left in the pipe
+// before it exits.
 func lockKeeperMain() int {
 	statusDir := layout.StatusDir
 	if len(os.Args) > 1 {
@@ -87,45 +91,82 @@ func lockKeeperMain() int {
 	}
 	fds := []unix.PollFd{{Fd: keeperPidFd, Events: unix.POLLIN}, {Fd: keeperCommitFd, Events: unix.POLLIN}}
 	var st unix.Stat_t
-	if unix.Fstat(keeperCommitFd, &st) != nil {
+	if unix.Fstat(keeperCommitFd, &st) != nil || unix.SetNonblock(keeperCommitFd, true) != nil {
 		fds = fds[:1] // no commit pipe: PID 1 commits its statuses
 	}
-	commit := func() {
-		if err := commitStatuses(statusDir); err != nil {
-			logx.Warnf("lock keeper: %v", err)
-		}
-	}
+	k := &keeper{dir: statusDir, pipe: len(fds) == 2}
 	for {
 		if _, err := unix.Poll(fds, -1); err != nil {
 			if errors.Is(err, unix.EINTR) {
 				continue
 			}
 			logx.Errorf("lock keeper: %v", err)
-			commit()
+			k.commit()
 			return 1
 		}
 		if fds[0].Revents != 0 {
-			commit()
+			k.commit()
 			return 0
 		}
-		switch r := fds[len(fds)-1].Revents; {
-		case len(fds) == 1:
-		case r&unix.POLLIN != 0:
-			var b [64]byte
-			_, _ = unix.Read(keeperCommitFd, b[:])
-			commit()
-		case r != 0:
-			// PID 1 closed its end (it is ending): only its exit is
-			// left to wait for.
-			fds = fds[:1]
+		if len(fds) == 2 && fds[1].Revents != 0 {
+			// Read to its end, or PID 1 closed its end (it is
+			// ending): either way only its exit may be left.
+			if !k.commit() {
+				fds = fds[:1]
+			}
 		}
 	}
 }
 
-// commitStatuses commits the pending final statuses of the status
+// keeper is the lock keeper's commit state: the status directory, and
+// the names read so far from the commit pipe.
+type keeper struct {
+	dir    string
+	pipe   bool
+	lines  status.PendingLines
+	warned bool
+}
+
+// commit reads what the commit pipe holds and commits the apps it names;
+// it reports whether the pipe may still bring more.
+func (k *keeper) commit() bool {
+	if !k.pipe {
+		return false
+	}
+	var apps []string
+	var buf [4096]byte
+	for !k.lines.Full() {
+		n, err := unix.Read(keeperCommitFd, buf[:])
+		if n > 0 {
+			apps = append(apps, k.lines.Feed(buf[:n])...)
+			continue
+		}
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		// Empty (EAGAIN) for now; at its end (0) or broken, for good.
+		k.pipe = errors.Is(err, unix.EAGAIN)
+		break
+	}
+	if k.lines.Full() {
+		k.pipe = false
+	}
+	if k.lines.Dropped > 0 && !k.warned {
+		k.warned = true
+		logx.Warnf("lock keeper: commit pipe: a line that names no app, or one too many, dropped")
+	}
+	if len(apps) > 0 {
+		if err := commitStatuses(k.dir, apps); err != nil {
+			logx.Warnf("lock keeper: %v", err)
+		}
+	}
+	return k.pipe
+}
+
+// commitStatuses commits the pending final statuses of apps in the status
 // directory rel, below the pod directory on the lock's fd, reached without
 // following a symlink.
-func commitStatuses(rel string) error {
+func commitStatuses(rel string, apps []string) error {
 	fd, err := unix.Openat2(keeperLockFd, rel, &unix.OpenHow{
 		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
@@ -137,6 +178,6 @@ func commitStatuses(rel string) error {
 		return fmt.Errorf("status directory: %w", err)
 	}
 	defer unix.Close(fd)
-	_, err = status.CommitPending(fd)
+	_, err = status.CommitPending(fd, apps)
 	return err
 }

@@ -1,9 +1,8 @@
 package status
 
 import (
+	"errors"
 	"fmt"
-	"os"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -22,7 +21,40 @@ import (
 // the same two fsyncs, no longer one after the other with PID 1's end.
 // The contract is kept: the status is visible only once it is durable, and
 // the lock is released only after that.
+//
+// The keeper commits only the apps PID 1 names on the commit pipe, one
+// line each: whatever else is in the status directory, which an app that
+// reached PID 1's root may write to, is never made a final status.
 const PendingSuffix = ".commit"
+
+// MaxPending is how many app names the lock keeper takes from PID 1 in a
+// pod's life: PID 1 commits itself the statuses it would name past it.
+// The keeper keeps no list; it commits each name as it reads it.
+const MaxPending = 1024
+
+// maxPendingApp is the longest app name whose pending name is still a
+// file name.
+const maxPendingApp = 255 - len(PendingSuffix)
+
+// PendingApp reports whether name may be sent to the lock keeper: an
+// ACName (lower-case letters and digits, in groups joined by single
+// dashes) whose pending name fits a file name. waiter.c's pending_app is
+// its twin.
+func PendingApp(name string) bool {
+	if name == "" || len(name) > maxPendingApp || name[0] == '-' || name[len(name)-1] == '-' {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c == '-' && name[i-1] != '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // WritePending writes app's final status complete under its pending name
 // (atomic, not yet durable) for CommitPending to make durable and move to
@@ -31,17 +63,57 @@ func (d *Dir) WritePending(app string, code int) error {
 	return d.d.WriteReservedAs(app, app+PendingSuffix, Format(code), filePerm, safefile.Volatile)
 }
 
-// CommitPending commits every pending final status in the status
-// directory dirfd: each is fsynced, then renamed to its app's name, then
-// the directory is fsynced once. It returns the apps committed. A pending
-// name that is not a regular file (planted: a symlink, a FIFO, a device)
-// is neither opened nor moved. The lock keeper (its C twin is in
-// waiter/waiter.c) and run without the waiter call it.
-func CommitPending(dirfd int) ([]string, error) {
-	names, err := pendingNames(dirfd)
-	if err != nil {
-		return nil, err
+// PendingLines splits what PID 1 writes on the commit pipe into the app
+// names it sent: a line each. A line that is not a PendingApp is dropped,
+// and so is every name past MaxPending; Dropped counts them. It holds at
+// most one line, the one a read cut.
+type PendingLines struct {
+	line    []byte
+	long    bool // the current line is too long: dropped up to its end
+	taken   int
+	Dropped int
+}
+
+// Full reports whether MaxPending names were taken: the rest is not read.
+func (p *PendingLines) Full() bool { return p.taken >= MaxPending }
+
+// Feed takes what a read returned and returns the names it completed.
+func (p *PendingLines) Feed(b []byte) []string {
+	var names []string
+	for _, c := range b {
+		if c != '\n' {
+			if !p.long && len(p.line) < maxPendingApp {
+				p.line = append(p.line, c)
+			} else {
+				p.long = true
+			}
+			continue
+		}
+		switch name := string(p.line); {
+		case p.long || !PendingApp(name) || p.Full():
+			p.Dropped++
+		default:
+			p.taken++
+			names = append(names, name)
+		}
+		p.line, p.long = p.line[:0], false
 	}
+	return names
+}
+
+// ErrFinalInPlace is returned by CommitPending for an app whose final
+// status is already there: it is never replaced.
+var ErrFinalInPlace = errors.New("a final status is already in place")
+
+// CommitPending commits the pending final statuses of apps in the status
+// directory dirfd: each is fsynced, then moved to its app's name unless a
+// status is already there, then the directory is fsynced once. It returns
+// the apps committed. A pending name that is not a regular file of one
+// link (planted: a symlink, a FIFO, a device, a hard link) is neither
+// opened nor moved, and one longer than a status is refused unread. The
+// lock keeper (its C twin is in waiter/waiter.c) calls it with the names
+// PID 1 sent it; PID 1 with the one it could not send.
+func CommitPending(dirfd int, apps []string) ([]string, error) {
 	var done []string
 	var first error
 	keep := func(err error) {
@@ -49,13 +121,17 @@ func CommitPending(dirfd int) ([]string, error) {
 			first = err
 		}
 	}
-	for _, name := range names {
-		app := strings.TrimSuffix(name, PendingSuffix)
-		if err := syncRegular(dirfd, name); err != nil {
+	for _, app := range apps {
+		if !PendingApp(app) {
+			keep(fmt.Errorf("commit status of %q: not an app name", app))
+			continue
+		}
+		name := app + PendingSuffix
+		if err := syncPending(dirfd, name); err != nil {
 			keep(err)
 			continue
 		}
-		if err := unix.Renameat(dirfd, name, dirfd, app); err != nil {
+		if err := moveNoReplace(dirfd, name, app); err != nil {
 			keep(fmt.Errorf("commit status of %s: %w", app, err))
 			continue
 		}
@@ -69,39 +145,33 @@ func CommitPending(dirfd int) ([]string, error) {
 	return done, first
 }
 
-// pendingNames lists the directory's pending names: "<app>.commit" with an
-// app name that is neither empty nor hidden.
-func pendingNames(dirfd int) ([]string, error) {
-	fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("commit statuses: %w", err)
-	}
-	f := os.NewFile(uintptr(fd), "status")
-	defer f.Close()
-	all, err := f.Readdirnames(-1)
-	if err != nil {
-		return nil, fmt.Errorf("commit statuses: %w", err)
-	}
-	var names []string
-	for _, n := range all {
-		app, ok := strings.CutSuffix(n, PendingSuffix)
-		if ok && app != "" && !strings.HasPrefix(app, ".") {
-			names = append(names, n)
+// moveNoReplace renames from to to in dirfd, failing if to exists. A file
+// system without RENAME_NOREPLACE gets a hard link, which fails on an
+// existing name too, and the unlink of from.
+func moveNoReplace(dirfd int, from, to string) error {
+	err := unix.Renameat2(dirfd, from, dirfd, to, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EINVAL) {
+		if err = unix.Linkat(dirfd, from, dirfd, to, 0); err == nil {
+			err = unix.Unlinkat(dirfd, from, 0)
 		}
 	}
-	return names, nil
+	if errors.Is(err, unix.EEXIST) {
+		return ErrFinalInPlace
+	}
+	return err
 }
 
-// syncRegular fsyncs the regular file name. What is not one is refused
-// before it is opened (opening a device may act on it) and again after
-// (in case it was swapped in between).
-func syncRegular(dirfd int, name string) error {
+// syncPending fsyncs the pending status name: a regular file of one link
+// and at most a status's size. What is not one is refused before it is
+// opened (opening a device may act on it) and again after (in case it was
+// swapped in between).
+func syncPending(dirfd int, name string) error {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return fmt.Errorf("commit %s: %w", name, err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return fmt.Errorf("commit %s: %w", name, safefile.ErrNotRegular)
+	if err := pendingFile(&st); err != nil {
+		return fmt.Errorf("commit %s: %w", name, err)
 	}
 	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -112,11 +182,29 @@ func syncRegular(dirfd int, name string) error {
 	if err := unix.Fstat(fd, &st2); err != nil {
 		return fmt.Errorf("commit %s: %w", name, err)
 	}
-	if st2.Mode&unix.S_IFMT != unix.S_IFREG || st2.Ino != st.Ino || st2.Dev != st.Dev {
+	if err := pendingFile(&st2); err != nil {
+		return fmt.Errorf("commit %s: %w", name, err)
+	}
+	if st2.Ino != st.Ino || st2.Dev != st.Dev {
 		return fmt.Errorf("commit %s: %w", name, safefile.ErrNotRegular)
 	}
 	if err := unix.Fsync(fd); err != nil {
 		return fmt.Errorf("commit %s: fsync: %w", name, err)
+	}
+	return nil
+}
+
+// ErrTooLarge is a pending status longer than any status.
+var ErrTooLarge = errors.New("larger than a status")
+
+// pendingFile checks what a pending status must be: what WritePending
+// leaves.
+func pendingFile(st *unix.Stat_t) error {
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1:
+		return safefile.ErrNotRegular
+	case st.Size > int64(maxStatusLen):
+		return ErrTooLarge
 	}
 	return nil
 }

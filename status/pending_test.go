@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,7 +38,7 @@ func TestWritePendingThenCommit(t *testing.T) {
 	if err := d.Write("db", 0); err != nil {
 		t.Fatal(err)
 	}
-	done, err := CommitPending(d.Fd())
+	done, err := CommitPending(d.Fd(), []string{"web"})
 	if err != nil || !slices.Equal(done, []string{"web"}) {
 		t.Fatalf("CommitPending = %v, %v; want [web]", done, err)
 	}
@@ -47,14 +48,15 @@ func TestWritePendingThenCommit(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(dir, "web"+PendingSuffix)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("pending name left after the commit: %v", err)
 	}
-	if done, err := CommitPending(d.Fd()); err != nil || len(done) != 0 {
+	if done, err := CommitPending(d.Fd(), []string{"web"}); !errors.Is(err, os.ErrNotExist) || len(done) != 0 {
 		t.Fatalf("second CommitPending = %v, %v; want nothing", done, err)
 	}
 }
 
-// What is planted under a pending name is neither opened nor moved: a
-// symlink (to a file the keeper could otherwise be made to fsync or expose
-// under an app's name), a FIFO (whose open would block) and a directory.
+// What is planted under a pending name is neither opened nor moved, even
+// when it is named: a symlink (to a file the keeper could otherwise be
+// made to fsync or expose under an app's name), a FIFO (whose open would
+// block), a directory, a hard link and a file longer than a status.
 func TestCommitPendingLeavesPlantedNames(t *testing.T) {
 	dir := t.TempDir()
 	target := filepath.Join(t.TempDir(), "secret")
@@ -70,7 +72,16 @@ func TestCommitPendingLeavesPlantedNames(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "sub"+PendingSuffix), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	// Not pending names: a hidden one (a temp file's) and the bare suffix.
+	if err := os.WriteFile(filepath.Join(dir, "big"+PendingSuffix), make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "other"), []byte("5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(dir, "other"), filepath.Join(dir, "hard"+PendingSuffix)); err != nil {
+		t.Fatal(err)
+	}
+	// Not app names: a hidden one (a temp file's), the bare suffix.
 	for _, n := range []string{".hidden" + PendingSuffix, PendingSuffix} {
 		if err := os.WriteFile(filepath.Join(dir, n), []byte("1\n"), 0o644); err != nil {
 			t.Fatal(err)
@@ -90,7 +101,7 @@ func TestCommitPendingLeavesPlantedNames(t *testing.T) {
 	}
 	c := make(chan result, 1)
 	go func() {
-		done, err := CommitPending(d.Fd())
+		done, err := CommitPending(d.Fd(), []string{"link", "fifo", "sub", "big", "hard", ".hidden", "", "ok"})
 		c <- result{done, err}
 	}()
 	var r result
@@ -105,12 +116,63 @@ func TestCommitPendingLeavesPlantedNames(t *testing.T) {
 	if !errors.Is(r.err, safefile.ErrNotRegular) {
 		t.Fatalf("planted names not reported: %v", r.err)
 	}
-	for _, n := range []string{"link", "fifo", "sub", ".hidden", ""} {
+	for _, n := range []string{"link", "fifo", "sub", "big", "hard", ".hidden", ""} {
 		if _, err := os.Lstat(filepath.Join(dir, n)); n != "" && !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%q was moved to an app's name", n+PendingSuffix)
 		}
 		if _, err := os.Lstat(filepath.Join(dir, n+PendingSuffix)); err != nil {
 			t.Errorf("%q: %v", n+PendingSuffix, err)
 		}
+	}
+}
+
+// Only the names asked for are committed, and a final status in place is
+// never replaced: a pending status planted for an app whose status is
+// final stays pending.
+func TestCommitPendingOnlyNamedNeverReplaces(t *testing.T) {
+	dir := t.TempDir()
+	d, err := OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := d.Write("done", 3); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"done", "ghost", "web"} {
+		if err := os.WriteFile(filepath.Join(dir, n+PendingSuffix), []byte("0\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done, err := CommitPending(d.Fd(), []string{"web", "done"})
+	if !slices.Equal(done, []string{"web"}) || !errors.Is(err, ErrFinalInPlace) {
+		t.Fatalf("CommitPending = %v, %v; want [web], %v", done, err, ErrFinalInPlace)
+	}
+	if code, err := d.Read("done"); err != nil || code != 3 {
+		t.Fatalf("done's final status = %d, %v; want 3", code, err)
+	}
+	if _, err := d.Read("ghost"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a name not asked for was committed: %v", err)
+	}
+}
+
+// The commit pipe's lines: names are taken whole across reads; a line
+// that is not an app name, too long, or past MaxPending is dropped.
+func TestPendingLines(t *testing.T) {
+	var p PendingLines
+	long := strings.Repeat("a", maxPendingApp+1)
+	var got []string
+	for _, chunk := range []string{"web\nd", "b\n", "../etc\nUpper\na--b\n-a\n\n", long + "\n", strings.Repeat("a", maxPendingApp) + "\n"} {
+		got = append(got, p.Feed([]byte(chunk))...)
+	}
+	want := []string{"web", "db", strings.Repeat("a", maxPendingApp)}
+	if !slices.Equal(got, want) || p.Dropped != 6 {
+		t.Fatalf("names %q, dropped %d; want %q, 6", got, p.Dropped, want)
+	}
+	for range MaxPending {
+		p.Feed([]byte("x\n"))
+	}
+	if !p.Full() || p.Dropped != 6+len(want) {
+		t.Fatalf("past MaxPending: full %v, dropped %d", p.Full(), p.Dropped)
 	}
 }

@@ -60,11 +60,15 @@ func Format(code int) []byte {
 	return []byte(strconv.Itoa(code) + "\n")
 }
 
+// maxStatusLen is the longest status Parse accepts, its newline included:
+// a 32-bit integer's digits and sign.
+const maxStatusLen = len("-2147483648\n")
+
 // Parse is the strict reader of status file content: one decimal integer
 // (optionally negative) and a trailing newline, nothing else.
 func Parse(b []byte) (int, error) {
 	s, ok := bytes.CutSuffix(b, []byte("\n"))
-	if !ok || len(s) == 0 || len(s) > 11 {
+	if !ok || len(s) == 0 || len(s) >= maxStatusLen {
 		return 0, fmt.Errorf("%w: %q", ErrMalformed, b)
 	}
 	n, err := strconv.Atoi(string(s))

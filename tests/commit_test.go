@@ -274,3 +274,146 @@ func TestKeeperHoldsTheLogDirectoryAndNetns(t *testing.T) {
 		t.Errorf("pod exit %d; stderr %s", code, r.Stderr)
 	}
 }
+
+// Only the apps PID 1 names to the lock keeper get their pending status
+// committed. What a writer in the status directory (an app that reached
+// PID 1's root; the test, on the host, stands in for it) plants while the
+// pod runs stays where it is: a forged pending status for an app whose
+// final status is in place does not replace it, pending names of apps the
+// pod never had, a huge file and a symlink do not become statuses, and
+// the app still running at the end gets its own status. Both keepers.
+func TestKeeperCommitsOnlyWhatPID1Sent(t *testing.T) {
+	for _, keeper := range []string{"C", "Go"} {
+		t.Run(keeper, func(t *testing.T) {
+			// b's end does not end the pod: a is its main app.
+			apps := []App{
+				{Name: "a", Exec: probe("sleep", "1h")},
+				{Name: "b", Exec: probe("exit", "3")},
+			}
+			p := newPodRaw(t, manifestAnn(apps, nil, map[string]string{"pod1/exit-policy": "main-app", "pod1/main-app": "a"}), apps)
+			if keeper == "Go" {
+				imageWithoutWaiter(t, p)
+			}
+			r := start(t, p, RunOpts{})
+			podPid(t, p)
+			waitSupervisorReady(t, p)
+			waitFor(t, eventDeadline, "b's status", func() bool { return p.Status(t, "b") == 3 })
+			dir := p.statusDir()
+			plant := func(name, body string) {
+				must(t, os.WriteFile(filepath.Join(dir, name+status.PendingSuffix), []byte(body), 0o644))
+			}
+			plant("a", "0\n")
+			plant("b", "0\n")
+			var ghosts []string
+			for i := range 300 {
+				ghosts = append(ghosts, fmt.Sprintf("ghost%d", i))
+				plant(ghosts[i], "0\n")
+			}
+			plant("huge", "")
+			must(t, os.Truncate(filepath.Join(dir, "huge"+status.PendingSuffix), 4<<30))
+			secret := filepath.Join(t.TempDir(), "secret")
+			must(t, os.WriteFile(secret, []byte("0\n"), 0o600))
+			must(t, os.Symlink(secret, filepath.Join(dir, "link"+status.PendingSuffix)))
+			must(t, r.Cmd.Process.Signal(unix.SIGTERM))
+			r.Wait(t)
+			if got := p.Status(t, "a"); got != 143 {
+				t.Errorf("a's status %d, want its own 143; stderr %s", got, r.Stderr)
+			}
+			if got := p.Status(t, "b"); got != 3 {
+				t.Errorf("b's final status %d, want 3: a planted one replaced it", got)
+			}
+			for _, n := range append(ghosts, "huge", "link") {
+				if _, err := os.Lstat(filepath.Join(dir, n)); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("planted %s%s became a status: %v", n, status.PendingSuffix, err)
+					break
+				}
+			}
+			if b, err := os.ReadFile(secret); err != nil || string(b) != "0\n" {
+				t.Errorf("the symlink's target: %q, %v", b, err)
+			}
+		})
+	}
+}
+
+// A pending status PID 1 named but that is no longer what it wrote when
+// the keeper commits it (swapped while the keeper is stopped: a huge file,
+// a symlink to a host file) is refused, neither read whole nor followed:
+// the app's status stays unknown. Both keepers.
+func TestKeeperRefusesASwappedPendingStatus(t *testing.T) {
+	for _, keeper := range []string{"C", "Go"} {
+		t.Run(keeper, func(t *testing.T) {
+			p := newPod(t, []App{
+				{Name: "a", Exec: probe("sleep", "1h")},
+				{Name: "c", Exec: probe("sleep", "1h")},
+			}, nil)
+			if keeper == "Go" {
+				imageWithoutWaiter(t, p)
+			}
+			r := start(t, p, RunOpts{})
+			pid1 := podPid(t, p)
+			waitSupervisorReady(t, p)
+			k := keeperOf(t, r.Cmd.Process.Pid)
+			pidfd, err := unix.PidfdOpen(pid1, 0)
+			must(t, err)
+			defer unix.Close(pidfd)
+			must(t, unix.Kill(k, unix.SIGSTOP))
+			stopped := true
+			defer func() {
+				if stopped {
+					_ = unix.Kill(k, unix.SIGCONT)
+				}
+			}()
+			must(t, r.Cmd.Process.Signal(unix.SIGTERM))
+			fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+			if n, err := unix.Poll(fds, int(eventDeadline/time.Millisecond)); n != 1 || err != nil {
+				t.Fatalf("PID 1 did not end: %d, %v; stderr %s", n, err, r.Stderr)
+			}
+			dir := p.statusDir()
+			for _, n := range []string{"a", "c"} {
+				if _, err := status.Read(dir, n+status.PendingSuffix); err != nil {
+					t.Fatalf("%s's pending status: %v", n, err)
+				}
+			}
+			huge := filepath.Join(dir, "a"+status.PendingSuffix)
+			must(t, os.Truncate(huge, 4<<30))
+			secret := filepath.Join(t.TempDir(), "secret")
+			must(t, os.WriteFile(secret, []byte("0\n"), 0o600))
+			must(t, os.Remove(filepath.Join(dir, "c"+status.PendingSuffix)))
+			must(t, os.Symlink(secret, filepath.Join(dir, "c"+status.PendingSuffix)))
+			must(t, unix.Kill(k, unix.SIGCONT))
+			stopped = false
+			r.Wait(t)
+			for _, n := range []string{"a", "c"} {
+				if _, err := os.Lstat(filepath.Join(dir, n)); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s's swapped pending status was committed: %v", n, err)
+				}
+			}
+			if st, err := os.Stat(huge); err != nil || st.Size() != 4<<30 {
+				t.Errorf("the huge pending status: %v", err)
+			}
+		})
+	}
+}
+
+// A PID 1 killed before it named anything to the keeper leaves nothing
+// committed: a pending status planted for a running app does not become
+// its status, which stays unknown (no file), as rkt reads a pod that died.
+func TestKeeperCommitsNothingAfterPID1Died(t *testing.T) {
+	for _, keeper := range []string{"C", "Go"} {
+		t.Run(keeper, func(t *testing.T) {
+			p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
+			if keeper == "Go" {
+				imageWithoutWaiter(t, p)
+			}
+			r := start(t, p, RunOpts{})
+			pid1 := podPid(t, p)
+			waitSupervisorReady(t, p)
+			must(t, os.WriteFile(filepath.Join(p.statusDir(), "a"+status.PendingSuffix), []byte("0\n"), 0o644))
+			must(t, unix.Kill(pid1, unix.SIGKILL))
+			r.Wait(t)
+			if got := p.Status(t, "a"); got != -1 {
+				t.Errorf("a's status %d after PID 1 died, want none", got)
+			}
+		})
+	}
+}

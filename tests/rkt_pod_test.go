@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,4 +130,53 @@ func TestRktAppAPI(t *testing.T) {
 	}
 	r.rkt("stop", p.UUID)
 	p.wait(t)
+}
+
+// An app added again under a removed app's name gets its final status as
+// any app does, whether it ends while the sandbox runs (b, PID 1's own
+// write) or with the sandbox's stop (c, the lock keeper's commit): rkt's
+// app rm removes the old status in the overlay's upper directory, under
+// the mounted overlay, which used to fail every later status written
+// under the name, so that rkt showed the app running or with no code.
+func TestRktAppReaddedUnderARemovedName(t *testing.T) {
+	r := newRkt(t)
+	first := r.aci("first", map[string]any{"exec": []string{"/bin/probe", "exit", "3"}}, nil)
+	ends := r.aci("ends", map[string]any{"exec": []string{"/bin/probe", "exit", "5"}}, nil)
+	runs := r.aci("runs", map[string]any{"exec": []string{"/bin/probe", "sleep", "1h"}}, nil)
+	p := r.start("app", "sandbox", "--stage1-path="+filepath.Join(repoRoot, "build/stage1.aci"), "--net=none")
+	r.rkt("fetch", first, ends, runs)
+	exited := func(names ...string) {
+		t.Helper()
+		waitFor(t, 20*time.Second, fmt.Sprintf("%v exited", names), func() bool {
+			out, _, _ := r.exec(rktTimeout, nil, "app", "list", "--no-legend", p.UUID)
+			for _, n := range names {
+				if !hasLine(out, `^`+n+`\s+.*exited`) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	for _, n := range []string{"b", "c"} {
+		r.rkt("app", "add", p.UUID, "pod1.test/first", "--name="+n)
+		r.rkt("app", "start", p.UUID, "--app="+n)
+	}
+	exited("b", "c")
+	for _, n := range []string{"b", "c"} {
+		r.rkt("app", "rm", p.UUID, "--app="+n)
+	}
+	r.rkt("app", "add", p.UUID, "pod1.test/ends", "--name=b")
+	r.rkt("app", "add", p.UUID, "pod1.test/runs", "--name=c")
+	r.rkt("app", "start", p.UUID, "--app=b")
+	r.rkt("app", "start", p.UUID, "--app=c")
+	exited("b")
+	if out := r.rkt("app", "status", p.UUID, "--app=b"); !hasLine(out, "^exit_code=5$") {
+		t.Errorf("app status of the re-added b: %q", out)
+	}
+	r.rkt("stop", p.UUID)
+	p.wait(t)
+	s := r.status(p.UUID)
+	if b, c := s.appExit("b"), s.appExit("c"); b != 5 || c != 143 {
+		t.Errorf("rkt status: b exited %d, c %d; want 5, 143\nstderr: %s", b, c, p.errb)
+	}
 }

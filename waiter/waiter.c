@@ -600,10 +600,12 @@ static void shed(void)
 /* The lock keeper (stage1-init/lockkeeper.go starts it, and says why it
  * exists): holds the pod's lock on fd 3 (an fd of the pod directory) until
  * the pidfd on fd 4 says PID 1 has exited. It commits the final statuses
- * PID 1 leaves pending (status.WritePending) when PID 1 writes a byte on the
- * commit pipe (fd 5), and once more when PID 1 is gone: a status is
- * durable before the lock is released. Then it closes the lock and tells
- * the waiter on its done pipe (fd 6), and exits after the waiter
+ * PID 1 leaves pending (status.WritePending) of the apps PID 1 names on the
+ * commit pipe (fd 5), a line each, as it reads them, and what is left in
+ * the pipe once PID 1 is gone: a status is durable before the lock is
+ * released. Nothing else in the status directory is committed, and no
+ * commit replaces a final status in place. Then it closes the lock and
+ * tells the waiter on its done pipe (fd 6), and exits after the waiter
  * (done_with_lock). Under the waiter it also holds the pod's detached log
  * directories (fds 7 and 8, where the pod has them) and PID 1's network
  * namespace (fd 9, unless it is the host's), so that their teardown, dear,
@@ -611,89 +613,176 @@ static void shed(void)
  * the waiter's. argv[1] is the status directory, below the pod directory. */
 #define KEEPER_ROLE "pod1-lock"
 #define PENDING_SUFFIX ".commit"
+/* status.MaxPending: the names taken from PID 1 in the pod's life. */
+#define MAX_PENDING 1024
+/* The longest app name whose pending name is a file name. */
+#define MAX_PENDING_APP (NAME_MAX - (sizeof PENDING_SUFFIX - 1))
+/* The longest status (status.maxStatusLen), its newline included. */
+#define MAX_STATUS_LEN (sizeof "-2147483648\n" - 1)
 
 #ifndef RESOLVE_NO_MAGICLINKS
 #define RESOLVE_NO_MAGICLINKS 0x02
 #define RESOLVE_NO_SYMLINKS 0x04
 #define RESOLVE_BENEATH 0x08
 #endif
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE 1
+#endif
 
 struct keeper_open_how {
 	uint64_t flags, mode, resolve;
 };
 
-/* sync_regular fsyncs name in dir if it is a regular file: what is not
- * one (planted) is refused before it is opened, since opening a device may
- * act on it, and after, in case it was swapped in between. */
-static int sync_regular(int dir, const char *name)
+/* pending_app reports whether the n bytes at s are an app name PID 1 may
+ * send: an ACName (lower-case letters and digits, in groups joined by
+ * single dashes) of at most MAX_PENDING_APP bytes (status.PendingApp). */
+static int pending_app(const char *s, size_t n)
+{
+	if (n == 0 || n > MAX_PENDING_APP || s[0] == '-' || s[n - 1] == '-')
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || (c == '-' && s[i - 1] != '-')))
+			return 0;
+	}
+	return 1;
+}
+
+/* is_pending says whether st is what WritePending leaves: a regular file
+ * of one link, no longer than a status. */
+static int is_pending(const struct stat *st)
+{
+	return S_ISREG(st->st_mode) && st->st_nlink == 1 && st->st_size <= (off_t)MAX_STATUS_LEN;
+}
+
+/* sync_pending fsyncs the pending status name in dir: what is not one
+ * (planted) is refused before it is opened, since opening a device may act
+ * on it, and after, in case it was swapped in between; one too long is
+ * never read. */
+static int sync_pending(int dir, const char *name)
 {
 	struct stat st, st2;
-	if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
+	if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) || !is_pending(&st))
 		return -1;
 	int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	int ok = !fstat(fd, &st2) && S_ISREG(st2.st_mode) && st2.st_ino == st.st_ino && st2.st_dev == st.st_dev &&
+	int ok = !fstat(fd, &st2) && is_pending(&st2) && st2.st_ino == st.st_ino && st2.st_dev == st.st_dev &&
 		 !fsync(fd);
 	close(fd);
 	return ok ? 0 : -1;
 }
 
-/* commit_statuses makes every pending status in the status directory rel
- * (below the pod directory on fd 3, reached without following a symlink)
- * durable and visible: "<app>.commit" is fsynced and renamed to "<app>",
- * then the directory is fsynced (status.CommitPending is its Go twin). */
-static void commit_statuses(const char *rel)
+/* move_no_replace renames from to to in dir unless to exists; a file
+ * system without RENAME_NOREPLACE gets a hard link, which fails on an
+ * existing name too, and the unlink of from. */
+static int move_no_replace(int dir, const char *from, const char *to)
+{
+	if (!syscall(SYS_renameat2, dir, from, dir, to, RENAME_NOREPLACE))
+		return 0;
+	if (errno != EINVAL || linkat(dir, from, dir, to, 0))
+		return -1;
+	return unlinkat(dir, from, 0);
+}
+
+/* What the keeper read of the commit pipe (status.PendingLines is the Go
+ * twin): the line a read cut, whether it is too long to be a name, the
+ * names taken, whether a dropped line was told, and whether the pipe may
+ * bring more. */
+static struct {
+	char line[MAX_PENDING_APP + 1];
+	size_t len;
+	int long_line, taken, warned, open;
+} sent = { .open = 1 };
+
+/* open_status_dir opens the status directory rel below the pod directory
+ * on fd 3, without following a symlink; -1 if there is none. */
+static int open_status_dir(const char *rel)
 {
 	if (!rel)
-		return;
+		return -1;
 	struct keeper_open_how how = {
 		.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
 	};
 	int dir = syscall(SYS_openat2, 3, rel, &how, sizeof how);
-	if (dir < 0) {
-		if (errno != ENOENT)
-			warn("lock keeper: status directory: %s", strerror(errno));
-		return;
+	if (dir < 0 && errno != ENOENT)
+		warn("lock keeper: status directory: %s", strerror(errno));
+	return dir;
+}
+
+/* commit_app makes app's pending status durable and visible: fsynced,
+ * then renamed to the app's name. The directory (*dir, opened at the
+ * first name; -2 until then) is fsynced by the caller. 1 if it moved. */
+static int commit_app(int *dir, const char *rel, const char *app)
+{
+	if (*dir == -2)
+		*dir = open_status_dir(rel);
+	if (*dir < 0)
+		return 0;
+	char name[NAME_MAX + 1];
+	snprintf(name, sizeof name, "%s" PENDING_SUFFIX, app);
+	if (sync_pending(*dir, name)) {
+		warn("lock keeper: commit %s: not a pending status, or not synced", name);
+		return 0;
 	}
-	/* The entries are read straight into a static buffer (no stream,
-	 * no allocation): this runs on the path from PID 1's last status to
-	 * the lock's release, in a process that has shed its pages. */
+	if (move_no_replace(*dir, name, app)) {
+		warn("lock keeper: commit status of %s: %s", app,
+		     errno == EEXIST ? "a final status is already in place" : strerror(errno));
+		return 0;
+	}
+	return 1;
+}
+
+/* commit_sent reads what the commit pipe holds and commits the apps it
+ * names, then fsyncs the status directory (rel, below the pod directory
+ * on fd 3). The pipe is read until it is empty, and no more once it is at
+ * its end or MAX_PENDING names were taken. The bytes are read straight
+ * into a static buffer (no stream, no allocation): this runs on the path
+ * from PID 1's last status to the lock's release, in a process that has
+ * shed its pages. */
+static void commit_sent(const char *rel)
+{
 	static char buf[4096];
-	int moved = 0;
-	size_t sl = strlen(PENDING_SUFFIX);
-	long got;
-	while ((got = syscall(SYS_getdents64, dir, buf, sizeof buf)) != 0) {
-		if (got < 0) {
-			if (errno == EINTR)
-				continue;
-			warn("lock keeper: status directory: %s", strerror(errno));
+	int dir = -2, moved = 0, dropped = 0;
+	while (sent.open && sent.taken < MAX_PENDING) {
+		ssize_t got = read(5, buf, sizeof buf);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0) {
+			/* Empty for now; at its end, or broken, for good. */
+			sent.open = got < 0 && errno == EAGAIN;
 			break;
 		}
-		for (long off = 0; off < got;) {
-			struct dirent64 *e = (struct dirent64 *)(buf + off);
-			off += e->d_reclen;
-			size_t n = strlen(e->d_name);
-			if (n <= sl || e->d_name[0] == '.' || strcmp(e->d_name + n - sl, PENDING_SUFFIX) || n >= 256)
-				continue;
-			char app[256];
-			memcpy(app, e->d_name, n - sl);
-			app[n - sl] = 0;
-			if (sync_regular(dir, e->d_name)) {
-				warn("lock keeper: commit %s: not a regular file, or not synced", e->d_name);
+		for (ssize_t i = 0; i < got; i++) {
+			if (buf[i] != '\n') {
+				if (!sent.long_line && sent.len < MAX_PENDING_APP)
+					sent.line[sent.len++] = buf[i];
+				else
+					sent.long_line = 1;
 				continue;
 			}
-			if (renameat(dir, e->d_name, dir, app)) {
-				warn("lock keeper: commit status of %s: %s", app, strerror(errno));
-				continue;
+			sent.line[sent.len] = 0;
+			if (sent.long_line || !pending_app(sent.line, sent.len) || sent.taken >= MAX_PENDING) {
+				dropped++;
+			} else {
+				sent.taken++;
+				moved += commit_app(&dir, rel, sent.line);
 			}
-			moved++;
+			sent.len = 0;
+			sent.long_line = 0;
 		}
+	}
+	if (sent.taken >= MAX_PENDING)
+		sent.open = 0;
+	if (dropped && !sent.warned) {
+		sent.warned = 1;
+		warn("lock keeper: commit pipe: a line that names no app, or past the names taken, dropped");
 	}
 	if (moved && fsync(dir))
 		warn("lock keeper: commit statuses: fsync directory: %s", strerror(errno));
-	close(dir);
+	if (dir >= 0)
+		close(dir);
 }
 
 /* done_with_lock lets go of our copy of the pod's lock (the waiter holds
@@ -733,29 +822,28 @@ static int keeper_main(const char *status_dir)
 	shed();
 	struct stat st;
 	struct pollfd p[2] = { { .fd = 4, .events = POLLIN }, { .fd = 5, .events = POLLIN } };
-	nfds_t n = fstat(5, &st) ? 1 : 2; /* no commit pipe: PID 1 commits */
+	int flags = fcntl(5, F_GETFL);
+	/* No commit pipe: PID 1 commits its statuses. */
+	if (fstat(5, &st) || flags < 0 || fcntl(5, F_SETFL, flags | O_NONBLOCK))
+		sent.open = 0;
 	for (;;) {
-		if (poll(p, n, -1) < 0) {
+		if (poll(p, sent.open ? 2 : 1, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			say("lock keeper: %s", strerror(errno));
-			commit_statuses(status_dir);
+			commit_sent(status_dir);
 			done_with_lock();
 			return 1;
 		}
 		if (p[0].revents) {
-			commit_statuses(status_dir);
+			commit_sent(status_dir);
 			done_with_lock();
 			return 0;
 		}
-		if (n == 2 && (p[1].revents & POLLIN)) {
-			char b[64];
-			(void)!read(5, b, sizeof b);
-			commit_statuses(status_dir);
-		} else if (n == 2 && p[1].revents) {
-			/* PID 1 closed its end: only its exit is left. */
-			n = 1;
-		}
+		/* Read to its end, or PID 1 closed its end (it is ending):
+		 * either way only its exit may be left. */
+		if (sent.open && p[1].revents)
+			commit_sent(status_dir);
 	}
 }
 
