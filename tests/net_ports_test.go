@@ -158,14 +158,21 @@ func TestRktNetPortTaken(t *testing.T) {
 
 // A pod that ended (stopped, its stage1 SIGKILLed, its PID 1 killed)
 // does not hold its host port until gc: the next pod1 run on the port is
-// served at once. gc of the ended pod afterwards leaves the new pod's
-// forward alone, and gc of both leaves nothing.
+// served at once, also when the ended pod waits out gc's grace period in
+// exited-garbage, and from another data directory (where the ended pod is
+// judged by its network namespace). gc of the ended pod afterwards leaves
+// the new pod's forward alone, and gc of both leaves nothing.
 func TestNetPortReusedPod1Run(t *testing.T) {
-	for _, how := range []string{"stop", "kill-run", "kill-pid1"} {
+	for _, how := range []string{"stop", "kill-run", "kill-pid1", "stop-gc-marked", "stop-other-dir"} {
 		t.Run(how, func(t *testing.T) {
 			img := probeACIWithPort(t)
 			data := dataDir(t)
 			gcAtEnd(t, data)
+			data2 := data
+			if how == "stop-other-dir" {
+				data2 = dataDir(t)
+				gcAtEnd(t, data2)
+			}
 			hp := freePort(t)
 			addr := "127.0.0.1:" + itoa(hp)
 			first := runBG(t, data, "--net=default", "--port=http:"+itoa(hp), img, "--exec=/bin/probe", "--", "serve", "0.0.0.0:8080", "100")
@@ -174,28 +181,40 @@ func TestNetPortReusedPod1Run(t *testing.T) {
 				t.Fatalf("the first pod's port: %q", got)
 			}
 			switch how {
-			case "stop":
-				if _, errOut, code := pod1(t, data, "stop", first.UUID); code != 0 {
-					t.Fatalf("pod1 stop: %d %s", code, errOut)
-				}
 			case "kill-run":
 				must(t, first.Cmd.Process.Signal(syscall.SIGKILL)) // pod1 run became the stage1's run
 			case "kill-pid1":
 				must(t, syscall.Kill(pid, syscall.SIGKILL))
+			default:
+				if _, errOut, code := pod1(t, data, "stop", first.UUID); code != 0 {
+					t.Fatalf("pod1 stop: %d %s", code, errOut)
+				}
 			}
 			first.wait(t)
 			waitFor(t, 10*time.Second, "the first pod exited", func() bool {
 				out, _, _ := pod1(t, data, "status", first.UUID)
 				return strings.HasPrefix(out, "state=exited\n")
 			})
-			second := runBG(t, data, "--net=default", "--port=http:"+itoa(hp), img, "--exec=/bin/probe", "--", "serve", "0.0.0.0:8080", "2")
+			firstPod := &Pod{UUID: first.UUID, Dir: first.Dir}
+			if how == "stop-gc-marked" {
+				if _, errOut, code := pod1(t, data, "gc"); code != 0 {
+					t.Fatalf("gc: %d %s", code, errOut)
+				}
+				firstPod.Dir = filepath.Join(data, "pods/exited-garbage", first.UUID)
+				if _, err := os.Stat(firstPod.Dir); err != nil {
+					t.Fatalf("the first pod is not in exited-garbage: %v", err)
+				}
+			}
+			if left := strings.Join(netLeftovers(t, firstPod), "\n"); !strings.Contains(left, "dnat name") {
+				t.Fatalf("the ended pod's forward is gone before the next pod: the test would prove nothing\n%s", left)
+			}
+			second := runBG(t, data2, "--net=default", "--port=http:"+itoa(hp), img, "--exec=/bin/probe", "--", "serve", "0.0.0.0:8080", "2")
 			if got := dialTCP(t, addr, "second"); got != "pong second" {
 				t.Errorf("the port after the first pod ended: %q", got)
 			}
 			if _, errOut, code := pod1(t, data, "gc", "--grace-period=0s"); code != 0 {
 				t.Fatalf("gc of the first pod: %d %s", code, errOut)
 			}
-			firstPod := &Pod{UUID: first.UUID, Dir: first.Dir}
 			if left := netLeftovers(t, firstPod); len(left) != 0 {
 				t.Errorf("left of the first pod after its gc: %v", left)
 			}
@@ -205,7 +224,7 @@ func TestNetPortReusedPod1Run(t *testing.T) {
 			if c := second.wait(t); c != 0 {
 				t.Fatalf("second pod exited %d: %s", c, second.Stderr)
 			}
-			if _, errOut, code := pod1(t, data, "gc", "--grace-period=0s"); code != 0 {
+			if _, errOut, code := pod1(t, data2, "gc", "--grace-period=0s"); code != 0 {
 				t.Fatalf("gc: %d %s", code, errOut)
 			}
 			if left := netLeftovers(t, &Pod{UUID: second.UUID, Dir: second.Dir}); len(left) != 0 {
