@@ -86,6 +86,14 @@ func Setup(ctx context.Context, p *Params) (err error) {
 			}
 		}
 	}
+	if len(p.Ports) > 0 {
+		// A port a running pod has refuses the pod before anything of
+		// it is made; the look that counts is the one under the lock,
+		// before portmap's ADD (forwardPorts).
+		if err := checkHostPorts(ctx, p.PodDir, p.UUID, p.Ports, false); err != nil {
+			return err
+		}
+	}
 	if err := mkdirNoFollow(filepath.Join(p.PodDir, netinfo.Dir)); err != nil {
 		return err
 	}
@@ -153,7 +161,11 @@ func Setup(ctx context.Context, p *Params) (err error) {
 			}
 		}
 		if i == fwd && len(p.Ports) > 0 {
-			if err := addPorts(ctx, cni, &nis[i], res, p.UUID); err != nil {
+			if err := forwardPorts(ctx, cni, &nis[i], res, p); err != nil {
+				var taken *PortTakenError
+				if errors.As(err, &taken) {
+					return err
+				}
 				return fmt.Errorf("network %q: port forwarding: %w", c.Name, err)
 			}
 			p.step("ports:" + c.Name)
@@ -283,6 +295,21 @@ func addPorts(ctx context.Context, cni *libcni.CNIConfig, ni *netinfo.NetInfo, r
 	}
 	_, err = cni.AddNetwork(ctx, nc, portmapRuntime(ni, uuid))
 	return err
+}
+
+// forwardPorts claims the pod's host ports and has portmap forward them,
+// under the host's lock of host ports (hostports.go): a port a running
+// pod forwards refuses the pod, an ended pod's forward of it is removed.
+func forwardPorts(ctx context.Context, cni *libcni.CNIConfig, ni *netinfo.NetInfo, res *current.Result, p *Params) error {
+	unlock, err := lockHostPorts(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := checkHostPorts(ctx, p.PodDir, p.UUID, p.Ports, true); err != nil {
+		return err
+	}
+	return addPorts(ctx, cni, ni, res, p.UUID)
 }
 
 func dnsSet(d *types.DNS) bool {
