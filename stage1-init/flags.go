@@ -11,6 +11,7 @@ import (
 	"github.com/appc/spec/schema/types"
 
 	"github.com/pod1/pod1/idmap"
+	"github.com/pod1/pod1/network/netinfo"
 	"github.com/pod1/pod1/podspec"
 )
 
@@ -80,8 +81,8 @@ func (f *runFlags) check() error {
 		return &usageError{fmt.Sprintf("--ipc=%q: want auto, private or parent", f.opts.IPC)}
 	}
 	if f.opts.Hostname != "" {
-		if len(f.opts.Hostname) > 64 || strings.ContainsAny(f.opts.Hostname, "/\x00 ") {
-			return &usageError{fmt.Sprintf("--hostname=%q: not a valid host name", f.opts.Hostname)}
+		if err := netinfo.CheckHostname(f.opts.Hostname); err != nil {
+			return &usageError{err.Error()}
 		}
 	}
 	if f.privUsers != "" {
