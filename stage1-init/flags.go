@@ -66,15 +66,12 @@ func parseRunFlags(args []string) (*runFlags, error) {
 }
 
 func (f *runFlags) check() error {
-	f.opts.Net = strings.Split(f.net, ",")
-	for _, n := range f.opts.Net {
-		if n == "" {
-			return &usageError{fmt.Sprintf("--net=%q: empty network name", f.net)}
-		}
-		if n == "host" && len(f.opts.Net) > 1 {
-			return &usageError{fmt.Sprintf("--net=%q: host cannot be combined with other networks", f.net)}
-		}
+	// Every entry is checked here, before anything starts: net-setup,
+	// which checks them too, runs only for pods with networks.
+	if _, err := netinfo.ParseNetList(f.net); err != nil {
+		return &usageError{err.Error()}
 	}
+	f.opts.Net = strings.Split(f.net, ",")
 	switch f.opts.IPC {
 	case "auto", "private", "parent":
 	default:

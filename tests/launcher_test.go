@@ -140,6 +140,8 @@ func TestLauncherBadInput(t *testing.T) {
 		{[]string{"run", "--dir=" + data, "--bogus", probeACIDir(t)}, "bogus"},
 		{[]string{"run", "--dir=" + data, "--stage1-path=/nope.aci", probeACIDir(t)}, "/nope.aci"},
 		{[]string{"run", "--dir=" + data, "--stage1-path=" + stage1ACI(t), "--net=none", "--hostname=box\nevil", probeACIDir(t), "--exec=/bin/probe", "--", "exit", "0"}, "--hostname="},
+		{[]string{"run", "--dir=" + data, "--stage1-path=" + stage1ACI(t), "--net=none", "--net=default", probeACIDir(t), "--exec=/bin/probe", "--", "exit", "0"}, "--net="},
+		{[]string{"run", "--dir=" + data, "--stage1-path=" + stage1ACI(t), "--net=none,bad/name", probeACIDir(t), "--exec=/bin/probe", "--", "exit", "0"}, "--net"},
 		{[]string{"run", "--dir=" + data, "--stage1-path=" + stage1ACI(t), "--net=none", "--hostname=a..b", probeACIDir(t), "--exec=/bin/probe", "--", "exit", "0"}, "--hostname="},
 	}
 	for _, c := range cases {

@@ -127,6 +127,11 @@ func parsePodArgs(g *globalFlags, args []string, withApps bool) (launch.Options,
 	for i := range apps {
 		apps[i].Env = append(append([]types.EnvironmentVariable(nil), rf.env...), apps[i].Env...)
 	}
+	if len(rf.nets) > 0 {
+		if _, err := netinfo.ParseNetList(rf.nets.String()); err != nil {
+			return launch.Options{}, err
+		}
+	}
 	if rf.hostname != "" {
 		if err := netinfo.CheckHostname(rf.hostname); err != nil {
 			return launch.Options{}, err
