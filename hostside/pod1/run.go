@@ -117,7 +117,7 @@ func parsePodArgs(g *globalFlags, args []string, withApps bool) (launch.Options,
 	var apps []launch.AppOptions
 	if withApps {
 		var err error
-		if apps, err = parseApps(fs.Args()); err != nil {
+		if apps, err = parseApps(g, fs.Args()); err != nil {
 			return launch.Options{}, err
 		}
 	} else if fs.NArg() > 0 {
