@@ -47,6 +47,10 @@ type appOS struct {
 	// start (releaseGo).
 	holdGo bool
 	heldGo []heldGo
+	// podPidsMax caches appsPidsMax; hostReady is set once run has
+	// prepared the host (hostIsReady).
+	podPidsMax *int
+	hostReady  bool
 }
 
 // appRes is what appOS holds for one app.

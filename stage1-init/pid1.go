@@ -121,6 +121,7 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	if err := hostDone(); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
+	o.hostIsReady()
 	// A stop asked while the apps start is acted on before the next one
 	// starts, not after all of them.
 	o.holdGo = true

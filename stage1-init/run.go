@@ -173,7 +173,7 @@ func makeCgroups(pod *podspec.Pod) (*cgroups.Group, error) {
 		need["pids"] = true
 	}
 	for _, a := range pod.Apps {
-		if a.Supervision.PidsMax > 0 {
+		if a.Supervision.PidsMax != 0 {
 			need["pids"] = true
 		}
 		for _, c := range a.Resources.Controllers() {
