@@ -12,11 +12,17 @@ import (
 // notFoundError is a failed exec's ENOENT told as rkt's stage1 tells it
 // (TestDiagnostic in rkt's suite): the file that is missing, the
 // executable itself or the interpreter it names, rather than execve's
-// "no such file", which does not say which.
-type notFoundError struct{ path string }
+// "no such file", which does not say which. When the missing file is an
+// interpreter, the executable that needs it is named too: the interpreter
+// alone did not say which of an image's scripts to fix.
+type notFoundError struct{ path, exe string }
 
 func (e *notFoundError) Error() string {
-	return fmt.Sprintf("Error: Unable to open %q: No such file or directory", e.path)
+	msg := fmt.Sprintf("Error: Unable to open %q: No such file or directory", e.path)
+	if e.exe != "" && e.exe != e.path {
+		msg += fmt.Sprintf(" (the interpreter of %q)", e.exe)
+	}
+	return msg
 }
 
 func (e *notFoundError) Unwrap() error { return unix.ENOENT }

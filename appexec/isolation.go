@@ -162,7 +162,7 @@ func Exec(s *Spec, argv []string) (int, error) {
 // as execve's error.
 func execError(argv0, missing string, err error) error {
 	if errors.Is(err, unix.ENOENT) && missing != "" {
-		return &notFoundError{missing}
+		return &notFoundError{path: missing, exe: argv0}
 	}
 	if errors.Is(err, unix.ENOENT) {
 		err = fmt.Errorf("%w (or its interpreter)", err)

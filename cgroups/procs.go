@@ -130,6 +130,27 @@ func (g *Group) SetPidsMax(n int) error {
 	return writeFile(filepath.Join(d, "pids.max"), []byte(strconv.Itoa(n)))
 }
 
+// PidsMax reads the group's pids.max: 0 when it has none ("max") or no
+// pids controller.
+func (g *Group) PidsMax() int {
+	d := g.V1["pids"]
+	if d == "" && g.Unified {
+		d = g.V2
+	}
+	if d == "" {
+		return 0
+	}
+	b, err := readFile(filepath.Join(d, "pids.max"))
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
+}
+
 // OOMKills reports how many processes of the group the kernel's OOM killer
 // has killed.
 func (g *Group) OOMKills() int {

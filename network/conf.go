@@ -41,59 +41,11 @@ const (
 // maxConfSize bounds a configuration file.
 const maxConfSize = 1 << 20
 
-// Request is one entry of --net: a network name and its CNI_ARGS.
-type Request struct {
-	Name string
-	Args string
-}
+// Request is one entry of --net (netinfo.Request).
+type Request = netinfo.Request
 
-// ParseNetList parses --net as rkt does (common.NetList): a comma list of
-// NAME or NAME:ARGS, ARGS being K=V pairs separated by ';'.
-func ParseNetList(s string) ([]Request, error) {
-	var rs []Request
-	seen := map[string]bool{}
-	for _, part := range strings.Split(s, ",") {
-		name, args, hasArgs := strings.Cut(part, ":")
-		switch {
-		case name == "":
-			return nil, fmt.Errorf("--net=%q: empty network name", s)
-		case strings.Contains(args, ":"):
-			return nil, fmt.Errorf("--net: network %q: invalid arguments %q", name, args)
-		case hasArgs && (name == "all" || name == "host" || name == "none"):
-			return nil, fmt.Errorf("--net: arguments are not supported by the special network %q", name)
-		case seen[name]:
-			return nil, fmt.Errorf("--net: network %q given twice", name)
-		}
-		if name != "all" && name != "host" && name != "none" && !netinfo.ValidName(name) {
-			return nil, fmt.Errorf("--net: %q is not a valid network name", name)
-		}
-		if _, err := cniArgs(args); err != nil {
-			return nil, fmt.Errorf("--net: network %q: %w", name, err)
-		}
-		seen[name] = true
-		rs = append(rs, Request{Name: name, Args: args})
-	}
-	return rs, nil
-}
-
-// cniArgs splits a network's arguments into CNI_ARGS pairs.
-func cniArgs(s string) ([][2]string, error) {
-	if s == "" {
-		return nil, nil
-	}
-	if len(s) > 4096 || strings.ContainsAny(s, "\x00\n") {
-		return nil, fmt.Errorf("arguments too long or hold control characters")
-	}
-	var kv [][2]string
-	for _, p := range strings.Split(s, ";") {
-		k, v, ok := strings.Cut(p, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("argument %q is not K=V", p)
-		}
-		kv = append(kv, [2]string{k, v})
-	}
-	return kv, nil
-}
+// ParseNetList parses --net (netinfo.ParseNetList).
+func ParseNetList(s string) ([]Request, error) { return netinfo.ParseNetList(s) }
 
 // Conf is one network configuration file.
 type Conf struct {

@@ -193,7 +193,7 @@ func forwardNet(confs []*Conf) int {
 // today refuse any key they do not know (--net=macvlan:IP=... would fail
 // in macvlan, which knows only MAC), unless the user gave it.
 func runtimeConf(ni *netinfo.NetInfo, uuid string) *libcni.RuntimeConf {
-	kv, _ := cniArgs(ni.Args) // checked when parsed
+	kv, _ := netinfo.CNIArgs(ni.Args) // checked when parsed
 	if len(kv) > 0 {
 		given := false
 		for _, p := range kv {

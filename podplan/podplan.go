@@ -189,8 +189,23 @@ type Supervision struct {
 	Interval time.Duration `json:"interval"`
 	// Grace is the time between SIGTERM and SIGKILL when the app is
 	// stopped.
-	Grace   time.Duration `json:"grace"`
-	PidsMax int           `json:"pidsMax"`
+	Grace time.Duration `json:"grace"`
+	// PidsMax is the app's cgroup's pids.max: 0 for none, -1 for
+	// AppPidsMax's default, which depends on the pod's limit.
+	PidsMax int `json:"pidsMax"`
+}
+
+// AppPidsMax is an app's pids.max when its annotations set none, given
+// the pod's (its apps' cgroup's; 0 for none): DefaultPidsMax, but at most
+// three quarters of the pod's, so that one fork-bombing app leaves its
+// siblings a quarter of the pod's tasks to fork and exec with. Above it
+// (the per-app default was once above the pod's whole limit on a host
+// with a small pid_max) one app could take every task the pod had.
+func AppPidsMax(pod int) int {
+	if pod <= 0 {
+		return DefaultPidsMax
+	}
+	return max(min(DefaultPidsMax, pod-pod/4), 1)
 }
 
 // SharedVolume is an "empty" volume, created by the stage1 under

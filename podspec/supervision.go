@@ -58,7 +58,9 @@ func supervision(as annotations) (Supervision, error) {
 	s := Supervision{
 		Restart: RestartNever, Backoff: DefaultBackoff, BackoffMax: DefaultBackoffMax,
 		Burst: DefaultStartLimitBurst, Interval: DefaultStartLimitInterval,
-		Grace: DefaultGracePeriod, PidsMax: DefaultPidsMax,
+		// PID 1 resolves the app's pids.max against the pod's
+		// (podplan.AppPidsMax) unless an annotation sets it.
+		Grace: DefaultGracePeriod, PidsMax: -1,
 	}
 	if v, ok := as.get(AnnRestartPolicy); ok {
 		switch v {

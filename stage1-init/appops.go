@@ -65,11 +65,11 @@ func appOpMain(role string, args []string) int {
 		req.Op = control.OpAdd
 		spec, err := resolveAddedApp(*uuid, *name)
 		if err != nil {
-			return fail(err)
+			return refuseAdd(*name, err)
 		}
 		req.AppSpec = spec
 		if err := exposeAddedSources(spec); err != nil {
-			return fail(fmt.Errorf("app %q: %w", *name, err))
+			return refuseAdd(*name, fmt.Errorf("app %q: %w", *name, err))
 		}
 	case roleAppStart:
 		req.Op = control.OpStart
@@ -82,10 +82,24 @@ func appOpMain(role string, args []string) int {
 	if err != nil {
 		return fail(fmt.Errorf("app %q: %s: %w", *name, req.Op, err))
 	}
+	if req.Op == control.OpAdd && resp.Code != control.CodeOK {
+		return refuseAdd(*name, fmt.Errorf("app %q: %s: %s", *name, req.Op, resp.Error))
+	}
 	if resp.Error != "" {
 		logx.Errorf("app %q: %s: %s", *name, req.Op, resp.Error)
 	}
 	return resp.Code
+}
+
+// refuseAdd fails an add and takes back stage0's part of it, so that a
+// refused app leaves no trace (undoRefusedAdd). The refusal is the one
+// line; an undo that fails adds its own.
+func refuseAdd(name string, err error) int {
+	code := fail(err)
+	if uerr := undoRefusedAdd(name); uerr != nil {
+		logx.Errorf("app %q: undo the refused add: %v", name, uerr)
+	}
+	return code
 }
 
 // resolveAddedApp validates the app stage0 just added to the pod manifest

@@ -55,6 +55,10 @@ type appOS struct {
 	// wait on before their execve (appexec.GateFd), gateW its write end,
 	// closed once every one of them exists (openGate); -1 when none.
 	gate, gateW int
+	// podPidsMax caches appsPidsMax; hostReady is set once run has
+	// prepared the host (hostIsReady).
+	podPidsMax *int
+	hostReady  bool
 }
 
 // appRes is what appOS holds for one app.

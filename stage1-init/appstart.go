@@ -323,7 +323,11 @@ func (o *appOS) limit(a *supervisor.App, cg *cgroups.Group, part bool) error {
 			return err
 		}
 	}
-	if n := a.Cfg.Supervision.PidsMax; n > 0 && has("pids") {
+	n := a.Cfg.Supervision.PidsMax
+	if n < 0 {
+		n = podplan.AppPidsMax(o.appsPidsMax())
+	}
+	if n > 0 && has("pids") {
 		if err := cg.SetPidsMax(n); err != nil {
 			return fmt.Errorf("pids.max: %w", err)
 		}
@@ -429,4 +433,41 @@ func (o *appOS) stdio(a *supervisor.App) (fds [3]int, close func(), err error) {
 		}
 	}
 	return fds, close, nil
+}
+
+// appsPidsMax is the pod's pids.max, on its apps' cgroup (0 for none).
+// The annotation's is in the configuration; the host's default run puts
+// there before hostReady, off its start path, and it is read from there
+// once, after hostReady (repidCgroups sets again what an app's cgroup got
+// before).
+func (o *appOS) appsPidsMax() int {
+	if o.pod.PidsMax >= 0 {
+		return o.pod.PidsMax
+	}
+	if o.podPidsMax == nil {
+		n := o.pod.Cgroup.Sub(cgroups.AppsName).PidsMax()
+		if !o.hostReady {
+			return n
+		}
+		o.podPidsMax = &n
+	}
+	return *o.podPidsMax
+}
+
+// hostIsReady is told that run has finished preparing the host, the
+// pod's pids.max included: the cgroups made before (the spare's app's,
+// admitSpare) get the per-app default worked out from it.
+func (o *appOS) hostIsReady() {
+	o.hostReady = true
+	if o.pod.PidsMax >= 0 {
+		return
+	}
+	for a, r := range o.res {
+		if r.cg == nil || a.Cfg.Supervision.PidsMax >= 0 {
+			continue
+		}
+		if err := r.cg.SetPidsMax(podplan.AppPidsMax(o.appsPidsMax())); err != nil {
+			o.logf("app %q: pids.max: %v", a.Name, err)
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/appc/spec/schema/types"
 
 	"github.com/pod1/pod1/idmap"
+	"github.com/pod1/pod1/network/netinfo"
 	"github.com/pod1/pod1/podspec"
 )
 
@@ -65,23 +66,20 @@ func parseRunFlags(args []string) (*runFlags, error) {
 }
 
 func (f *runFlags) check() error {
-	f.opts.Net = strings.Split(f.net, ",")
-	for _, n := range f.opts.Net {
-		if n == "" {
-			return &usageError{fmt.Sprintf("--net=%q: empty network name", f.net)}
-		}
-		if n == "host" && len(f.opts.Net) > 1 {
-			return &usageError{fmt.Sprintf("--net=%q: host cannot be combined with other networks", f.net)}
-		}
+	// Every entry is checked here, before anything starts: net-setup,
+	// which checks them too, runs only for pods with networks.
+	if _, err := netinfo.ParseNetList(f.net); err != nil {
+		return &usageError{err.Error()}
 	}
+	f.opts.Net = strings.Split(f.net, ",")
 	switch f.opts.IPC {
 	case "auto", "private", "parent":
 	default:
 		return &usageError{fmt.Sprintf("--ipc=%q: want auto, private or parent", f.opts.IPC)}
 	}
 	if f.opts.Hostname != "" {
-		if len(f.opts.Hostname) > 64 || strings.ContainsAny(f.opts.Hostname, "/\x00 ") {
-			return &usageError{fmt.Sprintf("--hostname=%q: not a valid host name", f.opts.Hostname)}
+		if err := netinfo.CheckHostname(f.opts.Hostname); err != nil {
+			return &usageError{err.Error()}
 		}
 	}
 	if f.privUsers != "" {

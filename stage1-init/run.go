@@ -71,6 +71,9 @@ func runMain(args []string) int {
 	if strings.Trim(f.opts.MDSToken, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") != "" || len(f.opts.MDSToken) > 256 {
 		return fail(errors.New("--mds-token: want letters, digits, '-', '_' and '.' only, at most 256"))
 	}
+	if err := checkPodTree(podDir); err != nil {
+		return fail(err)
+	}
 	pod, err := podspec.Load(podDir, &f.opts)
 	if err != nil {
 		return fail(err)
@@ -170,7 +173,7 @@ func makeCgroups(pod *podspec.Pod) (*cgroups.Group, error) {
 		need["pids"] = true
 	}
 	for _, a := range pod.Apps {
-		if a.Supervision.PidsMax > 0 {
+		if a.Supervision.PidsMax != 0 {
 			need["pids"] = true
 		}
 		for _, c := range a.Resources.Controllers() {

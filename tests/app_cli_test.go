@@ -235,3 +235,42 @@ func TestPod1AppOperationsKilledAtEachStep(t *testing.T) {
 	}
 	assertAppGone(t, data, uuid, "victim")
 }
+
+// The global flags (--dir, --debug, --insecure-options) are taken after
+// the command too, as rkt's persistent flags are: before the app command,
+// before or after the UUID of app add, among an app's flags, and among
+// run's images.
+func TestPod1GlobalFlagsAfterTheCommand(t *testing.T) {
+	data, uuid := cliSandbox(t)
+	img := probeACIDir(t)
+	d := "--dir=" + data
+	for _, args := range [][]string{
+		{"app", "add", d, uuid, img, "--name=a", "--exec=/bin/probe", "--", "sleep", "1h"},
+		{"app", "add", uuid, "--dir", data, img, "--name=b", "--exec=/bin/probe", "--", "sleep", "1h"},
+		{"app", "add", uuid, img, "--name=c", d, "--debug=false", "--exec=/bin/probe", "--", "sleep", "1h"},
+		{"app", d, "add", "--insecure-options=image", uuid, img, "--name=e", "--exec=/bin/probe"},
+	} {
+		if code, out := pod1cli(t, nil, args...); code != 0 {
+			t.Fatalf("pod1 %v: %d %s", args, code, out)
+		}
+	}
+	code, out := pod1cli(t, nil, "app", d, "list", uuid)
+	for _, n := range []string{"a", "b", "c", "e"} {
+		if code != 0 || !strings.Contains(out, n+"\tcreated") {
+			t.Errorf("app %s not listed: %d %q", n, code, out)
+		}
+	}
+	// An app flag before the UUID is still refused, in one line.
+	if code, out := pod1cli(t, nil, "app", "add", d, "--name=x", uuid, img); code != 254 || strings.Count(out, "\n") != 1 || !strings.Contains(out, "--name=x") {
+		t.Errorf("an app flag before the UUID: %d %q", code, out)
+	}
+	// run: a global flag after the image, before the app's arguments.
+	other := dataDir(t)
+	code, out = pod1cli(t, nil, "run", "--stage1-path="+stage1ACI(t), "--net=none", img, "--dir="+other, "--exec=/bin/probe", "--", "exit", "0")
+	if code != 0 {
+		t.Fatalf("run with --dir after the image: %d %s", code, out)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(other, "pods/run")); len(ents) != 1 {
+		t.Errorf("the pod is not in the --dir given after the image: %v", ents)
+	}
+}

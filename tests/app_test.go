@@ -128,8 +128,9 @@ func TestExecFailures(t *testing.T) {
 	}{
 		{"missing", []string{"/bin/nope"}, 127, `stage1: app "a": Error: Unable to open "/bin/nope": No such file or directory`},
 		{"missing-spaced", []string{"/bin/no pe", "x"}, 127, `stage1: app "a": Error: Unable to open "/bin/no pe": No such file or directory`},
-		{"missing-loader", []string{"/bin/dyn"}, 127, `stage1: app "a": Error: Unable to open "` + loader + `": No such file or directory`},
-		{"missing-script-interpreter", []string{"/bin/script"}, 127, `stage1: app "a": Error: Unable to open "/bin/no-shell": No such file or directory`},
+		{"missing-loader", []string{"/bin/dyn"}, 127, `stage1: app "a": Error: Unable to open "` + loader + `": No such file or directory (the interpreter of "/bin/dyn")`},
+		{"missing-script-interpreter", []string{"/bin/script"}, 127, `stage1: app "a": Error: Unable to open "/bin/no-shell": No such file or directory (the interpreter of "/bin/script")`},
+		{"missing-script-interpreter-in-path", []string{"script"}, 127, `stage1: app "a": Error: Unable to open "/bin/no-shell": No such file or directory (the interpreter of "/bin/script")`},
 		{"missing-in-path", []string{"nope"}, 127, `stage1: app "a": exec nope: not found in PATH`},
 		{"not-executable", []string{"/etc/passwd"}, 126, `stage1: app "a": exec /etc/passwd: permission denied`},
 		{"directory", []string{"/etc"}, 126, `stage1: app "a": exec /etc: permission denied`},

@@ -128,11 +128,12 @@ func podCgroupFile(t *testing.T, p *Pod, file string) string {
 	return filepath.Join(g.V2, "apps", file)
 }
 
-// Two fork-bombing apps, each under the per-app default (8192), are held
-// together by the pod's pids.max set by annotation, and PID 1, outside the
-// apps' cgroup, is not starved: the pod stops cleanly. (The pod's other
-// apps share the limit: a pod-wide limit protects the host, not the apps
-// from each other; the per-app one does that.)
+// Two fork-bombing apps, each under the per-app default (three quarters of
+// the pod's limit, podplan.AppPidsMax), are held together by the pod's
+// pids.max set by annotation, and PID 1, outside the apps' cgroup, is not
+// starved: the pod stops cleanly. (Two bombs together may still fill the
+// pod: the per-app default leaves siblings room against one,
+// TestForkBombLeavesSiblingsRoom.)
 func TestPodPidsMaxHoldsForkBombs(t *testing.T) {
 	grace := map[string]string{"pod1/stop-grace-period": "1s"}
 	apps := []App{
@@ -174,7 +175,7 @@ func TestPodPidsMaxHoldsForkBombs(t *testing.T) {
 			continue // died of the limit, see above
 		}
 		pid := runningApp(t, p, a)
-		if got := readTrim(t, cgroupFile(t, pid, "pids", "pids.max")); got != "8192" {
+		if got := readTrim(t, cgroupFile(t, pid, "pids", "pids.max")); got != "75" {
 			t.Errorf("%s: pids.max %s, want the per-app default", a, got)
 		}
 		n, _ := strconv.Atoi(readTrim(t, cgroupFile(t, pid, "pids", "pids.current")))
@@ -194,6 +195,43 @@ func TestPodPidsMaxHoldsForkBombs(t *testing.T) {
 		if p.Status(t, a) == -1 {
 			t.Errorf("%s has no status", a)
 		}
+	}
+}
+
+// One app fork-bombing up to its own default limit leaves its sibling
+// enough of the pod's tasks to fork and exec: the per-app default is three
+// quarters of the pod's limit. It was 8192 whatever the pod's, above the
+// whole pod's limit on a host with a small pid_max, so one app could take
+// every task of the pod.
+func TestForkBombLeavesSiblingsRoom(t *testing.T) {
+	grace := map[string]string{"pod1/stop-grace-period": "1s"}
+	apps := []App{
+		{Name: "bomb", Exec: probe("forkbomb"), Annotations: grace},
+		{Name: "sib", Exec: probe("wait-file", "/tmp/go", "+", "spawn", "2", "1s", "+", "exit", "0"), Annotations: grace},
+	}
+	p := newPodRaw(t, manifestAnn(apps, nil, map[string]string{
+		"pod1/exit-policy": "main-app", "pod1/main-app": "sib", "pod1/pod-pids-max": "200"}), apps)
+	r := start(t, p, RunOpts{Args: []string{"--net=none"}, Timeout: 2 * cgDeadline})
+	defer func() {
+		if t.Failed() {
+			t.Logf("stdout: %s\nstderr: %s", r.Stdout, r.Stderr)
+		}
+	}()
+	runningApp(t, p, "sib")
+	waitFor(t, cgDeadline, "the bomb to be held", func() bool {
+		return strings.Contains(r.Stdout.String(), "forkbomb stopped after") || p.Status(t, "bomb") != -1
+	})
+	if p.Status(t, "bomb") == -1 {
+		if got := readTrim(t, cgroupFile(t, runningApp(t, p, "bomb"), "pids", "pids.max")); got != "150" {
+			t.Errorf("bomb: pids.max %s, want 150 (three quarters of the pod's 200)", got)
+		}
+	}
+	must(t, os.WriteFile(filepath.Join(p.Dir, layout.AppRootfs("sib"), "tmp/go"), nil, 0o644))
+	if code := r.Wait(t); code != 0 {
+		t.Errorf("pod exit %d, want the sibling's 0", code)
+	}
+	if code := p.Status(t, "sib"); code != 0 {
+		t.Errorf("the sibling could not fork and exec beside the bomb: status %d", code)
 	}
 }
 
@@ -218,6 +256,13 @@ func TestPodPidsMaxDefault(t *testing.T) {
 	want := min(read("/proc/sys/kernel/pid_max")-1, read("/proc/sys/kernel/threads-max")) * 15 / 100
 	if got := readTrim(t, podCgroupFile(t, p, "pids.max")); got != strconv.FormatInt(want, 10) {
 		t.Errorf("pod pids.max = %s, want %d", got, want)
+	}
+	// The app's default is three quarters of it, at most 8192, also for
+	// the first app, whose cgroup PID 1 makes before run has set the
+	// pod's limit.
+	perApp := min(8192, want-want/4)
+	if got := readTrim(t, cgroupFile(t, runningApp(t, p, "a"), "pids", "pids.max")); got != strconv.FormatInt(perApp, 10) {
+		t.Errorf("app pids.max = %s, want %d", got, perApp)
 	}
 	must(t, r.Cmd.Process.Signal(unix.SIGTERM))
 	r.Wait(t)

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -138,9 +139,15 @@ func TestLauncherBadInput(t *testing.T) {
 		{[]string{"run", "--dir=" + data, "--stage1-path=" + stage1ACI(t), "/nonexistent.aci"}, "/nonexistent.aci"},
 		{[]string{"run", "--dir=" + data, "--bogus", probeACIDir(t)}, "bogus"},
 		{[]string{"run", "--dir=" + data, "--stage1-path=/nope.aci", probeACIDir(t)}, "/nope.aci"},
+		{[]string{"run", "--dir=" + data, "--stage1-path=" + stage1ACI(t), "--net=none", "--hostname=box\nevil", probeACIDir(t), "--exec=/bin/probe", "--", "exit", "0"}, "--hostname="},
+		{[]string{"run", "--dir=" + data, "--stage1-path=" + stage1ACI(t), "--net=none", "--net=default", probeACIDir(t), "--exec=/bin/probe", "--", "exit", "0"}, "--net="},
+		{[]string{"run", "--dir=" + data, "--stage1-path=" + stage1ACI(t), "--net=none,bad/name", probeACIDir(t), "--exec=/bin/probe", "--", "exit", "0"}, "--net"},
+		{[]string{"run", "--dir=" + data, "--stage1-path=" + stage1ACI(t), "--net=none", "--hostname=a..b", probeACIDir(t), "--exec=/bin/probe", "--", "exit", "0"}, "--hostname="},
 	}
 	for _, c := range cases {
-		out, err := exec.Command(bin("pod1"), c.args...).CombinedOutput()
+		ctx, cancel := context.WithTimeout(context.Background(), eventDeadline)
+		out, err := exec.CommandContext(ctx, bin("pod1"), c.args...).CombinedOutput()
+		cancel()
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 254 {
 			t.Errorf("%v: %v, want exit 254; %s", c.args, err, out)
@@ -150,7 +157,9 @@ func TestLauncherBadInput(t *testing.T) {
 			t.Errorf("%v: output %q does not name %q in one line", c.args, out, c.want)
 		}
 	}
-	if ents, _ := os.ReadDir(filepath.Join(data, "pods/run")); len(ents) != 0 {
-		t.Errorf("pods left behind: %v", ents)
+	for _, state := range []string{"embryo", "prepare", "prepared", "run", "exited-garbage", "garbage"} {
+		if ents, _ := os.ReadDir(filepath.Join(data, "pods", state)); len(ents) != 0 {
+			t.Errorf("pods left behind in %s: %v", state, ents)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/podlog"
 )
@@ -323,4 +326,64 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// pod1 logs on a terminal shows an app's control characters instead of
+// writing them raw to the administrator's terminal, which they could
+// retitle, clear or type into; into a pipe the bytes stay as the app wrote
+// them, and --escape forces either way.
+func TestPod1LogsEscapesControlsOnATerminal(t *testing.T) {
+	ns := newLogNS(t, false)
+	data := dataDir(t)
+	hostile := "t\x1b]0;pwned\x07\x1b[2J\tx\r\xc2\x9b\xe2\x80\xae\\z\n"
+	p := runInNS(t, ns, data, []string{"e", "raw", "1", hostile})
+	p.wait(t)
+	shown := `t\x1b]0;pwned\x07\x1b[2J` + "\tx" + `\x0d\xc2\x9b\xe2\x80\xae\z`
+	// Into a pipe: the bytes as they were.
+	out, errOut, code := pod1(t, data, "logs", "--app=e", p.UUID)
+	if code != 0 || out != hostile {
+		t.Fatalf("pod1 logs into a pipe: %d %q %s, want %q", code, out, errOut, hostile)
+	}
+	if out, _, _ := pod1(t, data, "logs", "--escape=always", "--app=e", p.UUID); out != shown+"\n" {
+		t.Errorf("--escape=always: %q, want %q", out, shown+"\n")
+	}
+	if _, e, code := pod1(t, data, "logs", "--escape=maybe", p.UUID); code != 254 || !strings.Contains(e, "--escape") || strings.Count(e, "\n") != 1 {
+		t.Errorf("--escape=maybe: %d %q", code, e)
+	}
+	onTerminal := func(args ...string) string {
+		master, slave := openPTY(t)
+		// Raw mode: the terminal passes what pod1 writes as it is.
+		tio, err := unix.IoctlGetTermios(int(slave.Fd()), unix.TCGETS)
+		must(t, err)
+		tio.Oflag &^= unix.OPOST
+		must(t, unix.IoctlSetTermios(int(slave.Fd()), unix.TCSETS, tio))
+		ctx, cancel := context.WithTimeout(context.Background(), eventDeadline)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin("pod1"), append([]string{"--dir=" + data, "logs"}, append(args, p.UUID)...)...)
+		cmd.Stdout = slave
+		var e bytes.Buffer
+		cmd.Stderr = &e
+		err = cmd.Run()
+		slave.Close()
+		if err != nil {
+			t.Fatalf("pod1 logs %v on a terminal: %v %s", args, err, e.String())
+		}
+		var got []byte
+		buf := make([]byte, 4096)
+		for {
+			// Reading the master after the slave is closed ends with EIO.
+			n, err := master.Read(buf)
+			got = append(got, buf[:n]...)
+			if err != nil {
+				break
+			}
+		}
+		return string(got)
+	}
+	if got := onTerminal("--app=e"); got != shown+"\n" {
+		t.Errorf("on a terminal: %q, want %q", got, shown+"\n")
+	}
+	if got := onTerminal("--app=e", "--escape=never"); got != hostile {
+		t.Errorf("--escape=never on a terminal: %q, want %q", got, hostile)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -40,6 +41,19 @@ func cmdApp(g *globalFlags, args []string, stdout, stderr io.Writer) int {
 				_ = unix.Kill(os.Getpid(), unix.SIGKILL)
 			}
 		}
+	}
+	// Global flags may come before the app command too (pod1 app
+	// --dir=X list UUID), as rkt's persistent flags may.
+	for len(args) > 0 {
+		n, err := g.parseOne(args)
+		if err != nil {
+			fail(stderr, "pod1 app", err)
+			return exitError
+		}
+		if n == 0 {
+			break
+		}
+		args = args[n:]
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(stdout, appUsage)
@@ -120,11 +134,32 @@ func openRunning(g *globalFlags, target string) (*appops.Pod, error) {
 
 func appAdd(g *globalFlags, args []string, stdout, stderr io.Writer) int {
 	const prefix = "pod1 app add"
-	if len(args) < 2 {
+	// The UUID is the first word that is not a global flag (pod1 app
+	// add --dir=X UUID IMAGE); parseApps takes those after it.
+	uuid := ""
+	for i := 0; i < len(args); {
+		n, err := g.parseOne(args[i:])
+		if err != nil {
+			fail(stderr, prefix, err)
+			return exitError
+		}
+		if n > 0 {
+			i += n
+			continue
+		}
+		if strings.HasPrefix(args[i], "-") {
+			fail(stderr, prefix, fmt.Errorf("%s: app flags follow the image", args[i]))
+			return exitError
+		}
+		uuid = args[i]
+		args = args[i+1:]
+		break
+	}
+	if uuid == "" || len(args) == 0 {
 		fail(stderr, prefix, errors.New("usage: pod1 app add UUID IMAGE [app flags] [-- ARGS...]"))
 		return exitError
 	}
-	apps, err := parseApps(args[1:])
+	apps, err := parseApps(g, args)
 	if err == nil && len(apps) != 1 {
 		err = errors.New("add takes one image")
 	}
@@ -132,7 +167,7 @@ func appAdd(g *globalFlags, args []string, stdout, stderr io.Writer) int {
 		fail(stderr, prefix, err)
 		return exitError
 	}
-	p, err := openRunning(g, args[0])
+	p, err := openRunning(g, uuid)
 	if err != nil {
 		fail(stderr, prefix, err)
 		return exitError

@@ -28,8 +28,10 @@ var errNoImage = errors.New("must follow an image")
 // parseApps reads the image list: each non-flag word starts a new app, app
 // flags apply to the latest app, "--" switches to collecting that app's
 // arguments, and "---" ends them. Several images may follow each other
-// without "---" when they have no arguments, as with rkt.
-func parseApps(args []string) ([]launch.AppOptions, error) {
+// without "---" when they have no arguments, as with rkt. A global flag
+// (--dir, --debug, --insecure-options) may stand anywhere outside an app's
+// arguments: it goes to g.
+func parseApps(g *globalFlags, args []string) ([]launch.AppOptions, error) {
 	var apps []*appFlags
 	inArgs := false
 	for i := 0; i < len(args); i++ {
@@ -58,6 +60,12 @@ func parseApps(args []string) ([]launch.AppOptions, error) {
 				cur.opts.Args = []string{}
 			}
 		case strings.HasPrefix(a, "-") && len(a) > 1:
+			if n, err := g.parseOne(args[i:]); err != nil {
+				return nil, err
+			} else if n > 0 {
+				i += n - 1
+				continue
+			}
 			if cur == nil {
 				return nil, fmt.Errorf("%s: app flag %w", a, errNoImage)
 			}

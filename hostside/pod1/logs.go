@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -21,14 +22,17 @@ import (
 	"github.com/pod1/pod1/podlog"
 )
 
-const logsUsage = `usage: pod1 logs [--app=NAME] [--follow] [--since=WHEN] UUID
+const logsUsage = `usage: pod1 logs [--app=NAME] [--follow] [--since=WHEN] [--escape=auto|always|never] UUID
 
 Prints the output lines of the pod's apps, from the host's journal or, on a
 host without one, from the pod's log files; also after the pod has exited,
 until it is garbage-collected. Each line is prefixed with its app's name
 unless --app selects one app. --follow keeps printing new lines until the
 pod has exited. --since takes a duration (10m: that long ago) or an RFC 3339
-time. UUID may be a unique prefix.
+time. UUID may be a unique prefix. On a terminal, control characters (but
+tab) and bytes that are not UTF-8 are shown as \xNN, so that an app cannot
+drive the terminal; into a pipe or a file the lines are as the app wrote
+them. --escape=always or never says so whatever the output is.
 
 flags:`
 
@@ -46,8 +50,20 @@ func cmdLogs(g *globalFlags, args []string, stdout, stderr io.Writer) int {
 	app := fs.String("app", "", "only this app's lines")
 	follow := fs.Bool("follow", false, "print new lines until the pod exits")
 	sinceArg := fs.String("since", "", "only lines since then: a duration ago, or an RFC 3339 time")
+	escapeArg := fs.String("escape", "auto", "show control characters as \\xNN: auto (on a terminal), always or never")
 	if code, done := parseCommand(fs, args, logsUsage, stdout, stderr, "pod1 logs"); done {
 		return code
+	}
+	var escape bool
+	switch *escapeArg {
+	case "auto":
+		escape = isTerminal(stdout)
+	case "always":
+		escape = true
+	case "never":
+	default:
+		fail(stderr, "pod1 logs", fmt.Errorf("--escape=%q: want auto, always or never", *escapeArg))
+		return exitError
 	}
 	if fs.NArg() != 1 {
 		fail(stderr, "pod1 logs", errors.New("want exactly one UUID"))
@@ -81,7 +97,7 @@ func cmdLogs(g *globalFlags, args []string, stdout, stderr io.Writer) int {
 		q, err := pods.Read(g.dir, p.UUID)
 		return err == nil && q.State == pods.Running
 	}
-	w := bufio.NewWriter(stdout)
+	w := &lineWriter{bufio.NewWriter(stdout), escape}
 	if dirfd < 0 {
 		err = logsFromJournal(w, p.UUID, *app, since, *follow, running)
 	} else {
@@ -131,17 +147,78 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	return t, nil
 }
 
+// lineWriter prints the apps' lines, escaped for a terminal or not.
+type lineWriter struct {
+	*bufio.Writer
+	escape bool
+}
+
 // printLine prints one line; write errors surface at the next Flush.
-func printLine(w *bufio.Writer, app, only string, line []byte) {
+func printLine(w *lineWriter, app, only string, line []byte) {
 	if only == "" {
 		_, _ = w.WriteString(app + ": ")
 	}
-	_, _ = w.Write(line)
+	if w.escape {
+		writeEscaped(w.Writer, line)
+	} else {
+		_, _ = w.Write(line)
+	}
 	_ = w.WriteByte('\n')
 }
 
+// isTerminal reports whether w is a terminal: the administrator's, which
+// an app's escape sequences could retitle, clear or type into.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// writeEscaped writes line with what a terminal would act on made
+// visible: C0 controls but tab, DEL, C1 controls (U+0080-U+009F; also
+// 8-bit CSI and OSC on terminals that take them), bytes that are not
+// UTF-8, and the Unicode format characters that reorder or break what is
+// shown (bidirectional overrides and isolates, line and paragraph
+// separators), each as \xNN per byte. Anything else, a backslash
+// included, is printed as it is: journalctl shows it so too.
+func writeEscaped(w *bufio.Writer, line []byte) {
+	const hex = "0123456789abcdef"
+	esc := func(b []byte) {
+		for _, c := range b {
+			_, _ = w.Write([]byte{'\\', 'x', hex[c>>4], hex[c&15]})
+		}
+	}
+	for len(line) > 0 {
+		c := line[0]
+		if c < utf8.RuneSelf {
+			if c < 0x20 && c != '\t' || c == 0x7f {
+				esc(line[:1])
+			} else {
+				_ = w.WriteByte(c)
+			}
+			line = line[1:]
+			continue
+		}
+		r, n := utf8.DecodeRune(line)
+		switch {
+		case r == utf8.RuneError && n == 1,
+			r >= 0x80 && r <= 0x9f,
+			r == 0x2028 || r == 0x2029,
+			r >= 0x202a && r <= 0x202e,
+			r >= 0x2066 && r <= 0x2069:
+			esc(line[:n])
+		default:
+			_, _ = w.Write(line[:n])
+		}
+		line = line[n:]
+	}
+}
+
 // logsFromFiles prints the records of the log files, merged by time.
-func logsFromFiles(w *bufio.Writer, dirfd int, only string, since time.Time, follow bool, running func() bool) error {
+func logsFromFiles(w *lineWriter, dirfd int, only string, since time.Time, follow bool, running func() bool) error {
 	curs := map[string]podlog.Cursor{}
 	for {
 		// Whether the pod runs is known before the read, so a final
@@ -207,7 +284,7 @@ func (e *journalEntry) message() []byte {
 // logsFromJournal prints the pod's entries through journalctl. Following,
 // journalctl -f runs while the pod does; once it has exited, one more run
 // prints what came after the last entry seen.
-func logsFromJournal(w *bufio.Writer, uuid, only string, since time.Time, follow bool, running func() bool) error {
+func logsFromJournal(w *lineWriter, uuid, only string, since time.Time, follow bool, running func() bool) error {
 	args := []string{"--no-pager", "--quiet", "--output=json", "POD1_POD_UUID=" + uuid}
 	if only != "" {
 		args = append(args, "POD1_APP="+only)
@@ -247,7 +324,7 @@ func logsFromJournal(w *bufio.Writer, uuid, only string, since time.Time, follow
 	return err
 }
 
-func journalctl(ctx context.Context, w *bufio.Writer, only string, args []string, following bool) (string, error) {
+func journalctl(ctx context.Context, w *lineWriter, only string, args []string, following bool) (string, error) {
 	cmd := exec.CommandContext(ctx, "journalctl", args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {

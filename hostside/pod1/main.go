@@ -59,6 +59,40 @@ func (g *globalFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&g.insecureOptions, "insecure-options", g.insecureOptions, "accepted for rkt compatibility and ignored (pod1 does not verify signatures)")
 }
 
+// parseOne parses args[0] if it is a global flag (taking its value from
+// args[1] when not written as --flag=value) and returns how many words it
+// used, 0 when args[0] is not one. The commands whose arguments are not
+// parsed by a flag set of their own (app, app add, the image list of run)
+// take the global flags anywhere before an app's "--" with it, as rkt's
+// persistent flags are: no app flag has a global flag's name, so a word is
+// never both.
+func (g *globalFlags) parseOne(args []string) (int, error) {
+	if len(args) == 0 || len(args[0]) < 2 || args[0][0] != '-' || args[0] == argsStart || args[0] == appEnd {
+		return 0, nil
+	}
+	fs := newFlagSet("pod1")
+	g.register(fs)
+	name, _, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
+	f := fs.Lookup(name)
+	if f == nil {
+		return 0, nil
+	}
+	n := 1
+	if !hasValue && !isBool(f) {
+		if len(args) < 2 {
+			return 0, fmt.Errorf("flag needs an argument: %s", args[0])
+		}
+		n = 2
+	}
+	if err := fs.Parse(args[:n]); err != nil {
+		return 0, err
+	}
+	if g.debug {
+		logx.SetDebug(true)
+	}
+	return n, nil
+}
+
 func main() {
 	os.Exit(pod1Main(os.Args[1:], os.Stdout, os.Stderr))
 }

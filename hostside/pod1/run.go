@@ -17,6 +17,7 @@ import (
 	"github.com/pod1/pod1/hostside/images"
 	"github.com/pod1/pod1/hostside/launch"
 	"github.com/pod1/pod1/idmap"
+	"github.com/pod1/pod1/network/netinfo"
 )
 
 const runUsage = `usage: pod1 run [flags] IMAGE [app flags] [-- ARGS...] [--- IMAGE [app flags] [-- ARGS...]]...
@@ -116,7 +117,7 @@ func parsePodArgs(g *globalFlags, args []string, withApps bool) (launch.Options,
 	var apps []launch.AppOptions
 	if withApps {
 		var err error
-		if apps, err = parseApps(fs.Args()); err != nil {
+		if apps, err = parseApps(g, fs.Args()); err != nil {
 			return launch.Options{}, err
 		}
 	} else if fs.NArg() > 0 {
@@ -125,6 +126,16 @@ func parsePodArgs(g *globalFlags, args []string, withApps bool) (launch.Options,
 	// rkt's --set-env applies to every app; an app's own value wins.
 	for i := range apps {
 		apps[i].Env = append(append([]types.EnvironmentVariable(nil), rf.env...), apps[i].Env...)
+	}
+	if len(rf.nets) > 0 {
+		if _, err := netinfo.ParseNetList(rf.nets.String()); err != nil {
+			return launch.Options{}, err
+		}
+	}
+	if rf.hostname != "" {
+		if err := netinfo.CheckHostname(rf.hostname); err != nil {
+			return launch.Options{}, err
+		}
 	}
 	if rf.imageFiles < 0 {
 		return launch.Options{}, fmt.Errorf("--image-max-files=%d: want a positive count", rf.imageFiles)

@@ -60,8 +60,8 @@ func cmdStop(g *globalFlags, args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintln(stdout, msg)
 	}
+	// Each failure had its line: no summary after them.
 	if failed > 0 {
-		fail(stderr, "pod1 stop", fmt.Errorf("failed to stop %d pod(s)", failed))
 		return exitError
 	}
 	return 0
@@ -96,10 +96,17 @@ func stopOne(g *globalFlags, target string, force bool, stdout, stderr io.Writer
 		cmd.Args = append(cmd.Args, "--force")
 	}
 	cmd.Args = append(cmd.Args, uuid)
-	cmd.Dir, cmd.Stdout, cmd.Stderr = p.Dir, stdout, stderr
+	// The entrypoint's stderr is kept: when it fails, its reason goes
+	// into the pod's one line rather than on a line of its own.
+	var errBuf limitedBuffer
+	cmd.Dir, cmd.Stdout, cmd.Stderr = p.Dir, stdout, &errBuf
 	if err := cmd.Run(); err != nil {
+		if why := lastLine(errBuf.String()); why != "" {
+			return "", fmt.Errorf("pod %s: error stopping: %s (%w)", uuid, why, err)
+		}
 		return "", fmt.Errorf("pod %s: error stopping: %w", uuid, err)
 	}
+	_, _ = io.WriteString(stderr, errBuf.String())
 	return fmt.Sprintf("%q", uuid), nil
 }
 
@@ -142,4 +149,10 @@ func resolveEntrypoint(podDir, ep string) (path, argv0 string, err error) {
 		return "", "", fmt.Errorf("entrypoint %s is not an executable file", ep)
 	}
 	return path, filepath.Join(root, filepath.Clean("/"+ep)), nil
+}
+
+// lastLine is the last line of s that is not blank, trimmed.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
 }

@@ -1,0 +1,38 @@
+package netinfo
+
+import (
+	"fmt"
+	"strings"
+)
+
+// CheckHostname refuses a pod host name that the apps' /etc/hostname and
+// /etc/hosts, and the kernel's UTS name, cannot hold as it is: at most 64
+// bytes (the kernel's field), dot-separated labels of 1 to 63 letters,
+// digits and hyphens, none starting or ending with a hyphen (RFC 1123, as
+// systemd-nspawn and rkt's stage1 take it). A newline in it added a line
+// to every app's /etc/hosts. It is here, beside the --net list, so that
+// the run entry point and pod1 run share it.
+func CheckHostname(h string) error {
+	if h == "" || len(h) > 64 {
+		return fmt.Errorf("--hostname=%q: want 1 to 64 characters", h)
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 {
+			return fmt.Errorf("--hostname=%q: want dot-separated labels of 1 to 63 characters", h)
+		}
+		if label[0] == '-' || label[len(label)-1] == '-' {
+			return fmt.Errorf("--hostname=%q: a label starts or ends with '-'", h)
+		}
+		for i := 0; i < len(label); i++ {
+			if c := label[i]; !ldh(c) {
+				return fmt.Errorf("--hostname=%q: want letters, digits, '-' and '.' only", h)
+			}
+		}
+	}
+	return nil
+}
+
+// ldh reports whether c is a letter, a digit or a hyphen.
+func ldh(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-'
+}
