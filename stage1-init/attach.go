@@ -12,6 +12,7 @@ import (
 	"github.com/appc/spec/schema/types"
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/control"
 	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/podattach"
 	"github.com/pod1/pod1/status"
@@ -58,12 +59,12 @@ func attachMain(args []string) int {
 		err = podattach.List(*app, os.Stdout)
 	case "auto-attach", "auto":
 		sel.Auto = true
-		err = podattach.Attach(*app, sel, os.Stdin, os.Stdout, os.Stderr)
+		err = podattach.Attach(*app, sel, control.Hello, os.Stdin, os.Stdout, os.Stderr)
 	case "custom-attach", "custom":
 		if !sel.TTYIn && !sel.TTYOut && !sel.Stdin && !sel.Stdout && !sel.Stderr {
 			return fail(fmt.Errorf("attach: custom-attach: no endpoint selected"))
 		}
-		err = podattach.Attach(*app, sel, os.Stdin, os.Stdout, os.Stderr)
+		err = podattach.Attach(*app, sel, control.Hello, os.Stdin, os.Stdout, os.Stderr)
 	default:
 		return fail(fmt.Errorf("attach: --action: %s is not one of list, auto-attach, custom-attach", strconv.Quote(*action)))
 	}
