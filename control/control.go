@@ -59,8 +59,8 @@ const (
 // maxMessage bounds a request or response line.
 const maxMessage = 16 << 20
 
-// Do sends req to the pod whose directory is the cwd and waits up to
-// timeout for the answer.
+// Do sends req to the pod whose directory is the cwd, once it knows PID 1
+// serves the socket (Hello), and waits up to timeout for the answer.
 func Do(req *Request, timeout time.Duration) (*Response, error) {
 	c, err := net.DialTimeout("unix", SocketPath, timeout)
 	if err != nil {
@@ -70,7 +70,7 @@ func Do(req *Request, timeout time.Duration) (*Response, error) {
 	if timeout > 0 {
 		_ = c.SetDeadline(time.Now().Add(timeout))
 	}
-	if err := Hello(c); err != nil {
+	if err := Hello(c, "."); err != nil {
 		return nil, fmt.Errorf("send %s: %w", req.Op, err)
 	}
 	if err := writeMsg(c, req); err != nil {

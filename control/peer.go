@@ -5,9 +5,14 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/safefile"
 )
 
 // NamespaceID names a namespace as its nsfs file does: device and inode,
@@ -48,9 +53,20 @@ const HelloV1 = 1
 // helloTimeout bounds how long PID 1 waits for a client's hello.
 const helloTimeout = 10 * time.Second
 
-// Hello sends HelloV1 on c, with a descriptor of the caller's pid
-// namespace. Each of pod1's clients sends it first on PID 1's sockets.
-func Hello(c net.Conn) error {
+// Hello is what each of pod1's clients sends first on PID 1's sockets, once
+// it knows the socket is served by the pod's PID 1 (ServedByPID1: the
+// hello hands over a descriptor of the host's pid namespace, which
+// nothing of a pod may hold). podDir is the pod directory.
+func Hello(c net.Conn, podDir string) error {
+	if err := ServedByPID1(c, podDir); err != nil {
+		return err
+	}
+	return SendHello(c)
+}
+
+// SendHello sends HelloV1 on c, with a descriptor of the caller's pid
+// namespace.
+func SendHello(c net.Conn) error {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return errors.New("hello: not a Unix socket")
@@ -62,6 +78,36 @@ func Hello(c net.Conn) error {
 	defer ns.Close()
 	if _, _, err := uc.WriteMsgUnix([]byte{HelloV1}, unix.UnixRights(int(ns.Fd())), nil); err != nil {
 		return fmt.Errorf("hello: %w", err)
+	}
+	return nil
+}
+
+// maxPidFile bounds the pid file read.
+const maxPidFile = 64
+
+// ServedByPID1 checks that the server of c is the pod's PID 1, whose host
+// pid run wrote in the pod directory's pid file: the listening process,
+// as SO_PEERCRED reports it to a client. An app that can write in PID 1's
+// root could have put a socket of its own at the path.
+func ServedByPID1(c net.Conn, podDir string) error {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return errors.New("not a Unix socket")
+	}
+	b, err := safefile.ReadRegularIn(podDir, layout.Pid, maxPidFile)
+	if err != nil {
+		return fmt.Errorf("the pod's PID 1: %w", err)
+	}
+	pid1, err := strconv.Atoi(strings.TrimSuffix(string(b), "\n"))
+	if err != nil || pid1 <= 0 {
+		return fmt.Errorf("the pod's PID 1: pid file %q", b)
+	}
+	cred, err := peerCred(uc)
+	if err != nil {
+		return err
+	}
+	if int(cred.Pid) != pid1 || cred.Uid != 0 {
+		return fmt.Errorf("the socket's server (pid %d, uid %d) is not the pod's PID 1 (pid %d)", cred.Pid, cred.Uid, pid1)
 	}
 	return nil
 }

@@ -6,12 +6,15 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/layout"
 )
 
 // pair is a connected pair of Unix stream sockets: a client's end and
@@ -73,7 +76,7 @@ func TestHelloChecksThePidNamespace(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := check(t, host, func(c *net.UnixConn) {
-		if err := Hello(c); err != nil {
+		if err := SendHello(c); err != nil {
 			t.Fatal(err)
 		}
 	}); err != nil {
@@ -111,7 +114,7 @@ func TestHelloChecksThePidNamespace(t *testing.T) {
 		}
 	}
 	// A zero identity (a configuration without it) is no one's.
-	if err := check(t, NamespaceID{}, func(c *net.UnixConn) { _ = Hello(c) }); err == nil {
+	if err := check(t, NamespaceID{}, func(c *net.UnixConn) { _ = SendHello(c) }); err == nil {
 		t.Error("a zero identity accepted the host's hello")
 	}
 }
@@ -140,5 +143,42 @@ func TestHelloRefusesAChildPidNamespace(t *testing.T) {
 	defer child.Close()
 	if err := check(t, host, sendWith(HelloV1, child)); err == nil || !strings.Contains(err.Error(), "not the host's") {
 		t.Fatalf("a child pid namespace: %v", err)
+	}
+}
+
+// A client says hello only to a socket whose listener is the pod's PID 1,
+// as the pod directory's pid file names it: one an app put at the path
+// would get a descriptor of the host's pid namespace.
+func TestHelloOnlyToPidOne(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "s")
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Never accepted: a connection is queued, and what the client sends
+	// buffered, all the same.
+	defer l.Close()
+	for _, tc := range []struct {
+		pidFile string
+		ok      bool
+	}{
+		{fmt.Sprintf("%d\n", os.Getpid()), os.Getuid() == 0},
+		{fmt.Sprintf("%d\n", os.Getpid()+1), false},
+		{"", false},
+		{"x\n", false},
+	} {
+		if err := os.WriteFile(filepath.Join(dir, layout.Pid), []byte(tc.pidFile), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = Hello(c, dir)
+		c.Close()
+		if (err == nil) != tc.ok {
+			t.Errorf("pid file %q: %v, want ok %v", tc.pidFile, err, tc.ok)
+		}
 	}
 }

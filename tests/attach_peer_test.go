@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -221,6 +223,97 @@ func TestPidOneSocketsRefuseOtherPods(t *testing.T) {
 	}
 }
 
+// pod1's clients say hello to the pod's PID 1 only (docs/security.md,
+// "PID 1's sockets"): a socket at the path whose server is another process
+// (here the test's own, as an app that can write in PID 1's root through
+// /proc/1/root could put there) gets nothing from an app entry point or
+// the attach entry point, neither the descriptor of the host's pid
+// namespace that the hello carries nor a request, and the command fails
+// saying why, instead of taking the impostor's answer.
+func TestClientsTalkOnlyToPidOne(t *testing.T) {
+	p, _ := sandbox(t, nil)
+	e := startEcho(t, p)
+	// impostor puts a listener in place of the socket name in dir (the
+	// real one moved aside, and back at the end), answers every
+	// connection as PID 1 would accept it, and reports what it was sent.
+	impostor := func(dir, name, answer string) (got func() string, restore func()) {
+		df, err := os.OpenFile(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		must(t, err)
+		must(t, unix.Renameat(int(df.Fd()), name, int(df.Fd()), name+".real"))
+		l, err := net.ListenUnix("unix", &net.UnixAddr{Name: podattach.FdPath(int(df.Fd()), name), Net: "unix"})
+		must(t, err)
+		l.SetUnlinkOnClose(false)
+		var mu sync.Mutex
+		var report strings.Builder
+		go func() {
+			for {
+				c, err := l.AcceptUnix()
+				if err != nil {
+					return
+				}
+				_ = c.SetDeadline(time.Now().Add(eventDeadline))
+				b := make([]byte, 4096)
+				oob := make([]byte, unix.CmsgSpace(4*4))
+				n, oobn, _, _, _ := c.ReadMsgUnix(b, oob)
+				if n > 0 || oobn > 0 {
+					mu.Lock()
+					fmt.Fprintf(&report, "%q with %d bytes of control data; ", b[:n], oobn)
+					mu.Unlock()
+				}
+				if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+					for _, m := range msgs {
+						fds, _ := unix.ParseUnixRights(&m)
+						for _, fd := range fds {
+							unix.Close(fd)
+						}
+					}
+				}
+				_, _ = c.Write([]byte(answer))
+				_ = c.Close()
+			}
+		}()
+		got = func() string {
+			mu.Lock()
+			defer mu.Unlock()
+			return report.String()
+		}
+		restore = func() {
+			l.Close()
+			must(t, unix.Unlinkat(int(df.Fd()), name, 0))
+			must(t, unix.Renameat(int(df.Fd()), name+".real", int(df.Fd()), name))
+			df.Close()
+		}
+		return got, restore
+	}
+
+	// The attach entry point, asked to feed echo's stdin.
+	got, restore := impostor(e.dir, podattach.SocketName(podattach.EpStdin), "")
+	code, out := entry(t, p, "attach", "--action=custom-attach", "--app=echo", "--stdin=true")
+	restore()
+	if code == 0 || !strings.Contains(out, "is not the pod's PID 1") {
+		t.Errorf("attach to an impostor: exit %d: %s", code, out)
+	}
+	if r := got(); r != "" {
+		t.Errorf("the impostor of sock-stdin was sent: %s", r)
+	}
+	// An app entry point, asked to stop echo.
+	got, restore = impostor(filepath.Join(p.Dir, layout.Pod1Dir), filepath.Base(layout.ControlSocket), `{"code":0}`+"\n")
+	code, out = entry(t, p, "app-stop", "--debug=false", "--app=echo")
+	restore()
+	if code == 0 || !strings.Contains(out, "is not the pod's PID 1") {
+		t.Errorf("app-stop to an impostor: exit %d: %s", code, out)
+	}
+	if r := got(); r != "" {
+		t.Errorf("the impostor of control.sock was sent: %s", r)
+	}
+	// PID 1's own sockets, back in place, serve as before.
+	e.write(t, "sentinel")
+	e.until(t, "sentinel")
+	if code, out := entry(t, p, "app-stop", "--debug=false", "--app=echo"); code != 0 {
+		t.Fatalf("app-stop: %d %s", code, out)
+	}
+}
+
 // nobodyProbe is a copy of the probe that uid 65534 can execute, in a
 // directory of its own under /tmp (the repository's may be closed to it).
 func nobodyProbe(t *testing.T) string {
@@ -279,7 +372,7 @@ func startEcho(t *testing.T, p *Pod) *echoApp {
 		c, err := net.Dial("unix", e.sock(ep))
 		must(t, err)
 		t.Cleanup(func() { c.Close() })
-		must(t, control.Hello(c))
+		must(t, control.Hello(c, p.Dir))
 		return c
 	}
 	out := dial(podattach.EpStdout)

@@ -264,7 +264,7 @@ func TestRktAttachSlowClient(t *testing.T) {
 		must(t, err)
 		// As pod1's attach entry point does first: PID 1 serves
 		// no other client.
-		must(t, control.Hello(c))
+		must(t, control.Hello(c, filepath.Join(r.data, "pods/run", p.UUID)))
 		return c
 	}
 	// echo: a client that sends a line and never reads, one that

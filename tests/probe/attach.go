@@ -17,8 +17,8 @@ import (
 // for events, not for time.
 //
 // The -hello variants first send the hello pod1's own clients send
-// (control.Hello: a descriptor of the caller's pid namespace), the best an
-// intruder holding its own namespace can do; the others speak the socket's
+// (control.SendHello: a descriptor of the caller's pid namespace), the
+// best an intruder holding its own namespace can do; the others speak the socket's
 // protocol bare. Each report line starts with the subcommand's name.
 func attachClient(cmd string, a []string) (ok bool, err error) {
 	hello := strings.HasSuffix(cmd, "-hello")
@@ -31,7 +31,7 @@ func attachClient(cmd string, a []string) (ok bool, err error) {
 			return nil
 		}
 		if hello {
-			if err := control.Hello(c); err != nil {
+			if err := control.SendHello(c); err != nil {
 				// PID 1 closed the connection already: what the
 				// rest reports.
 				fmt.Printf("%s hello failed: %v\n", cmd, err)
