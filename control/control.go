@@ -1,10 +1,11 @@
 // Package control owns the channel through which the host asks a running
 // pod's PID 1 to act on its apps (rkt's app add/start/stop/rm): a Unix
 // socket in the stage1's own directory of the pod, which no app can reach
-// by path, and on which PID 1 accepts only peers outside the pod's pid
-// namespace (SO_PEERCRED reports their pid as 0) running as root. An app,
-// whatever its capabilities, is a member of the pod's pid namespace and
-// cannot leave it, so it is refused even if it reached the socket.
+// by path, and on which PID 1 accepts only root peers of the pid namespace
+// run was started in, the host's (peer.go). An app, whatever its
+// capabilities, is a member of the pod's pid namespace and cannot leave
+// it, nor can a process of another pod open the host's: either is refused
+// even if it reached the socket.
 package control
 
 import (
@@ -58,8 +59,8 @@ const (
 // maxMessage bounds a request or response line.
 const maxMessage = 16 << 20
 
-// Do sends req to the pod whose directory is the cwd and waits up to
-// timeout for the answer.
+// Do sends req to the pod whose directory is the cwd, once it knows PID 1
+// serves the socket (Hello), and waits up to timeout for the answer.
 func Do(req *Request, timeout time.Duration) (*Response, error) {
 	c, err := net.DialTimeout("unix", SocketPath, timeout)
 	if err != nil {
@@ -68,6 +69,9 @@ func Do(req *Request, timeout time.Duration) (*Response, error) {
 	defer c.Close()
 	if timeout > 0 {
 		_ = c.SetDeadline(time.Now().Add(timeout))
+	}
+	if err := Hello(c, "."); err != nil {
+		return nil, fmt.Errorf("send %s: %w", req.Op, err)
 	}
 	if err := writeMsg(c, req); err != nil {
 		return nil, fmt.Errorf("send %s: %w", req.Op, err)
@@ -120,9 +124,9 @@ func (c *Call) Reply(resp Response) {
 }
 
 // Serve listens on SocketPath (relative to the cwd) and delivers every
-// authenticated request on calls. It returns once listening; errors
-// afterwards are logged with logf.
-func Serve(calls chan<- *Call, logf func(string, ...any)) (func(), error) {
+// request whose peer peers accepts on calls. It returns once listening;
+// errors afterwards are logged with logf.
+func Serve(calls chan<- *Call, peers *Peers, logf func(string, ...any)) (func(), error) {
 	_ = os.Remove(SocketPath)
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: SocketPath, Net: "unix"})
 	if err != nil {
@@ -141,14 +145,14 @@ func Serve(calls chan<- *Call, logf func(string, ...any)) (func(), error) {
 				}
 				return
 			}
-			go receive(c, calls, logf)
+			go receive(c, calls, peers, logf)
 		}
 	}()
 	return func() { l.Close() }, nil
 }
 
-func receive(c *net.UnixConn, calls chan<- *Call, logf func(string, ...any)) {
-	if err := authenticate(c); err != nil {
+func receive(c *net.UnixConn, calls chan<- *Call, peers *Peers, logf func(string, ...any)) {
+	if err := peers.Authenticate(c); err != nil {
 		logf("control: refused a connection: %v", err)
 		_ = writeMsg(c, &Response{Code: CodeFailed, Error: err.Error()})
 		_ = c.Close()

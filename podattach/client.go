@@ -85,9 +85,11 @@ func List(app string, w io.Writer) error {
 
 // Attach connects to app's endpoints that sel selects and copies: in to
 // the app's stdin or terminal, its output to out (stdout, terminal) and
-// errOut (stderr). It returns when an output stream ends (the app's run is
-// over) or, with no output selected, when in does.
-func Attach(app string, sel Selection, in io.Reader, out, errOut io.Writer) error {
+// errOut (stderr). hello is sent first on each connection (the caller's:
+// control.Hello, which PID 1's peer check reads). It returns when an
+// output stream ends (the app's run is over) or, with no output selected,
+// when in does.
+func Attach(app string, sel Selection, hello func(net.Conn) error, in io.Reader, out, errOut io.Writer) error {
 	dir, err := openAppDir(app)
 	if err != nil {
 		return err
@@ -129,6 +131,9 @@ func Attach(app string, sel Selection, in io.Reader, out, errOut io.Writer) erro
 			return fmt.Errorf("app %q: %s: %w", app, ep.Name, err)
 		}
 		defer c.Close()
+		if err := hello(c); err != nil {
+			return fmt.Errorf("app %q: %s: %w", app, ep.Name, err)
+		}
 		if wantIn {
 			inputs = append(inputs, copy{c, in})
 		}

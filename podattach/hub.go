@@ -8,13 +8,17 @@
 // The protocol is rkt's iottymux's: each socket carries one stream's raw
 // bytes, input from the client to the app on sock-stdin, output to the
 // client on sock-stdout and sock-stderr, both on sock-tty. There is no
-// framing and no handshake, so nothing but the endpoints file needs to
-// agree between the two sides. PID 1 reads and drops what a client sends
-// on an output socket, and reads it only once the connection is a client
-// of the stream; the attach entry point uses that to send nothing to the
-// app before its output clients exist (client.go, registered): each
-// endpoint is accepted in a goroutine of its own, and an answer written
-// before its client is taken would go to no one.
+// framing. pod1's one addition is first on every connection: the client's
+// hello (control.Hello: one byte with a descriptor of its pid namespace),
+// which PID 1's peer check reads and no app sees; both ends are handed
+// it (New, Attach). The only client is pod1's own attach entry point
+// (rkt attach execs it), of the same stage1 as PID 1. PID 1 reads and
+// drops what a client sends on an output socket, and reads it only once
+// the connection is a client of the stream; the attach entry point uses
+// that to send nothing to the app before its output clients exist
+// (client.go, registered): each connection is taken in a goroutine of its
+// own, and an answer written before its client is taken would go to no
+// one.
 //
 // PID 1 serves it itself, in goroutines, instead of rkt's process per app
 // (iottymux under systemd): the output already passes through PID 1, which
@@ -100,7 +104,9 @@ type Hub struct {
 	beforeRegister func(ep string)
 }
 
-// New returns a hub; auth accepts or refuses each connection's peer.
+// New returns a hub; auth accepts or refuses each connection's peer, and
+// reads the client's hello, which precedes the stream's bytes
+// (control.Peers.Authenticate).
 func New(auth func(*net.UnixConn) error, logf func(string, ...any)) *Hub {
 	return &Hub{apps: map[string]*appHub{}, pts: -1, auth: auth, logf: logf}
 }
@@ -396,30 +402,39 @@ func (h *Hub) accept(a *appHub, ep string, l *net.UnixListener) {
 			}
 			return
 		}
-		if err := h.auth(c); err != nil {
-			h.logf("attach: app %q: refused a connection: %v", a.name, err)
-			_ = c.Close()
-			continue
-		}
-		if h.beforeRegister != nil {
-			h.beforeRegister(ep)
-		}
-		h.mu.Lock()
-		rs := a.run
-		h.mu.Unlock()
-		if rs == nil || !rs.add(c, ep != EpStdin) {
-			// Between runs: nothing to attach to.
-			_ = c.Close()
-			continue
-		}
-		switch ep {
-		case EpStdin:
-			go rs.input(c, nil)
-		case EpTTY:
-			go rs.input(c, rs.out[EpTTY].add(c))
-		default:
-			go rs.discard(c, rs.out[ep].add(c))
-		}
+		// Checked in a goroutine of its own: the check waits for the
+		// client's hello, which a client that says nothing would
+		// otherwise hold every later connection up for.
+		go h.take(a, ep, c)
+	}
+}
+
+// take checks the peer of a connection to a's endpoint ep and makes it a
+// client of the app's current run.
+func (h *Hub) take(a *appHub, ep string, c *net.UnixConn) {
+	if err := h.auth(c); err != nil {
+		h.logf("attach: app %q: refused a connection: %v", a.name, err)
+		_ = c.Close()
+		return
+	}
+	if h.beforeRegister != nil {
+		h.beforeRegister(ep)
+	}
+	h.mu.Lock()
+	rs := a.run
+	h.mu.Unlock()
+	if rs == nil || !rs.add(c, ep != EpStdin) {
+		// Between runs: nothing to attach to.
+		_ = c.Close()
+		return
+	}
+	switch ep {
+	case EpStdin:
+		rs.input(c, nil)
+	case EpTTY:
+		rs.input(c, rs.out[EpTTY].add(c))
+	default:
+		rs.discard(c, rs.out[ep].add(c))
 	}
 }
 

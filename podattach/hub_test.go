@@ -2,6 +2,7 @@ package podattach
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -14,6 +15,27 @@ import (
 
 	"github.com/pod1/pod1/podplan"
 )
+
+// testHello stands for the hello of pod1's clients (control.Hello), and
+// readHello for PID 1's peer check, which reads it: the hub passes on
+// nothing of it.
+const testHello = 'H'
+
+func sendHello(c net.Conn) error {
+	_, err := c.Write([]byte{testHello})
+	return err
+}
+
+func readHello(c *net.UnixConn) error {
+	var b [1]byte
+	if _, err := io.ReadFull(c, b[:]); err != nil {
+		return err
+	}
+	if b[0] != testHello {
+		return fmt.Errorf("no hello: %q", b[:])
+	}
+	return nil
+}
 
 // lockedBuf is an io.Writer tests read while Attach writes.
 type lockedBuf struct {
@@ -38,7 +60,7 @@ func (l *lockedBuf) String() string {
 // late PID 1 takes them (here 300 ms after the connect).
 func TestAttachInputWaitsForTheOutputClients(t *testing.T) {
 	t.Chdir(t.TempDir())
-	h := New(func(*net.UnixConn) error { return nil }, t.Logf)
+	h := New(readHello, t.Logf)
 	defer h.Close()
 	h.beforeRegister = func(ep string) {
 		if ep == EpStdout {
@@ -64,7 +86,7 @@ func TestAttachInputWaitsForTheOutputClients(t *testing.T) {
 	inR, inW := io.Pipe()
 	var out lockedBuf
 	done := make(chan error, 1)
-	go func() { done <- Attach("echo", Selection{Stdin: true, Stdout: true}, inR, &out, io.Discard) }()
+	go func() { done <- Attach("echo", Selection{Stdin: true, Stdout: true}, sendHello, inR, &out, io.Discard) }()
 	if _, err := io.WriteString(inW, "hello\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +119,7 @@ func TestAttachTypesNothingIntoTheTerminal(t *testing.T) {
 		t.Skip("a terminal needs a devpts instance of our own: root")
 	}
 	t.Chdir(t.TempDir())
-	h := New(func(*net.UnixConn) error { return nil }, t.Logf)
+	h := New(readHello, t.Logf)
 	defer h.Close()
 	r, err := h.Begin("mixed", podplan.Stdio{Stdin: podplan.StdioStream, Stdout: podplan.StdioTTY, Stderr: podplan.StdioTTY})
 	if err != nil {
@@ -126,7 +148,9 @@ func TestAttachTypesNothingIntoTheTerminal(t *testing.T) {
 
 	inR, inW := io.Pipe()
 	defer func() { _ = inW.Close() }()
-	go func() { _ = Attach("mixed", Selection{Stdin: true, TTYOut: true}, inR, io.Discard, io.Discard) }()
+	go func() {
+		_ = Attach("mixed", Selection{Stdin: true, TTYOut: true}, sendHello, inR, io.Discard, io.Discard)
+	}()
 	if _, err := io.WriteString(inW, "x\n"); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/pod1/pod1/appexec"
 	"github.com/pod1/pod1/cgroups"
+	"github.com/pod1/pod1/control"
 	"github.com/pod1/pod1/layout"
 )
 
@@ -64,6 +65,10 @@ type Pod struct {
 	// VolumeSources are the pod manifest's host volumes: PID 1, in a
 	// root of its own, keeps them reachable for apps added later.
 	VolumeSources []VolumeSource `json:"volumeSources,omitempty"`
+	// HostPidNS is the pid namespace run was started in, the host's:
+	// PID 1 serves its sockets to root peers of it alone (control.Peers).
+	// PID 1, in a root of its own, cannot open it to see for itself.
+	HostPidNS control.NamespaceID `json:"hostPidNS"`
 }
 
 // VolumeSource is a host volume's source, a directory unless File.

@@ -6,12 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strconv"
 
 	"github.com/appc/spec/schema/types"
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/control"
 	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/podattach"
 	"github.com/pod1/pod1/status"
@@ -58,12 +60,12 @@ func attachMain(args []string) int {
 		err = podattach.List(*app, os.Stdout)
 	case "auto-attach", "auto":
 		sel.Auto = true
-		err = podattach.Attach(*app, sel, os.Stdin, os.Stdout, os.Stderr)
+		err = podattach.Attach(*app, sel, helloPID1, os.Stdin, os.Stdout, os.Stderr)
 	case "custom-attach", "custom":
 		if !sel.TTYIn && !sel.TTYOut && !sel.Stdin && !sel.Stdout && !sel.Stderr {
 			return fail(fmt.Errorf("attach: custom-attach: no endpoint selected"))
 		}
-		err = podattach.Attach(*app, sel, os.Stdin, os.Stdout, os.Stderr)
+		err = podattach.Attach(*app, sel, helloPID1, os.Stdin, os.Stdout, os.Stderr)
 	default:
 		return fail(fmt.Errorf("attach: --action: %s is not one of list, auto-attach, custom-attach", strconv.Quote(*action)))
 	}
@@ -73,6 +75,9 @@ func attachMain(args []string) int {
 	}
 	return 0
 }
+
+// helloPID1 is the attach entry point's hello (cwd = the pod directory).
+func helloPID1(c net.Conn) error { return control.Hello(c, ".") }
 
 // diesWithCaller makes the kernel kill this process when the one that
 // started it (rkt attach) dies, and reports false if that has happened

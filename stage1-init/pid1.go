@@ -112,7 +112,8 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
 	o.logs = newForwarder(pod)
-	o.attach = podattach.New(control.Authenticate, o.logf)
+	peers := control.NewPeers(pod.HostPidNS)
+	o.attach = podattach.New(peers.Authenticate, o.logf)
 	o.logs.OnJournalError(func(err error) {
 		o.logf("journal: %v (lines it refuses are counted in the apps' records as logDropped)", err)
 	})
@@ -121,7 +122,7 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 		// App operations come over the control socket; it is up
 		// before the pod says it is ready for them.
 		p.calls = make(chan *control.Call)
-		closeCtl, err := control.Serve(p.calls, o.logf)
+		closeCtl, err := control.Serve(p.calls, peers, o.logf)
 		if err != nil {
 			return fail(fmt.Errorf("pod init: %w", err))
 		}

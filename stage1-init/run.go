@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/cgroups"
+	"github.com/pod1/pod1/control"
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/podlog"
@@ -487,6 +488,11 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 				return abortPlaced(err)
 			}
 		}
+	}
+	// Ours is the host's pid namespace: PID 1 serves its sockets to
+	// root peers of it alone, which are rkt's commands on the host.
+	if pod.HostPidNS, err = control.OwnPidNamespace(); err != nil {
+		return abortPlaced(err)
 	}
 	cfg, err := json.Marshal(pod)
 	if err != nil {

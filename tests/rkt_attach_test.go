@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/control"
 	"github.com/pod1/pod1/podattach"
 )
 
@@ -261,6 +262,9 @@ func TestRktAttachSlowClient(t *testing.T) {
 		defer unix.Close(fd)
 		c, err := net.Dial("unix", podattach.FdPath(fd, podattach.SocketName(ep)))
 		must(t, err)
+		// As pod1's attach entry point does first: PID 1 serves
+		// no other client.
+		must(t, control.Hello(c, filepath.Join(r.data, "pods/run", p.UUID)))
 		return c
 	}
 	// echo: a client that sends a line and never reads, one that
