@@ -278,7 +278,7 @@ const (
 //go:nosplit
 //go:norace
 func launchFinal(st *launchState) {
-	unix.RawSyscall(unix.SYS_SET_TID_ADDRESS, uintptr(unsafe.Pointer(&st.tid)), 0, 0)
+	_, _, _ = unix.RawSyscall(unix.SYS_SET_TID_ADDRESS, uintptr(unsafe.Pointer(&st.tid)), 0, 0)
 	if st.fp != nil {
 		if _, _, e := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(st.fp))); e != 0 {
 			st.step, st.errno = stepSeccomp, e
@@ -302,11 +302,11 @@ func launchFinal(st *launchState) {
 	// goes now, not only at execve (the set-up's report pipe among them,
 	// whose end PID 1 waits for); then it waits at its gate. The set-up
 	// process holds fds 3 to GateFd from its birth: the pipe is above.
-	unix.RawSyscall(unix.SYS_CLOSE_RANGE, 3, GateFd-1, 0)
+	_, _, _ = unix.RawSyscall(unix.SYS_CLOSE_RANGE, 3, GateFd-1, 0)
 	if st.errFd > GateFd+1 {
-		unix.RawSyscall(unix.SYS_CLOSE_RANGE, GateFd+1, uintptr(st.errFd-1), 0)
+		_, _, _ = unix.RawSyscall(unix.SYS_CLOSE_RANGE, GateFd+1, uintptr(st.errFd-1), 0)
 	}
-	unix.RawSyscall(unix.SYS_CLOSE_RANGE, uintptr(st.errFd+1), ^uintptr(0), 0)
+	_, _, _ = unix.RawSyscall(unix.SYS_CLOSE_RANGE, uintptr(st.errFd+1), ^uintptr(0), 0)
 	var b [1]byte
 	for {
 		_, _, e := unix.RawSyscall(unix.SYS_READ, GateFd, uintptr(unsafe.Pointer(&b[0])), 1)
@@ -314,7 +314,7 @@ func launchFinal(st *launchState) {
 			break
 		}
 	}
-	unix.RawSyscall(unix.SYS_SETSID, 0, 0, 0)
+	_, _, _ = unix.RawSyscall(unix.SYS_SETSID, 0, 0, 0)
 	if st.ctty {
 		if _, _, e := unix.RawSyscall(unix.SYS_IOCTL, 0, unix.TIOCSCTTY, 0); e != 0 {
 			childFail(st.errFd, stepCtty, e, status.CodeStage1Failure)
@@ -337,7 +337,7 @@ func launchFinal(st *launchState) {
 //go:norace
 func exitThread() {
 	for {
-		unix.RawSyscall(unix.SYS_EXIT, 0, 0, 0)
+		_, _, _ = unix.RawSyscall(unix.SYS_EXIT, 0, 0, 0)
 	}
 }
 
@@ -350,8 +350,8 @@ func childFail(fd int, step byte, e unix.Errno, code int) {
 	var b [8]byte
 	b[0] = step
 	b[4], b[5], b[6], b[7] = byte(e), byte(e>>8), byte(e>>16), byte(e>>24)
-	unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	_, _, _ = unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 	for {
-		unix.RawSyscall(unix.SYS_EXIT_GROUP, uintptr(code), 0, 0)
+		_, _, _ = unix.RawSyscall(unix.SYS_EXIT_GROUP, uintptr(code), 0, 0)
 	}
 }
