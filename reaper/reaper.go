@@ -194,6 +194,15 @@ func (r *Reaper) keep(e Exit) {
 	r.unclaimed[e.Pid] = e
 }
 
+// Kept reports whether an exit of pid, a child not registered, is kept
+// for a Claim.
+func (r *Reaper) Kept(pid int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.unclaimed[pid]
+	return ok
+}
+
 // Expect opens a window in which the exits of children not registered
 // are kept, for a Claim of one whose pid is not known yet; each Expect is
 // closed by one Unexpect.

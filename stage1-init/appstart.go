@@ -245,10 +245,46 @@ func (o *appOS) readReport(h *handover, rr *os.File) {
 	// One line, not to the pipe's end: the app's process, cloned while
 	// the set-up held the pipe, may hold it until its execve.
 	line, _ := bufio.NewReaderSize(io.LimitReader(rr, 32), 32).ReadString('\n')
-	if n, err := strconv.Atoi(strings.TrimSpace(line)); err == nil && n > 0 {
+	if n, err := strconv.Atoi(strings.TrimSpace(line)); err == nil && n > 0 && o.isAppProcess(h.app.Name, n) {
 		h.pid = n
+	} else if err == nil {
+		o.logf("app %q: its set-up reported pid %d, which is not a process of the app: ignored", h.app.Name, n)
 	}
 	o.reports <- h
+}
+
+// isAppProcess reports whether pid, reported as app's process, is one:
+// our child in the app's cgroup, or our child already reaped and kept for
+// its claim. The report pipe is in the app's process for an instant
+// after its birth, where an app that stopped it could reach it: what it
+// could write names at most another process of the same app.
+func (o *appOS) isAppProcess(app string, pid int) bool {
+	if o.reaper.Kept(pid) {
+		return true
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return o.reaper.Kept(pid)
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 2 || f[1] != strconv.Itoa(os.Getpid()) {
+		return false
+	}
+	if o.pod.Cgroup == nil {
+		return true
+	}
+	cg, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		return o.reaper.Kept(pid)
+	}
+	want := "/" + cgroups.AppsName + "/app-" + app
+	for _, l := range strings.Split(string(cg), "\n") {
+		if strings.HasSuffix(l, want) {
+			return true
+		}
+	}
+	return false
 }
 
 // Adopt takes the process a setup process reported as the app's: it is
