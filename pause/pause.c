@@ -19,7 +19,8 @@
  * detached procfs mounts of the apps' namespace (one for the set-up
  * process started ahead of the pod's configuration, one PID 1 keeps in
  * its own root for every later app) and the namespace itself, with one
- * byte, on fd 3. Then it leaves everything behind and reaps. It installs
+ * byte, on fd 3. Then it leaves everything behind but the pod's cgroups,
+ * which PID 1 hands it read-only (take_trees), and reaps. It installs
  * no signal handler and blocks only SIGCHLD, which it waits for: the
  * kernel drops every other signal sent to a namespace's init that has no
  * handler for it, from inside the namespace (a queued "fault" signal
@@ -38,6 +39,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -51,6 +53,10 @@
 #ifndef SYS_fsmount
 #define SYS_fsmount 432
 #endif
+#ifndef SYS_move_mount
+#define SYS_move_mount 429
+#endif
+#define MOVE_MOUNT_F_EMPTY_PATH_ 0x4
 #ifndef SYS_close_range
 #define SYS_close_range 436
 #endif
@@ -131,16 +137,88 @@ static int send_procfs(void)
 	return n == 1 ? 0 : -1;
 }
 
-/* empty_root leaves the pod's mounts: a mount namespace of our own whose
- * only mount is an empty read-only tmpfs, our root and cwd. */
-static int empty_root(void)
+/* mkdirs makes every directory of path (absolute) that is missing. */
+static int mkdirs(char *path)
+{
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		int r = mkdir(path, 0555);
+		*p = '/';
+		if (r < 0 && errno != EEXIST)
+			return -1;
+	}
+	return mkdir(path, 0555) < 0 && errno != EEXIST ? -1 : 0;
+}
+
+/* The most trees PID 1 hands over for our root: the pod's cgroups, one a
+ * hierarchy. */
+#define MAX_TREES 64
+
+/* take_trees receives from PID 1, on fd 3, the trees our root holds:
+ * 'r', then each tree's path NUL-terminated, with a detached read-only
+ * mount of each (SCM_RIGHTS), and attaches each at its path under
+ * EMPTY_ROOT. rkt's apps read their cgroups' limits through /proc/1/root,
+ * their pid 1's root, as rkt's stage1 let them (rkt's tests do); nothing
+ * else is there. A socket that ends first (PID 1 died) leaves it empty. */
+static int take_trees(void)
+{
+	static char buf[16384];
+	union {
+		char buf[CMSG_SPACE(MAX_TREES * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = {.iov_base = buf, .iov_len = sizeof buf - 1};
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
+	ssize_t n;
+	do
+		n = recvmsg(REPORT_FD, &msg, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0 || buf[0] != 'r')
+		return 0;
+	buf[n] = 0;
+	int fds[MAX_TREES], nfds = 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		int k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (int i = 0; i < k && nfds < MAX_TREES; i++)
+			memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+	}
+	char *p = buf + 1;
+	for (int i = 0; i < nfds && p < buf + n; i++) {
+		size_t len = strlen(p);
+		if (len == 0 || p[0] != '/' || strstr(p, "/..") || len > 4000) {
+			errno = EINVAL;
+			return fail("tree path");
+		}
+		char dst[4096 + sizeof EMPTY_ROOT];
+		memcpy(dst, EMPTY_ROOT, sizeof EMPTY_ROOT - 1);
+		memcpy(dst + sizeof EMPTY_ROOT - 1, p, len + 1);
+		if (mkdirs(dst) < 0)
+			return fail("tree mount point");
+		if (syscall(SYS_move_mount, fds[i], "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH_) < 0)
+			return fail("attach tree");
+		close(fds[i]);
+		p += len + 1;
+	}
+	return 0;
+}
+
+/* own_root leaves the pod's mounts: a mount namespace of our own whose
+ * only mounts are a read-only tmpfs, our root and cwd, and the trees PID 1
+ * hands over, read-only. */
+static int own_root(void)
 {
 	if (unshare(CLONE_NEWNS) < 0)
 		return fail("unshare mount namespace");
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return fail("make / private");
-	if (mount("tmpfs", EMPTY_ROOT, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=555,size=4k") < 0)
+	if (mount("tmpfs", EMPTY_ROOT, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=555,size=64k") < 0)
 		return fail("mount tmpfs");
+	if (take_trees() != 0)
+		return 254;
 	if (chdir(EMPTY_ROOT) < 0)
 		return fail("chdir");
 	if (syscall(SYS_pivot_root, ".", ".") < 0)
@@ -190,12 +268,16 @@ int main(void)
 	}
 	if (send_procfs() < 0)
 		return fail("send procfs");
-	close(REPORT_FD);
-	int code = empty_root();
+	int code = own_root();
 	if (code == 0)
 		code = drop_everything();
 	if (code != 0)
 		return code;
+	/* PID 1 starts no app before it hears this. */
+	char done = 'd';
+	while (write(REPORT_FD, &done, 1) < 0 && errno == EINTR)
+		;
+	close(REPORT_FD);
 	/* Nothing of the pod's: not even its console. */
 	syscall(SYS_close_range, 0U, ~0U, 0);
 	for (;;) {

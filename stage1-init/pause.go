@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/appexec"
+	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/reaper"
 )
 
@@ -79,7 +81,6 @@ func startPause(r *reaper.Reaper) (*pause, error) {
 // pod1-pause makes (one for the spare, one for PID 1's root), and the
 // namespace; it waits for them.
 func (pz *pause) procfs() ([2]int, error) {
-	defer pz.sock.Close()
 	var b [1]byte
 	oob := make([]byte, unix.CmsgSpace(3*4))
 	for {
@@ -106,6 +107,65 @@ func (pz *pause) procfs() ([2]int, error) {
 		}
 		pz.pidns = got[2]
 		return [2]int{got[0], got[1]}, nil
+	}
+}
+
+// giveRoot hands pod1-pause, read-only, the trees its root holds: the
+// pod's cgroups, at their paths, cloned from PID 1's own root (rkt's apps
+// read their limits through /proc/1/root/sys/fs/cgroup, their pid 1's
+// root, as rkt's stage1 let them; rkt's suite does). awaitRoot waits
+// until it has left everything else behind.
+func (pz *pause) giveRoot(cg *cgroups.Group) error {
+	var paths []string
+	if cg != nil {
+		for _, d := range cg.Dirs() {
+			if !slices.Contains(paths, d) {
+				paths = append(paths, d)
+			}
+		}
+	}
+	msg := []byte{'r'}
+	var fds []int
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for _, d := range paths {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, d, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			return fmt.Errorf("%s's root: %s: %w", rolePause, d, err)
+		}
+		fds = append(fds, fd)
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+			return fmt.Errorf("%s's root: %s: %w", rolePause, d, err)
+		}
+		msg = append(append(msg, d...), 0)
+	}
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	if err := unix.Sendmsg(int(pz.sock.Fd()), msg, oob, nil, 0); err != nil {
+		return fmt.Errorf("%s's root: %w", rolePause, err)
+	}
+	return nil
+}
+
+// awaitRoot waits for pod1-pause to say it holds nothing any more.
+func (pz *pause) awaitRoot() error {
+	defer pz.sock.Close()
+	var b [1]byte
+	for {
+		n, err := unix.Read(int(pz.sock.Fd()), b[:])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n != 1 || b[0] != 'd' {
+			return fmt.Errorf("%s ended before it left the pod's mounts (see its error above)", rolePause)
+		}
+		return nil
 	}
 }
 

@@ -105,6 +105,9 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	if err := enterOwnRoot(pod, procfs[1]); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
+	if err := pz.giveRoot(pod.Cgroup); err != nil {
+		return fail(fmt.Errorf("pod init: %w", err))
+	}
 	if o.dir, err = status.OpenDir(layout.StatusDir); err != nil {
 		return fail(fmt.Errorf("pod init: status directory: %w", err))
 	}
@@ -130,6 +133,10 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	}
 	// Nothing starts before run has placed PID 1 in its cgroups.
 	if err := hostDone(); err != nil {
+		return fail(fmt.Errorf("pod init: %w", err))
+	}
+	// No app before pod1-pause holds nothing.
+	if err := pz.awaitRoot(); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
 	// pod1-pause was born before: it joins PID 1's cgroups, the pod's,

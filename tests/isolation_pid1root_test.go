@@ -46,9 +46,12 @@ func lookAtPID1(pid string) []string {
 }
 
 // lookAtPause is what an app that may read its pid 1's /proc entries
-// finds there: pod1-pause, with no capability, no descriptor and an empty
-// read-only root.
-var lookAtPause = probe("ls", "/proc/1/root/", "+", "mkdir", "/proc/1/root/planted", "+", "readlink", "/proc/1/exe",
+// finds there: pod1-pause, with no capability, no descriptor and a
+// read-only root holding the pod's cgroups, read-only, and nothing else:
+// no file there opens for writing (a cgroup's cgroup.procs, pids.max,
+// cgroup.freeze, the stage1's own among them).
+var lookAtPause = probe("ls", "/proc/1/root/", "+", "mkdir", "/proc/1/root/planted", "+", "mkdir", "/proc/1/root/sys/fs/cgroup/planted",
+	"+", "write-all", "/proc/1/root/sys/fs/cgroup", "+", "readlink", "/proc/1/exe",
 	"+", "open-write", "/proc/1/exe", "+", "fdlinks", "1", "+", "status-of", "1", "+", "sleep", "1h")
 
 // T19, T4, T-ROOT-2: PID 1's /proc/PID/root holds nothing of the host and
@@ -121,12 +124,16 @@ func TestPID1HasARootOfItsOwn(t *testing.T) {
 			}
 			// pod1-pause, as the app sees it.
 			for _, w := range []string{
-				"ls /proc/1/root/ ", "mkdir /proc/1/root/planted EROFS", "readlink /proc/1/exe -> /",
-				"open-write /proc/1/exe ETXTBSY", "status-of 1 CapEff 0000000000000000", "status-of 1 CapBnd 0000000000000000",
+				"ls /proc/1/root/ sys", "mkdir /proc/1/root/planted EROFS", "mkdir /proc/1/root/sys/fs/cgroup/planted EROFS",
+				"readlink /proc/1/exe -> /", "open-write /proc/1/exe ETXTBSY",
+				"status-of 1 CapEff 0000000000000000", "status-of 1 CapBnd 0000000000000000",
 			} {
 				if !strings.Contains(app, w+"\n") {
 					t.Errorf("app: missing %q", w)
 				}
+			}
+			if l := r.Line(t, "write-all "); !strings.Contains(l, " ok=0 ") || strings.Contains(l, " of=0") {
+				t.Errorf("app: %q: files of the pod's cgroups open for writing, or none seen", l)
 			}
 			if strings.Contains(app, "fdlinks 1 ") {
 				t.Errorf("pod1-pause holds descriptors: %q", r.Lines("fdlinks 1 "))

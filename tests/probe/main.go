@@ -167,6 +167,8 @@ func run(cmd string, a []string) error {
 		return err
 	case "spy":
 		return spy(a)
+	case "write-all":
+		return writeAll(arg(a, 0))
 	case "procs":
 		// Live processes this app can see in the pod.
 		n, err := liveProcs()
