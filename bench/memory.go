@@ -78,7 +78,7 @@ func (b *bench) measureMemory() *section {
 	s.targets = []targetLine{{4, "target: 4 MiB RSS (issue 7)"}, {3, "target: 3 MiB RSS (issue 16)"}}
 	s.desc = "RSS and PSS (from /proc/PID/smaps_rollup) summed over the runtime's own resident processes, the app " +
 		"(the static probe sleeping) and its children excluded, read " + settle.String() + " after the app started. " +
-		"pod1: the run process (which holds the lock and waits), the pod's PID 1 and the lock keeper. nspawn + systemd: nspawn, the " +
+		"pod1: the run process (which holds the lock and waits), the pod's PID 1, pod1-pause (the apps' pid namespace's init) and the lock keeper. nspawn + systemd: nspawn, the " +
 		"container's systemd, journald and whatever else the boot left running. crun: the `crun run` process that " +
 		"stays as the container's parent. conmon: the conmon monitor alone (crun exits after create and start). " +
 		"tini and catatonit: the PID 1 process alone, started by `unshare -pf --mount-proc` (unshare not counted)."
@@ -114,8 +114,16 @@ func (b *bench) measureMemory() *section {
 			}
 			time.Sleep(settle)
 			// The run process and its children, PID 1 and the
-			// lock keeper.
-			return rec("pod1 stage1", r, append([]int{c.pid}, children(c.pid)...))
+			// lock keeper, and PID 1's pod1-pause.
+			procs := append([]int{c.pid}, children(c.pid)...)
+			for _, p := range children(c.pid) {
+				for _, q := range children(p) {
+					if argv0(q) == "pod1-pause" {
+						procs = append(procs, q)
+					}
+				}
+			}
+			return rec("pod1 stage1", r, procs)
 		}},
 		b.memPeer("systemd-nspawn + systemd + journald", func() (spec, error) {
 			root, err := b.sdTree("mem", sleepArgv, "")

@@ -146,11 +146,15 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 			return fail(fmt.Errorf("pod init: %s: %w", rolePause, err))
 		}
 	}
-	var gate [2]int
-	if err := unix.Pipe2(gate[:], unix.O_CLOEXEC); err != nil {
-		return fail(fmt.Errorf("pod init: gate: %w", err))
+	// The gate matters only among several apps: one app's process goes
+	// at once.
+	if len(p.sup.Apps()) > 1 {
+		var gate [2]int
+		if err := unix.Pipe2(gate[:], unix.O_CLOEXEC); err != nil {
+			return fail(fmt.Errorf("pod init: gate: %w", err))
+		}
+		o.gate, o.gateW = gate[0], gate[1]
 	}
-	o.gate, o.gateW = gate[0], gate[1]
 	o.hostIsReady()
 	// A stop asked while the apps start is acted on before the next one
 	// starts, not after all of them.
