@@ -129,7 +129,7 @@ func TestBadFlagsAreRefused(t *testing.T) {
 		{"hostname-newline", []string{"--net=none", "--hostname=box\n10.0.0.1"}, `--hostname="box\n10.0.0.1"`},
 		{"hostname-long", []string{"--net=none", "--hostname=" + strings.Repeat("a", 60) + ".bcde"}, "--hostname="},
 		{"hostname-label", []string{"--net=none", "--hostname=-box"}, "--hostname="},
-		{"hostname-underscore", []string{"--net=none", "--hostname=a_b"}, "--hostname="},
+		{"hostname-space", []string{"--net=none", "--hostname=a b"}, "--hostname="},
 		{"private-users-form", []string{"--private-users=100000"}, `--private-users="100000": want BASE:COUNT`},
 		{"private-users-number", []string{"--private-users=1e5:65536"}, `--private-users="1e5:65536": want BASE:COUNT, two decimal numbers`},
 		{"private-users-host-root", []string{"--private-users=0:65536"}, "BASE 0 would make the apps' root the host's root"},
