@@ -107,38 +107,24 @@ func setName(f *seccomp.Filter) string {
 	return "remove"
 }
 
-// Exec makes the calling process the command argv of the app: it enters
-// the app's working directory, finds argv[0] in the app's PATH, applies the
-// app's isolation (isolate, then the seccomp filter) and execs. It is the
-// one way a process becomes part of an app: the app's first process (after
-// Child set its root up) and every process enter starts in it.
+// Exec makes the calling process the command argv of the app: it applies
+// the app's isolation (isolate, then the seccomp filter) and execs, after
+// command. It serves a process that is the app's already: one in the
+// app's user namespace and the apps' pid namespace, which Launch cloned
+// (--private-users); Launch is the way otherwise.
 //
 // The caller must be the process that is to become the command, on a
 // thread locked with runtime.LockOSThread, still root with its
-// capabilities, already in the app's namespaces and root (enter: after
-// setns into them), in a session of its own if it wants one. It returns
-// only on failure, with the exit code to report: 127 when the executable
-// does not exist, 126 when it cannot be executed, 254 when the isolation
-// could not be applied; the process must then exit.
+// capabilities (its user namespace's), in the app's namespaces and root,
+// in a session of its own if it wants one. It returns only on failure,
+// with the exit code to report: 127 when the executable does not exist,
+// 126 when it cannot be executed, 254 when the isolation could not be
+// applied; the process must then exit.
 func Exec(s *Spec, argv []string) (int, error) {
 	const setupFailed = status.CodeStage1Failure
-	if len(argv) == 0 {
-		return setupFailed, errors.New("exec: empty command")
-	}
-	if err := chdirChecked(s.WorkingDir); err != nil {
-		return setupFailed, err
-	}
-	argv0, err := lookPath(argv[0], s.Env)
+	c, code, err := command(s, argv)
 	if err != nil {
-		return execCode(err), fmt.Errorf("exec %s: %w", argv[0], err)
-	}
-	missing := missingFile(argv0)
-	if err := notOnProcfs(argv0); err != nil {
-		return execCode(err), execError(argv0, missing, err)
-	}
-	x, err := prepareExec(argv0, argv, s.Env)
-	if err != nil {
-		return setupFailed, fmt.Errorf("exec %s: %w", argv0, err)
+		return code, err
 	}
 	// From here to execve nothing may allocate: a garbage collection
 	// could park this thread in futex(2), which a strict allow-list
@@ -148,13 +134,46 @@ func Exec(s *Spec, argv []string) (int, error) {
 	if err != nil {
 		return setupFailed, err
 	}
-	installed, e := installAndExec(fp, x)
+	installed, e := installAndExec(fp, c.x)
 	runtime.KeepAlive(fp)
-	runtime.KeepAlive(x)
+	runtime.KeepAlive(c.x)
 	if !installed {
 		return setupFailed, fmt.Errorf("isolator %s-%s-set: seccomp(SET_MODE_FILTER): %w", isoSeccomp, setName(s.Isolation.Seccomp), e)
 	}
-	return execCode(e), execError(argv0, missing, e)
+	return execCode(e), execError(c.argv0, c.missing, e)
+}
+
+// preparedCommand is argv of the app, found and checked, ready for execve.
+type preparedCommand struct {
+	argv0   string
+	missing string // what a failed exec of argv0 misses (missingFile)
+	x       *preparedExec
+}
+
+// command enters the app's working directory, finds argv[0] in the app's
+// PATH and checks it (notOnProcfs); on failure it returns the code to
+// report.
+func command(s *Spec, argv []string) (*preparedCommand, int, error) {
+	const setupFailed = status.CodeStage1Failure
+	if len(argv) == 0 {
+		return nil, setupFailed, errors.New("exec: empty command")
+	}
+	if err := chdirChecked(s.WorkingDir); err != nil {
+		return nil, setupFailed, err
+	}
+	argv0, err := lookPath(argv[0], s.Env)
+	if err != nil {
+		return nil, execCode(err), fmt.Errorf("exec %s: %w", argv[0], err)
+	}
+	missing := missingFile(argv0)
+	if err := notOnProcfs(argv0); err != nil {
+		return nil, execCode(err), execError(argv0, missing, err)
+	}
+	x, err := prepareExec(argv0, argv, s.Env)
+	if err != nil {
+		return nil, setupFailed, fmt.Errorf("exec %s: %w", argv0, err)
+	}
+	return &preparedCommand{argv0: argv0, missing: missing, x: x}, 0, nil
 }
 
 // execError words a failed exec of argv0: a missing file as rkt's stage1

@@ -2,7 +2,6 @@ package appexec
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -121,26 +120,12 @@ func mountAppsProc(root *os.File, target string) error {
 // would gain nothing.
 func Launch(s *Spec, argv []string, pidns int, ctty bool, then func(pid int, execErr func() error) int) (int, error) {
 	const setupFailed = status.CodeStage1Failure
-	if len(argv) == 0 {
-		return setupFailed, errors.New("exec: empty command")
-	}
 	if err := joinAppsPidNS(pidns); err != nil {
 		return setupFailed, err
 	}
-	if err := chdirChecked(s.WorkingDir); err != nil {
-		return setupFailed, err
-	}
-	argv0, err := lookPath(argv[0], s.Env)
+	c, code, err := command(s, argv)
 	if err != nil {
-		return execCode(err), fmt.Errorf("exec %s: %w", argv[0], err)
-	}
-	missing := missingFile(argv0)
-	if err := notOnProcfs(argv0); err != nil {
-		return execCode(err), execError(argv0, missing, err)
-	}
-	x, err := prepareExec(argv0, argv, s.Env)
-	if err != nil {
-		return setupFailed, fmt.Errorf("exec %s: %w", argv0, err)
+		return code, err
 	}
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
@@ -158,7 +143,7 @@ func Launch(s *Spec, argv []string, pidns int, ctty bool, then func(pid int, exe
 		unix.Close(errWrite)
 		return setupFailed, err
 	}
-	st := &launchState{fp: fp, x: x, errFd: errWrite, ctty: ctty, tid: int32(unix.Gettid())}
+	st := &launchState{fp: fp, x: c.x, errFd: errWrite, ctty: ctty, tid: int32(unix.Gettid())}
 	if err := st.finalCaps(s.UID == 0); err != nil {
 		unix.Close(errRead)
 		unix.Close(errWrite)
@@ -171,8 +156,9 @@ func Launch(s *Spec, argv []string, pidns int, ctty bool, then func(pid int, exe
 	go func() {
 		st.wait()
 		unix.Close(st.errFd)
-		os.Exit(then(st.pid, func() error { return st.result(errRead, s, argv0, missing) }))
+		os.Exit(then(st.pid, func() error { return st.result(errRead, s, c.argv0, c.missing) }))
 	}()
+	runtime.KeepAlive(c)
 	launchFinal(st)
 	panic("unreachable")
 }
