@@ -278,6 +278,12 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 		}
 		defer undo()
 	}
+	// pod1-pause, which PID 1 starts, from next to our binary.
+	pause, err := readOnlyTree(pauseBinaryName)
+	if err != nil {
+		return fail(err)
+	}
+	defer pause.Close()
 	logFds, err := openLogSinks(podDir, pod)
 	if err != nil {
 		return fail(err)
@@ -315,20 +321,6 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	// (bench/profile.md) for a pidfd we never use.
 	// PID 1 is the start-path binary, not this one: it links only what
 	// PID 1 and the apps' set-up need (bench/profile.md, issue 16).
-	pause, err := readOnlyTree(pauseBinaryName)
-	if err != nil {
-		pr.Close()
-		pw.Close()
-		rr.Close()
-		rw.Close()
-		unix.Close(commitR)
-		unix.Close(commitW)
-		if self >= 0 {
-			unix.Close(self)
-		}
-		return fail(err)
-	}
-	defer pause.Close()
 	files := pid1Files(pr, self, rw, logFds, commitW, pause)
 	exe, exePath, err := readOnlySibling(initBinary, files)
 	if err != nil {
