@@ -144,3 +144,40 @@ func parentPidNS(t *testing.T, pid int) string {
 	}
 	return ns
 }
+
+// Issue 33 item 8: an app holding every capability outside the escape set
+// tries everything it could to keep its pod alive past a forced stop:
+// freeze the pod's cgroup, PID 1's and its own (cgroup.freeze, v1's
+// freezer.state), raise their pids.max, move itself into PID 1's cgroup,
+// in its own view of the cgroup tree and through its pid 1's root. Each
+// write fails, and stop --force ends the pod and frees the lock at once.
+// Before, PID 1's root held the pod's cgroups writable, and the app
+// reached it: it froze PID 1, and stop --force returned with the pod
+// running and its lock held.
+func TestForcedStopEndsAPodWhateverItsAppsWrite(t *testing.T) {
+	p := isoPod(t, []App{{Name: "a", Exec: probe("freeze-pod", "+", "sleep", "1h"),
+		Annotations: map[string]string{"pod1/stop-grace-period": "1h"}}},
+		Isolators{"a": {isolator("os/linux/capabilities-retain-set", map[string]any{"set": allButEscape()})}}, nil)
+	r := start(t, p, RunOpts{})
+	podPid(t, p)
+	waitFor(t, eventDeadline, "the app's attempts", func() bool { return strings.Contains(r.Stdout.String(), "freeze-pod done") })
+	if code, out := stopEntry(t, p, "--force"); code != 0 {
+		t.Fatalf("stop --force: exit %d: %s", code, out)
+	}
+	waitFor(t, eventDeadline, "the lock free", func() bool { return !locked(t, p.Dir) })
+	r.Wait(t)
+	out := r.Stdout.String()
+	tried := 0
+	for _, l := range r.Lines("freeze-pod /") {
+		tried++
+		if strings.HasSuffix(l, " ok") {
+			t.Errorf("the app wrote: %q", l)
+		}
+	}
+	if tried == 0 {
+		t.Errorf("the app found no cgroup file to write: %s", out)
+	}
+	if got := p.Status(t, "a"); got != 137 {
+		t.Errorf("a: status %d, want 137", got)
+	}
+}

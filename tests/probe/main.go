@@ -169,6 +169,8 @@ func run(cmd string, a []string) error {
 		return spy(a)
 	case "write-all":
 		return writeAll(arg(a, 0))
+	case "freeze-pod":
+		return freezePod()
 	case "procs":
 		// Live processes this app can see in the pod.
 		n, err := liveProcs()

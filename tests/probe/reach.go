@@ -107,3 +107,54 @@ func writeAll(dir string) error {
 	fmt.Printf("write-all %s ok=%d of=%d\n", dir, ok, all)
 	return nil
 }
+
+// freezePod tries what an app that wants to hold its pod's lock would:
+// to freeze the pod's own cgroup, PID 1's (stage1) and its own, to raise
+// their pids.max and to move itself into PID 1's, in its own view of the
+// cgroup tree and through its pid 1's root, with cgroup2's files and v1's.
+// It reports "freeze-pod PATH ERRNO|ok" for each write.
+func freezePod() error {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return err
+	}
+	var paths []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.SplitN(l, ":", 3)
+		if len(f) != 3 {
+			continue
+		}
+		own := f[2]
+		pod := strings.TrimSuffix(strings.TrimSuffix(own, "/app-"+filepath.Base(own)), "/apps")
+		for _, root := range []string{"", "/proc/1/root"} {
+			for _, mount := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified", "/sys/fs/cgroup/pids", "/sys/fs/cgroup/freezer"} {
+				for _, g := range []string{pod, pod + "/stage1", own} {
+					paths = append(paths, root+mount+g)
+				}
+			}
+		}
+	}
+	seen := map[string]bool{}
+	self := []byte(strconv.Itoa(os.Getpid()))
+	for _, d := range paths {
+		if seen[d] {
+			continue
+		}
+		seen[d] = true
+		for _, w := range []struct{ file, data string }{
+			{"cgroup.freeze", "1"}, {"freezer.state", "FROZEN"}, {"pids.max", "max"}, {"cgroup.procs", string(self)},
+		} {
+			p := d + "/" + w.file
+			if _, err := os.Stat(p); err != nil {
+				continue
+			}
+			res := "ok"
+			if err := os.WriteFile(p, []byte(w.data), 0); err != nil {
+				res = errnoOf(err)
+			}
+			fmt.Printf("freeze-pod %s %s\n", p, res)
+		}
+	}
+	fmt.Println("freeze-pod done")
+	return nil
+}
