@@ -18,6 +18,7 @@ import (
 
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/network/netinfo"
+	"github.com/pod1/pod1/safefile"
 )
 
 // Host ports are one host's: the portmap plugin appends each pod's jump
@@ -367,7 +368,7 @@ func podRunning(podDir, uuid string) (bool, error) {
 		switch {
 		case err == nil:
 			defer unix.Close(fd)
-			return lockHeld(fd)
+			return safefile.LockHeld(fd)
 		case !errors.Is(err, unix.ENOENT):
 			return false, err
 		}
@@ -378,20 +379,6 @@ func podRunning(podDir, uuid string) (bool, error) {
 		}
 	}
 	return netnsInUse(uuid)
-}
-
-// lockHeld tests a pod directory's lock as rkt does: a shared,
-// non-blocking lock on our own open file, released at once.
-func lockHeld(fd int) (bool, error) {
-	err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB)
-	switch {
-	case err == nil:
-		_ = unix.Flock(fd, unix.LOCK_UN)
-		return false, nil
-	case errors.Is(err, unix.EWOULDBLOCK):
-		return true, nil
-	}
-	return false, err
 }
 
 // netnsInUse reports whether a process is in the pod's network namespace

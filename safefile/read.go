@@ -119,3 +119,18 @@ func readRegular(fd int, name string, max int64, buf []byte) ([]byte, error) {
 	}
 	return b[:n], nil
 }
+
+// LockHeld tests a pod directory's lock as rkt does (a pod is running
+// while its directory's exclusive lock is held): a shared, non-blocking
+// flock on our own open file description of it, fd, released at once.
+func LockHeld(fd int) (bool, error) {
+	err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB)
+	switch {
+	case err == nil:
+		_ = unix.Flock(fd, unix.LOCK_UN)
+		return false, nil
+	case errors.Is(err, unix.EWOULDBLOCK):
+		return true, nil
+	}
+	return false, err
+}

@@ -71,7 +71,7 @@ func readIn(dataDir string, dfd int, d *stateDir, uuid string, detail Detail, m 
 	defer unix.Close(fd)
 	p := &Pod{UUID: uuid, Dir: dir, State: d.unlocked}
 	if !d.lockMeaningless {
-		held, err := lockHeld(fd)
+		held, err := safefile.LockHeld(fd)
 		if err != nil {
 			return nil, fmt.Errorf("pod %s: lock test: %w", uuid, err)
 		}
@@ -146,20 +146,6 @@ func (d *podDir) mtime(name string) time.Time {
 		return time.Time{}
 	}
 	return time.Unix(st.Mtim.Unix())
-}
-
-// lockHeld tests the pod directory's lock the way rkt does: a shared,
-// non-blocking flock on our own open file description, released at once.
-func lockHeld(fd int) (bool, error) {
-	err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB)
-	switch {
-	case err == nil:
-		_ = unix.Flock(fd, unix.LOCK_UN)
-		return false, nil
-	case errors.Is(err, unix.EWOULDBLOCK):
-		return true, nil
-	}
-	return false, err
 }
 
 // readAt fills in everything but the state from the open pod directory,
