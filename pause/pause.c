@@ -206,15 +206,11 @@ static int take_trees(void)
 	return 0;
 }
 
-/* own_root leaves the pod's mounts: a mount namespace of our own whose
- * only mounts are a read-only tmpfs, our root and cwd, and the trees PID 1
- * hands over, read-only. */
+/* own_root leaves the pod's mounts, in the mount namespace of our own that
+ * main made: its only mounts become a read-only tmpfs, our root and cwd,
+ * and the trees PID 1 hands over, read-only. */
 static int own_root(void)
 {
-	if (unshare(CLONE_NEWNS) < 0)
-		return fail("unshare mount namespace");
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		return fail("make / private");
 	if (mount("tmpfs", EMPTY_ROOT, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=555,size=64k") < 0)
 		return fail("mount tmpfs");
 	if (take_trees() != 0)
@@ -266,6 +262,13 @@ int main(void)
 		fprintf(stderr, "stage1: pod1-pause: not the init of a pid namespace\n");
 		return 254;
 	}
+	/* A mount namespace of our own first: once it has our procfs
+	 * instances, PID 1 pivots into its own root, which would be ours
+	 * too while we shared its namespace. */
+	if (unshare(CLONE_NEWNS) < 0)
+		return fail("unshare mount namespace");
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return fail("make / private");
 	if (send_procfs() < 0)
 		return fail("send procfs");
 	int code = own_root();
