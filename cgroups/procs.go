@@ -264,12 +264,14 @@ func (g *Group) killTree() (left string) {
 	return left
 }
 
-// subdirs lists d and every directory below it, parents first.
+// subdirs lists d and every directory below it, parents first. d may
+// name a directory through a link (PID 1's /proc/self/fd/N): the walk
+// starts below the trailing slash, which resolves it.
 func subdirs(d string) []string {
 	var subs []string
-	_ = filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
+	_ = filepath.WalkDir(d+"/", func(p string, e os.DirEntry, err error) error {
 		if err == nil && e.IsDir() {
-			subs = append(subs, p)
+			subs = append(subs, filepath.Clean(p))
 		}
 		return nil
 	})

@@ -123,10 +123,10 @@ func (c *Call) Reply(resp Response) {
 	_ = c.conn.Close()
 }
 
-// Serve listens on SocketPath (relative to the cwd) and delivers every
-// request whose peer peers accepts on calls. It returns once listening;
-// errors afterwards are logged with logf.
-func Serve(calls chan<- *Call, peers *Peers, logf func(string, ...any)) (func(), error) {
+// Listen makes the control socket at SocketPath (relative to the cwd).
+// PID 1 does it before it pivots: in its own root the directory holding
+// the socket is read-only.
+func Listen() (*net.UnixListener, error) {
 	_ = os.Remove(SocketPath)
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: SocketPath, Net: "unix"})
 	if err != nil {
@@ -136,6 +136,12 @@ func Serve(calls chan<- *Call, peers *Peers, logf func(string, ...any)) (func(),
 		l.Close()
 		return nil, err
 	}
+	return l, nil
+}
+
+// Serve delivers every request on l whose peer peers accepts on calls.
+// Errors are logged with logf. The function it returns closes l.
+func Serve(l *net.UnixListener, calls chan<- *Call, peers *Peers, logf func(string, ...any)) func() {
 	go func() {
 		for {
 			c, err := l.AcceptUnix()
@@ -148,7 +154,7 @@ func Serve(calls chan<- *Call, peers *Peers, logf func(string, ...any)) (func(),
 			go receive(c, calls, peers, logf)
 		}
 	}()
-	return func() { l.Close() }, nil
+	return func() { l.Close() }
 }
 
 func receive(c *net.UnixConn, calls chan<- *Call, peers *Peers, logf func(string, ...any)) {

@@ -89,7 +89,11 @@ func AppDir(app string) string { return path.Join(layout.AttachDir, app) }
 
 // Hub serves the attachable stdio of a pod's apps. It is PID 1's.
 type Hub struct {
-	mu   sync.Mutex
+	mu sync.Mutex
+	// dir is where the apps' directories are made: layout.AttachDir
+	// (the cwd is the pod directory), or another path to it (PID 1
+	// writes through a descriptor it kept from before it pivoted).
+	dir  string
 	apps map[string]*appHub
 	// pts is a directory fd on a devpts instance of PID 1's own (-1
 	// before the first terminal).
@@ -107,8 +111,13 @@ type Hub struct {
 // New returns a hub; auth accepts or refuses each connection's peer, and
 // reads the client's hello, which precedes the stream's bytes
 // (control.Peers.Authenticate).
-func New(auth func(*net.UnixConn) error, logf func(string, ...any)) *Hub {
-	return &Hub{apps: map[string]*appHub{}, pts: -1, auth: auth, logf: logf}
+//
+// dir is the attach directory (layout.AttachDir, or "" for it).
+func New(dir string, auth func(*net.UnixConn) error, logf func(string, ...any)) *Hub {
+	if dir == "" {
+		dir = layout.AttachDir
+	}
+	return &Hub{dir: dir, apps: map[string]*appHub{}, pts: -1, auth: auth, logf: logf}
 }
 
 // appHub is one app's endpoints, kept across its runs.
@@ -313,7 +322,7 @@ func (h *Hub) Remove(app string) {
 	}
 	delete(h.apps, app)
 	h.dropLocked(a)
-	_ = os.RemoveAll(AppDir(app))
+	_ = os.RemoveAll(path.Join(h.dir, app))
 }
 
 func (h *Hub) dropLocked(a *appHub) {
@@ -348,10 +357,10 @@ func (h *Hub) Close() {
 // serve creates the app's directory, listens on its endpoints and writes
 // the endpoints file last: once it exists, every socket accepts.
 func (h *Hub) serve(app string, eps []string) (*appHub, error) {
-	if err := os.MkdirAll(layout.AttachDir, 0o700); err != nil {
+	if err := os.MkdirAll(h.dir, 0o700); err != nil {
 		return nil, err
 	}
-	dir := AppDir(app)
+	dir := path.Join(h.dir, app)
 	_ = os.RemoveAll(dir)
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, err

@@ -60,7 +60,7 @@ func (l *lockedBuf) String() string {
 // late PID 1 takes them (here 300 ms after the connect).
 func TestAttachInputWaitsForTheOutputClients(t *testing.T) {
 	t.Chdir(t.TempDir())
-	h := New(readHello, t.Logf)
+	h := New("", readHello, t.Logf)
 	defer h.Close()
 	h.beforeRegister = func(ep string) {
 		if ep == EpStdout {
@@ -119,7 +119,7 @@ func TestAttachTypesNothingIntoTheTerminal(t *testing.T) {
 		t.Skip("a terminal needs a devpts instance of our own: root")
 	}
 	t.Chdir(t.TempDir())
-	h := New(readHello, t.Logf)
+	h := New("", readHello, t.Logf)
 	defer h.Close()
 	r, err := h.Begin("mixed", podplan.Stdio{Stdin: podplan.StdioStream, Stdout: podplan.StdioTTY, Stderr: podplan.StdioTTY})
 	if err != nil {

@@ -340,7 +340,7 @@ func (o *appOS) forget(name string) {
 			o.logf("app %q: remove %s: %v", name, f, err)
 		}
 	}
-	if err := os.Remove(layout.AppSpec(name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(written(layout.AppSpec(name))); err != nil && !errors.Is(err, os.ErrNotExist) {
 		o.logf("app %q: remove spec: %v", name, err)
 	}
 }

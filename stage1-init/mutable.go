@@ -98,7 +98,7 @@ func (p *pid1) addApp(name string, raw json.RawMessage) error {
 	}
 	return p.sup.AddApp(&cfg, func() error {
 		// Saved first: enter builds its process from it.
-		if err := safefile.WriteIn(layout.AppSpecDir, name+".json", b, 0o644, safefile.Volatile); err != nil {
+		if err := safefile.WriteIn(written(layout.AppSpecDir), name+".json", b, 0o644, safefile.Volatile); err != nil {
 			return fmt.Errorf("save spec: %w", err)
 		}
 		return nil

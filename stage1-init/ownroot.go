@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/appexec"
+	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/podplan"
 )
@@ -31,12 +32,14 @@ import (
 // it has on the host, so that no other code changes:
 //
 //   - the pod directory, read-only, recursively (the stage1 image, which
-//     rkt's gc later runs as host root, and the apps' trees);
-//   - writable on top of it: the stage1's rkt/ directory (statuses,
-//     supervisor-status, PID 1's own files and control socket) and, for a
-//     mutable pod, the shared volumes directory;
+//     rkt's gc later runs as host root, and the apps' trees), the stage1's
+//     rkt/ directory included (statuses, supervisor-status, the saved
+//     specs and options, the control and attach sockets);
+//   - writable on top of it, for a mutable pod, the shared volumes
+//     directory;
 //   - each volume source of the pod's apps, as it is;
-//   - the pod's own cgroups, and no other part of any hierarchy;
+//   - the pod's own cgroups, read-only, and no other part of any
+//     hierarchy;
 //   - a procfs of the pod's pid namespace with only its processes
 //     (subset=pid: no /proc/sys, no sysrq-trigger), and /dev/null.
 //
@@ -44,9 +47,17 @@ import (
 // its root (appexec), which only a process in PID 1's mount namespace with
 // CAP_SYS_ADMIN could do to PID 1's.
 //
-// PID 1 keeps no descriptor on anything of the host: the one it keeps to
-// learn host pids is a detached copy of its own fdinfo directory, from
-// which ".." leads nowhere.
+// What PID 1 writes after the pivot (statuses, the ready mark, the attach
+// sockets, the apps' cgroups) it writes through writable copies of those
+// trees made before it (kept), reached by no path of its root: nothing the host side or PID 1 trusts is writable by a path
+// of PID 1's root, should an app ever reach /proc/1/root. Of rkt/pod1, the
+// run's options and the pod's cgroup list are out of even those
+// descriptors' reach: PID 1 sees that directory through a read-only mount
+// of its own (pinPod1Dir).
+//
+// PID 1 keeps no descriptor on anything of the host: those copies, and the
+// one it keeps to learn host pids (a copy of its own fdinfo directory),
+// are detached trees, from which ".." leads nowhere.
 
 // hostFdinfo is a descriptor on PID 1's own /proc/<pid>/fdinfo as the
 // host's procfs shows it (-1 before enterOwnRoot): a pidfd's fdinfo read
@@ -87,6 +98,12 @@ func enterOwnRoot(pod *podplan.Pod, appsProc int) error {
 		if err := os.MkdirAll(filepath.Join(podDir, layout.SharedVolumes), 0o750); err != nil {
 			return fmt.Errorf("own root: %w", err)
 		}
+	}
+	if err := pinPod1Dir(podDir); err != nil {
+		return fmt.Errorf("own root: %w", err)
+	}
+	if err := keepWritable(pod, podDir); err != nil {
+		return fmt.Errorf("own root: %w", err)
 	}
 	binds := ownRootBinds(pod, podDir)
 	// Every tree is cloned before anything is covered: a source may be
@@ -149,7 +166,6 @@ func ownRootBinds(pod *podplan.Pod, podDir string) []bindSpec {
 		// Where the apps' stdin comes from when they have none.
 		{path: "/dev/null", file: true},
 		{path: podDir, readOnly: true},
-		{path: filepath.Join(podDir, layout.RktDir)},
 		// The journal's sockets, which PID 1 sends the apps' lines to
 		// by path (go-systemd's journal package): read-only, as sending
 		// on a socket needs no writable mount. Optional: a host without
@@ -186,13 +202,128 @@ func ownRootBinds(pod *podplan.Pod, podDir string) []bindSpec {
 			}
 		}
 		for _, d := range dirs {
-			binds = append(binds, bindSpec{path: d})
+			binds = append(binds, bindSpec{path: d, readOnly: true})
 		}
 	}
 	sort.SliceStable(binds, func(i, j int) bool {
 		return strings.Count(binds[i].path, "/") < strings.Count(binds[j].path, "/")
 	})
 	return binds
+}
+
+// kept are the directories PID 1 writes after the pivot, writable
+// detached copies made before it of trees its root shows read-only: the
+// stage1's rkt/ directory (-1 before enterOwnRoot) and each of the pod's
+// cgroup directories. Being copies, from which ".." leads nowhere, they
+// reach nothing of the host beyond themselves.
+var kept = struct {
+	rkt     int
+	cgroups map[string]int
+}{rkt: -1}
+
+// keepWritable makes the copies of kept.
+func keepWritable(pod *podplan.Pod, podDir string) error {
+	const flags = unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC | unix.AT_SYMLINK_NOFOLLOW
+	// Recursive: the pinned rkt/pod1 comes along, read-only.
+	fd, err := unix.OpenTree(unix.AT_FDCWD, filepath.Join(podDir, layout.RktDir), flags|unix.AT_RECURSIVE)
+	if err != nil {
+		return fmt.Errorf("keep %s: %w", layout.RktDir, err)
+	}
+	kept.rkt = fd
+	if pod.Cgroup == nil {
+		return nil
+	}
+	kept.cgroups = map[string]int{}
+	for _, d := range pod.Cgroup.Dirs() {
+		if _, ok := kept.cgroups[d]; ok {
+			continue
+		}
+		fd, err := unix.OpenTree(unix.AT_FDCWD, d, flags)
+		if err != nil {
+			return fmt.Errorf("keep cgroup %s: %w", d, err)
+		}
+		kept.cgroups[d] = fd
+	}
+	return nil
+}
+
+// fdDir names the directory open as fd: a path that works whatever the
+// root, for every system call that takes one, sockets' bind included.
+func fdDir(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+
+// written is where PID 1 writes p, a path of layout's below layout.RktDir
+// (relative to the pod directory, the cwd): p itself before the pivot,
+// below kept.rkt after it.
+func written(p string) string {
+	rel, ok := strings.CutPrefix(p, layout.RktDir)
+	if !ok || kept.rkt < 0 || rel != "" && rel[0] != '/' {
+		return p
+	}
+	if rel == "" {
+		// The directory itself, not the link to it: openers refuse
+		// to follow a link at the last component.
+		rel = "/."
+	}
+	return fdDir(kept.rkt) + rel
+}
+
+// writableCgroup is g, the pod's group or one below it, with each
+// directory named through kept.cgroups: PID 1 makes and limits its apps'
+// cgroups through it once its root shows the pod's read-only.
+func writableCgroup(g *cgroups.Group) *cgroups.Group {
+	if g == nil {
+		return nil
+	}
+	w := &cgroups.Group{V1: map[string]string{}, Unified: g.Unified}
+	name := func(d string) string {
+		for k, fd := range kept.cgroups {
+			if rest, ok := strings.CutPrefix(d, k); ok && (rest == "" || rest[0] == '/') {
+				return fdDir(fd) + rest
+			}
+		}
+		return d
+	}
+	if g.V2 != "" {
+		w.V2 = name(g.V2)
+	}
+	for c, d := range g.V1 {
+		w.V1[c] = name(d)
+	}
+	return w
+}
+
+// pinPod1Dir puts, in PID 1's mount namespace, a read-only copy of the
+// stage1's rkt/pod1 directory over it, and a writable copy of its apps/
+// (the saved specs, which PID 1 writes for the apps it adds) over that:
+// the run's options and the pod's cgroup list, which the entry points
+// trust, are then out of reach of every descriptor PID 1 holds, kept.rkt
+// included (a walk down from it crosses the read-only mount). The host's
+// view is untouched: PID 1's mounts do not propagate (podenv made them
+// slaves). The control socket is there already (control.Listen).
+func pinPod1Dir(podDir string) error {
+	dir := filepath.Join(podDir, layout.Pod1Dir)
+	const flags = unix.OPEN_TREE_CLONE | unix.OPEN_TREE_CLOEXEC | unix.AT_SYMLINK_NOFOLLOW
+	apps, err := unix.OpenTree(unix.AT_FDCWD, filepath.Join(podDir, layout.AppSpecDir), flags)
+	if err != nil {
+		return fmt.Errorf("pin %s: %w", layout.AppSpecDir, err)
+	}
+	defer unix.Close(apps)
+	ro, err := unix.OpenTree(unix.AT_FDCWD, dir, flags)
+	if err != nil {
+		return fmt.Errorf("pin %s: %w", layout.Pod1Dir, err)
+	}
+	defer unix.Close(ro)
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
+	if err := unix.MountSetattr(ro, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		return fmt.Errorf("pin %s: read-only: %w", layout.Pod1Dir, err)
+	}
+	if err := unix.MoveMount(ro, "", unix.AT_FDCWD, dir, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("pin %s: %w", layout.Pod1Dir, err)
+	}
+	if err := unix.MoveMount(apps, "", unix.AT_FDCWD, filepath.Join(podDir, layout.AppSpecDir), unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("pin %s: %w", layout.AppSpecDir, err)
+	}
+	return nil
 }
 
 // cloneTree makes a detached copy of b's tree, read-only if asked: the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -102,13 +103,26 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 		o.briefSpare(apps[0], procfs[0])
 	}
 	unix.Close(procfs[0])
+	var ctl *net.UnixListener
+	if pod.Mutable {
+		// In PID 1's own root the socket's directory is read-only.
+		if ctl, err = control.Listen(); err != nil {
+			return fail(fmt.Errorf("pod init: %w", err))
+		}
+	}
 	if err := enterOwnRoot(pod, procfs[1]); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
 	if err := pz.giveRoot(pod.Cgroup); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
-	if o.dir, err = status.OpenDir(layout.StatusDir); err != nil {
+	// From here on PID 1 writes its cgroups through the descriptors it
+	// kept: its root shows them read-only.
+	pod.Cgroup = writableCgroup(pod.Cgroup)
+	for _, r := range o.res {
+		r.cg = writableCgroup(r.cg)
+	}
+	if o.dir, err = status.OpenDir(written(layout.StatusDir)); err != nil {
 		return fail(fmt.Errorf("pod init: status directory: %w", err))
 	}
 	if o.devNull, err = unix.Open("/dev/null", unix.O_RDWR|unix.O_CLOEXEC, 0); err != nil {
@@ -116,7 +130,7 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	}
 	o.logs = newForwarder(pod)
 	peers := control.NewPeers(pod.HostPidNS)
-	o.attach = podattach.New(peers.Authenticate, o.logf)
+	o.attach = podattach.New(written(layout.AttachDir), peers.Authenticate, o.logf)
 	o.logs.OnJournalError(func(err error) {
 		o.logf("journal: %v (lines it refuses are counted in the apps' records as logDropped)", err)
 	})
@@ -125,11 +139,7 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 		// App operations come over the control socket; it is up
 		// before the pod says it is ready for them.
 		p.calls = make(chan *control.Call)
-		closeCtl, err := control.Serve(p.calls, peers, o.logf)
-		if err != nil {
-			return fail(fmt.Errorf("pod init: %w", err))
-		}
-		defer closeCtl()
+		defer control.Serve(ctl, p.calls, peers, o.logf)()
 	}
 	// Nothing starts before run has placed PID 1 in its cgroups.
 	if err := hostDone(); err != nil {
@@ -305,7 +315,7 @@ func readPodConfig(f *os.File) (pod *podplan.Pod, hostDone func() error, err err
 // markReady writes rkt/supervisor-status -> "ready" (contract §4), a
 // symlink replaced atomically.
 func markReady() error {
-	d, err := safefile.OpenDir(layout.RktDir)
+	d, err := safefile.OpenDir(written(layout.RktDir))
 	if err != nil {
 		return err
 	}

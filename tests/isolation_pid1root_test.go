@@ -39,10 +39,14 @@ func lookAtPID1(pid string) []string {
 	for _, c := range [][2]string{
 		{"open-write", "stage1/rootfs/stage1-init"}, {"open-write", "stage1/rootfs/gc"}, {"open-write", "stage1/rootfs/pod1-init"},
 		{"open-write", "stage1/manifest"}, {"open-write", "pod"}, {"touch", "stage1/rootfs/planted"}, {"mkdir", "stage1/rootfs/opt/planted"},
+		// What the host side and PID 1 trust (issue 33 item 2).
+		{"touch", "stage1/rootfs/rkt/status/planted"}, {"open-write", "stage1/rootfs/rkt/pod1/apps/a.json"},
+		{"open-write", "stage1/rootfs/rkt/pod1/options.json"}, {"touch", "stage1/rootfs/rkt/planted"},
 	} {
 		args = append(args, in(c[0], c[1])...)
 	}
-	return append(args, "+", "open-write", pp+"/exe", "+", "readlink", pp+"/cwd", "+", "fdlinks", pid, "+", "cat", pp+"/status")
+	return append(args, "+", "open-write", pp+"/exe", "+", "readlink", pp+"/cwd", "+", "fdlinks", pid, "+", "cat", pp+"/status",
+		"+", "write-all", pp+"/root/sys/fs/cgroup")
 }
 
 // lookAtPause is what an app that may read its pid 1's /proc entries
@@ -76,13 +80,14 @@ func TestPID1HasARootOfItsOwn(t *testing.T) {
 			before := stage1Hashes(t, p)
 			r := start(t, p, RunOpts{})
 			pid1 := strconv.Itoa(podPid(t, p))
-			waitFor(t, eventDeadline, "the app's look", func() bool { return strings.Contains(r.Stdout.String(), "status-of 1 ") })
+			waitFor(t, eventDeadline, "the app's look", func() bool { return strings.Contains(r.Stdout.String(), "status-of 1 CapAmb ") })
 			look := exec.Command(bin("probe"), lookAtPID1(pid1)...)
 			look.Dir = "/"
 			outb, err := look.Output()
 			if err != nil {
 				t.Fatalf("look at PID 1: %v", err)
 			}
+			checkPID1Descriptors(t, pid1, string(outb))
 			must(t, r.Cmd.Process.Signal(unix.SIGTERM))
 			r.Wait(t)
 			out, app := string(outb), r.Stdout.String()
@@ -117,6 +122,10 @@ func TestPID1HasARootOfItsOwn(t *testing.T) {
 				"in-pid1-pod mkdir stage1/rootfs/opt/planted EROFS",
 				"open-write /proc/" + pid1 + "/exe ETXTBSY",
 				"readlink /proc/" + pid1 + "/cwd -> " + p.Dir,
+				"in-pid1-pod touch stage1/rootfs/rkt/status/planted EROFS",
+				"in-pid1-pod open-write stage1/rootfs/rkt/pod1/apps/a.json EROFS",
+				"in-pid1-pod open-write stage1/rootfs/rkt/pod1/options.json EROFS",
+				"in-pid1-pod touch stage1/rootfs/rkt/planted EROFS",
 			} {
 				if !strings.Contains(out, w+"\n") {
 					t.Errorf("missing %q", w)
@@ -145,20 +154,11 @@ func TestPID1HasARootOfItsOwn(t *testing.T) {
 					t.Errorf("the look created %s on the host", d)
 				}
 			}
-			// No fd of PID 1 is a directory out of its root, from which
-			// ".." would lead to the host's: only the detached copies
-			// ("/": fdinfo, log directories), the status directory, and
-			// the rkt directory it opens for a moment to say it is
-			// ready.
-			rkt := p.Dir + "/stage1/rootfs/rkt"
-			for _, l := range strings.Split(out, "\n") {
-				if !strings.HasPrefix(l, "fdlinks "+pid1+" ") || !strings.Contains(l, "-> ") {
-					continue
-				}
-				target, isDir := strings.CutSuffix(l[strings.Index(l, "-> ")+3:], " (dir)")
-				if isDir && target != "/" && target != rkt && !strings.HasPrefix(target, rkt+"/") {
-					t.Errorf("PID 1 holds %s", l)
-				}
+			// Not a cgroup file of the pod opens for writing in PID 1's
+			// root: it writes them through copies of its own (issue 33
+			// item 2).
+			if l := lineWith(out, "write-all "); !strings.Contains(l, " ok=0 ") || strings.Contains(l, " of=0") {
+				t.Errorf("%q: files of the pod's cgroups open for writing in PID 1's root, or none seen", l)
 			}
 			bnd := ""
 			for _, l := range strings.Split(out, "\n") {
@@ -181,6 +181,53 @@ func TestPID1HasARootOfItsOwn(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkPID1Descriptors: no descriptor of PID 1's is a directory from which
+// ".." leads to the host's root (only detached copies: fdinfo, the log
+// directories, the writable copies of rkt/ and of the pod's cgroups), and
+// through none of them are the run's options or the pod's cgroup list
+// writable (pinned read-only under every copy).
+func checkPID1Descriptors(t *testing.T, pid1, look string) {
+	t.Helper()
+	var host unix.Stat_t
+	must(t, unix.Stat("/", &host))
+	ents, err := os.ReadDir("/proc/" + pid1 + "/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := 0
+	for _, e := range ents {
+		fd := "/proc/" + pid1 + "/fd/" + e.Name()
+		var st unix.Stat_t
+		if unix.Stat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			continue
+		}
+		dirs++
+		var up unix.Stat_t
+		if err := unix.Stat(fd+strings.Repeat("/..", 64), &up); err == nil && up.Dev == host.Dev && up.Ino == host.Ino {
+			t.Errorf("PID 1's fd %s leads to the host's root: %s", e.Name(), lineWith(look, "fdlinks "+pid1+" "+e.Name()+" "))
+		}
+		for _, f := range []string{"pod1/options.json", "pod1/cgroups.json"} {
+			w, err := unix.Open(fd+"/"+f, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+			if err == nil {
+				unix.Close(w)
+				t.Errorf("%s writable through PID 1's fd %s", f, e.Name())
+			}
+		}
+	}
+	if dirs == 0 {
+		t.Error("no directory descriptor of PID 1's seen")
+	}
+}
+
+func lineWith(out, prefix string) string {
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			return l
+		}
+	}
+	return ""
 }
 
 func isSubset(got, of []string) bool {
