@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"path/filepath"
 	"strings"
 
+	"github.com/appc/spec/schema"
 	"github.com/appc/spec/schema/types"
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/appexec"
 	"github.com/pod1/pod1/cgroups"
+	"github.com/pod1/pod1/idmap"
+	"github.com/pod1/pod1/layout"
 )
 
 // checkIsolators validates the isolators of every app a manifest (a pod
@@ -106,4 +110,76 @@ func pinSources(spec *appexec.Spec) error {
 		m.SourceDev, m.SourceIno = st.Dev, st.Ino
 	}
 	return nil
+}
+
+// Trusted is what an entry point that makes a process like the app's
+// (enter) takes from AppTrusted.
+type Trusted struct {
+	Isolation appexec.Isolation
+	// UserNS is the pod's user namespace (--private-users), nil if none.
+	UserNS *idmap.Range
+	// UID, GID and Groups are the app's user, resolved as at its start.
+	UID, GID int
+	Groups   []int
+}
+
+// AppTrusted resolves the isolation of the pod's app name, its user
+// namespace and its user from what only stage0 and the run entry point
+// wrote: the pod manifest, the image manifest stage0 rendered beside the
+// app's rootfs, and the run's options (the user's name is looked up in
+// the app's own tree, as at its start). enter takes them from here, never
+// from a file that PID 1 or an app could have written: a saved spec
+// rewritten to ask for every capability and no filter is just ignored.
+func AppTrusted(podDir string, opts *Options, name string) (*Trusted, error) {
+	pm, err := readManifest(podDir)
+	if err != nil {
+		return nil, err
+	}
+	an, err := types.NewACName(name)
+	if err != nil {
+		return nil, errorf("--app", "invalid app name %q: %v", name, err)
+	}
+	ra := pm.Apps.Get(*an)
+	if ra == nil {
+		return nil, errorf("--app", "the pod manifest has no app %q", name)
+	}
+	field := func(f string) string { return fmt.Sprintf("app %q: %s", name, f) }
+	app := ra.App
+	if app == nil {
+		raw, err := readCapped(podDir, layout.AppManifest(name))
+		if err != nil {
+			return nil, errorf(field("image manifest"), "%w", err)
+		}
+		if err := checkIsolators(raw, name); err != nil {
+			return nil, err
+		}
+		var im schema.ImageManifest
+		if err := im.UnmarshalJSON(raw); err != nil {
+			return nil, errorf(field("image manifest"), "%s", oneLine(err))
+		}
+		if app = im.App; app == nil {
+			return nil, errorf(field("app"), "neither the pod manifest nor the image manifest has an app section")
+		}
+	}
+	list := make([]rawIsolator, 0, len(app.Isolators))
+	for _, i := range app.Isolators {
+		list = append(list, rawIsolator{Name: i.Name.String(), Value: i.ValueRaw})
+	}
+	is, err := parseIsolators(list)
+	if err != nil {
+		return nil, wrapField(fmt.Sprintf("app %q", name), err)
+	}
+	var s appexec.Spec
+	if err := is.apply(&s, ra.ReadOnlyRootFS, opts); err != nil {
+		return nil, wrapField(fmt.Sprintf("app %q", name), err)
+	}
+	tr := &Trusted{Isolation: s.Isolation, Groups: append([]int{}, app.SupplementaryGIDs...)}
+	if u := opts.PrivateUsers; u != nil {
+		tr.UserNS = &idmap.Range{HostID: u.HostID, Size: u.Size}
+	}
+	rootfs := filepath.Join(podDir, layout.AppRootfs(name))
+	if tr.UID, tr.GID, err = resolveIDs(rootfs, app, opts, field); err != nil {
+		return nil, err
+	}
+	return tr, nil
 }

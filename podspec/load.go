@@ -265,38 +265,11 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 		WorkingDir: wd,
 		Groups:     append([]int{}, app.SupplementaryGIDs...),
 	}
-	if spec.UID, err = resolveUser(rootfs, app.User); err != nil {
-		return nil, errorf(field("user"), "%w", err)
-	}
-	if spec.GID, err = resolveGroup(rootfs, app.Group); err != nil {
-		return nil, errorf(field("group"), "%w", err)
+	if spec.UID, spec.GID, err = resolveIDs(rootfs, app, opts, field); err != nil {
+		return nil, err
 	}
 	if u := opts.PrivateUsers; u != nil {
 		spec.UserNS = &idmap.Range{HostID: u.HostID, Size: u.Size}
-		// A user or group given as a file is that file's owner, and
-		// stage0 shifted the image's owners into the host's range:
-		// the id inside is the owner's, shifted back.
-		if strings.HasPrefix(app.User, "/") {
-			if spec.UID, err = u.FromHost(spec.UID); err != nil {
-				return nil, errorf(field("user"), "owner of %s: %w", app.User, err)
-			}
-		}
-		if strings.HasPrefix(app.Group, "/") {
-			if spec.GID, err = u.FromHost(spec.GID); err != nil {
-				return nil, errorf(field("group"), "owner of %s: %w", app.Group, err)
-			}
-		}
-		if !u.Contains(spec.UID) {
-			return nil, errorf(field("user"), "uid %d is outside the pod's user namespace (0-%d, --private-users)", spec.UID, u.Size-1)
-		}
-		if !u.Contains(spec.GID) {
-			return nil, errorf(field("group"), "gid %d is outside the pod's user namespace (0-%d, --private-users)", spec.GID, u.Size-1)
-		}
-		for _, g := range spec.Groups {
-			if !u.Contains(g) {
-				return nil, errorf(field("supplementaryGIDs"), "gid %d is outside the pod's user namespace (0-%d, --private-users)", g, u.Size-1)
-			}
-		}
 	}
 	_, docker := im.Annotations.Get("appc.io/docker/repository")
 	mounts, appVols, devs, err := appMounts(podDir, ra, app, docker, vols, opts)
@@ -341,6 +314,46 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 		*dst = slices.Clone(eh.Exec)
 	}
 	return out, nil
+}
+
+// resolveIDs resolves the app's user and group in its rootfs, and checks
+// them and its supplementary groups against the pod's user namespace.
+func resolveIDs(rootfs string, app *types.App, opts *Options, field func(string) string) (uid, gid int, err error) {
+	if uid, err = resolveUser(rootfs, app.User); err != nil {
+		return 0, 0, errorf(field("user"), "%w", err)
+	}
+	if gid, err = resolveGroup(rootfs, app.Group); err != nil {
+		return 0, 0, errorf(field("group"), "%w", err)
+	}
+	u := opts.PrivateUsers
+	if u == nil {
+		return uid, gid, nil
+	}
+	// A user or group given as a file is that file's owner, and stage0
+	// shifted the image's owners into the host's range: the id inside is
+	// the owner's, shifted back.
+	if strings.HasPrefix(app.User, "/") {
+		if uid, err = u.FromHost(uid); err != nil {
+			return 0, 0, errorf(field("user"), "owner of %s: %w", app.User, err)
+		}
+	}
+	if strings.HasPrefix(app.Group, "/") {
+		if gid, err = u.FromHost(gid); err != nil {
+			return 0, 0, errorf(field("group"), "owner of %s: %w", app.Group, err)
+		}
+	}
+	if !u.Contains(uid) {
+		return 0, 0, errorf(field("user"), "uid %d is outside the pod's user namespace (0-%d, --private-users)", uid, u.Size-1)
+	}
+	if !u.Contains(gid) {
+		return 0, 0, errorf(field("group"), "gid %d is outside the pod's user namespace (0-%d, --private-users)", gid, u.Size-1)
+	}
+	for _, g := range app.SupplementaryGIDs {
+		if !u.Contains(g) {
+			return 0, 0, errorf(field("supplementaryGIDs"), "gid %d is outside the pod's user namespace (0-%d, --private-users)", g, u.Size-1)
+		}
+	}
+	return uid, gid, nil
 }
 
 // checkRootFS refuses an app root whose /proc, /sys or /dev is anything but

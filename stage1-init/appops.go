@@ -106,13 +106,9 @@ func refuseAdd(name string, err error) int {
 // and resolves it with the pod's run options, on the host side, before
 // PID 1 hears of it.
 func resolveAddedApp(uuid, name string) (json.RawMessage, error) {
-	b, err := safefile.ReadRegularIn(".", layout.OptionsFile, podspec.MaxManifestSize)
+	opts, err := loadOptions()
 	if err != nil {
-		return nil, fmt.Errorf("pod options: %w", err)
-	}
-	var opts podspec.Options
-	if err := json.Unmarshal(b, &opts); err != nil {
-		return nil, fmt.Errorf("pod options: %w", err)
+		return nil, err
 	}
 	if uuid != "" && uuid != opts.UUID {
 		return nil, fmt.Errorf("--uuid=%s: this pod is %s", uuid, opts.UUID)
@@ -121,7 +117,7 @@ func resolveAddedApp(uuid, name string) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	app, shared, err := podspec.LoadApp(podDir, &opts, name)
+	app, shared, err := podspec.LoadApp(podDir, opts, name)
 	if err != nil {
 		return nil, err
 	}
@@ -131,6 +127,21 @@ func resolveAddedApp(uuid, name string) (json.RawMessage, error) {
 		}
 	}
 	return json.Marshal(app)
+}
+
+// loadOptions reads the pod's run options, which the run entry point saved
+// before PID 1 started and which PID 1 cannot write (pinOptions): the cwd
+// is the pod directory.
+func loadOptions() (*podspec.Options, error) {
+	b, err := safefile.ReadRegularIn(".", layout.OptionsFile, podspec.MaxManifestSize)
+	if err != nil {
+		return nil, fmt.Errorf("pod options: %w", err)
+	}
+	var opts podspec.Options
+	if err := json.Unmarshal(b, &opts); err != nil {
+		return nil, fmt.Errorf("pod options: %w", err)
+	}
+	return &opts, nil
 }
 
 // adoptHalfAdded finishes, before an app operation, each add that stage0

@@ -81,12 +81,15 @@ func enterMain(args []string) int {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fail(fmt.Errorf("enter: prctl dumpable: %w", err))
 	}
-	podPid, app, cmd, err := parseEnterArgs(args)
+	podPid, app, appUser, cmd, err := parseEnterArgs(args)
 	if err != nil {
 		return fail(fmt.Errorf("enter: %w", err))
 	}
 	spec, err := loadSpec(app)
 	if err != nil {
+		return fail(fmt.Errorf("enter: app %q: %w", app, err))
+	}
+	if err := isolateEntered(spec, appUser); err != nil {
 		return fail(fmt.Errorf("enter: app %q: %w", app, err))
 	}
 	spec.Env = withCallerTerm(spec.Env, os.Getenv("TERM"))
@@ -180,22 +183,54 @@ func withCallerTerm(env []string, term string) []string {
 	return append(out, "TERM="+term)
 }
 
-func parseEnterArgs(args []string) (pid int, app string, cmd []string, err error) {
+func parseEnterArgs(args []string) (pid int, app string, appUser bool, cmd []string, err error) {
 	fs := flag.NewFlagSet("enter", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.IntVar(&pid, "pid", 0, "host pid of the pod's PID 1")
 	fs.StringVar(&app, "appname", "", "the app to enter")
+	fs.BoolVar(&appUser, enterAppUserFlag, false, "run as the app's user, not root (pod1 enter --user)")
 	fs.Bool("debug", false, "log to stderr")
 	if err := fs.Parse(args); err != nil {
-		return 0, "", nil, fmt.Errorf("flags: %w", err)
+		return 0, "", false, nil, fmt.Errorf("flags: %w", err)
 	}
 	if pid <= 1 {
-		return 0, "", nil, fmt.Errorf("--pid=%d: want the host pid of the pod's PID 1", pid)
+		return 0, "", false, nil, fmt.Errorf("--pid=%d: want the host pid of the pod's PID 1", pid)
 	}
 	if _, err := types.NewACName(app); err != nil {
-		return 0, "", nil, fmt.Errorf("--appname=%q: %w", app, err)
+		return 0, "", false, nil, fmt.Errorf("--appname=%q: %w", app, err)
 	}
-	return pid, app, fs.Args(), nil
+	return pid, app, appUser, fs.Args(), nil
+}
+
+// enterAppUserFlag asks enter for the app's user instead of root. rkt's
+// stage0 never passes it; `pod1 enter --user` does.
+const enterAppUserFlag = "app-user"
+
+// isolateEntered makes spec, read from a file PID 1 wrote, safe to build
+// the command from. Its isolation, user namespace and user are replaced
+// by the app's as only stage0 and the run entry point wrote them
+// (podspec.AppTrusted): an app that reached the saved spec could have
+// asked there for every capability and no filter. What is left of the
+// file, the environment and working directory, gives nothing an app's
+// own process could not have. The command runs as root, as rkt's enter
+// ran it, unless appUser: root of the app's user namespace in a pod with
+// one, and never with more than a root process of the app holds: the
+// app's bounding set, filter and no_new_privs, in its cgroups.
+func isolateEntered(spec *appexec.Spec, appUser bool) error {
+	opts, err := loadOptions()
+	if err != nil {
+		return err
+	}
+	tr, err := podspec.AppTrusted(".", opts, spec.Name)
+	if err != nil {
+		return err
+	}
+	spec.Isolation, spec.UserNS = tr.Isolation, tr.UserNS
+	spec.UID, spec.GID, spec.Groups = 0, 0, nil
+	if appUser {
+		spec.UID, spec.GID, spec.Groups = tr.UID, tr.GID, tr.Groups
+	}
+	return nil
 }
 
 // loadSpec reads the spec the run entry point saved for the app.

@@ -18,11 +18,14 @@ import (
 	"github.com/pod1/pod1/logx"
 )
 
-const enterUsage = `usage: pod1 enter [--app=NAME] UUID [CMD [ARGS...]]
+const enterUsage = `usage: pod1 enter [--app=NAME] [--user] UUID [CMD [ARGS...]]
 
 Runs CMD (default /bin/bash, or /bin/sh in an image without bash) inside a
 running pod, in the app's root and namespaces, with the app's environment,
-user and isolation, as rkt enter does. The exit code is the command's.
+as rkt enter does. It runs as root, as rkt's did, holding no more than a
+root process of the app could (the app's capabilities, system call filter,
+no_new_privs, cgroups and user namespace); --user runs it as the app's user
+and groups instead. The exit code is the command's.
 
 flags:`
 
@@ -40,6 +43,7 @@ func cmdEnter(g *globalFlags, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("enter")
 	g.register(fs)
 	app := fs.String("app", "", "the app to enter (required when the pod has several)")
+	appUser := fs.Bool("user", false, "run as the app's user and groups, not root")
 	// Flags stop at the UUID: what follows is the command and its own
 	// flags (rkt disables interspersed flags here).
 	if err := fs.Parse(args); err != nil {
@@ -56,7 +60,7 @@ func cmdEnter(g *globalFlags, args []string, stdout, stderr io.Writer) int {
 		fail(stderr, "pod1 enter", errors.New("want a UUID"))
 		return exitError
 	}
-	argv, err := enterArgv(g, *app, fs.Arg(0), fs.Args()[1:])
+	argv, err := enterArgv(g, *app, *appUser, fs.Arg(0), fs.Args()[1:])
 	if err != nil {
 		fail(stderr, "pod1 enter", err)
 		return exitError
@@ -69,7 +73,7 @@ func cmdEnter(g *globalFlags, args []string, stdout, stderr io.Writer) int {
 // enterArgv resolves the pod and returns, in order, the argv[0] to give
 // the enter entrypoint, the file to execute, and its arguments. It also
 // chdirs to the pod directory, the entrypoint's cwd.
-func enterArgv(g *globalFlags, app, target string, cmd []string) ([]string, error) {
+func enterArgv(g *globalFlags, app string, appUser bool, target string, cmd []string) ([]string, error) {
 	p, err := findRunning(g, target)
 	if err != nil {
 		return nil, err
@@ -103,7 +107,12 @@ func enterArgv(g *globalFlags, app, target string, cmd []string) ([]string, erro
 	if err := os.Chdir(p.Dir); err != nil {
 		return nil, fmt.Errorf("pod %s: %w", uuid, err)
 	}
-	return append([]string{argv0, path, "--pid=" + strconv.Itoa(pid), "--appname=" + app, "--"}, cmd...), nil
+	argv := []string{argv0, path, "--pid=" + strconv.Itoa(pid), "--appname=" + app}
+	if appUser {
+		// The stage1's own flag: a stage1 older than it refuses it.
+		argv = append(argv, "--app-user")
+	}
+	return append(append(argv, "--"), cmd...), nil
 }
 
 func onlyApp(p *pods.Pod) (string, error) {
