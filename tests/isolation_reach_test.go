@@ -181,3 +181,38 @@ func TestForcedStopEndsAPodWhateverItsAppsWrite(t *testing.T) {
 		t.Errorf("a: status %d, want 137", got)
 	}
 }
+
+// Issue 33 item 8, OOM: an app that makes itself unkillable by the OOM
+// killer (oom_score_adj -1000, with every capability outside the escape
+// set) and fills its memory limit with processes that are all stuck in
+// the kernel's charge path cannot hold its pod's lock: stop --force ends
+// it, and the lock is free, within the deadline of any event.
+func TestForcedStopEndsAnAppHeldInItsOOM(t *testing.T) {
+	if !hasCap(t, unix.CAP_SYS_RESOURCE) {
+		t.Skip("this host's root lacks CAP_SYS_RESOURCE, which an app needs to lower its oom_score_adj (make vm-test has it)")
+	}
+	p := isoPod(t, []App{{Name: "a", Exec: probe("oom-hold", "4"),
+		Annotations: map[string]string{"pod1/stop-grace-period": "1h"}}},
+		Isolators{"a": {
+			isolator("os/linux/capabilities-retain-set", map[string]any{"set": allButEscape()}),
+			isolator("resource/memory", map[string]any{"limit": "48M"}),
+		}}, nil)
+	r := start(t, p, RunOpts{})
+	pid := appPid(t, p, "a")
+	waitFor(t, eventDeadline, "the app's start", func() bool { return strings.Contains(r.Stdout.String(), "oom-hold started") })
+	if l := r.Line(t, "oom-hold started"); !strings.HasSuffix(l, " ok") {
+		t.Fatalf("the app could not make itself unkillable: %q", l)
+	}
+	// Eating: soon all of it is stuck at the limit, where the OOM
+	// killer finds nothing it may kill.
+	waitFor(t, eventDeadline, "the app eating", func() bool { return rssKiB(t, pid) > 6<<10 })
+	time.Sleep(2 * time.Second)
+	if code, out := stopEntry(t, p, "--force"); code != 0 {
+		t.Fatalf("stop --force: exit %d: %s", code, out)
+	}
+	waitFor(t, eventDeadline, "the lock free", func() bool { return !locked(t, p.Dir) })
+	r.Wait(t)
+	if got := p.Status(t, "a"); got != 137 {
+		t.Errorf("a: status %d, want 137", got)
+	}
+}

@@ -201,6 +201,10 @@ func run(cmd string, a []string) error {
 		return queueSignals(a)
 	case "forkbomb":
 		return forkbomb()
+	case "oom-hold":
+		return oomHold(arg(a, 0))
+	case "eat":
+		eat()
 	case "orphans":
 		return orphans(a)
 	case "spawn":
@@ -474,6 +478,44 @@ func liveProcs() (int, error) {
 
 // forkbomb starts sleeping children until the kernel refuses, then reports
 // how far it got and keeps them.
+// oomHold tries to keep its app's cgroup out of the OOM killer's reach
+// while it fills it: it makes itself unkillable by it (oom_score_adj
+// -1000, which CAP_SYS_RESOURCE allows), then starts n children, which
+// inherit that, each eating memory until the app's limit holds them all
+// in the kernel's charge path. It reports "oom-hold started ADJ" first.
+func oomHold(n string) error {
+	adj := "ok"
+	if err := os.WriteFile("/proc/self/oom_score_adj", []byte("-1000"), 0); err != nil {
+		adj = errnoOf(err)
+	}
+	count, err := strconv.Atoi(n)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("oom-hold started %s\n", adj)
+	for range count {
+		p, err := os.StartProcess("/proc/self/exe", []string{"probe", "eat"}, &os.ProcAttr{})
+		if err != nil {
+			return err
+		}
+		_ = p.Release()
+	}
+	eat()
+	return nil
+}
+
+// eat allocates and touches memory, a MiB at a time, forever.
+func eat() {
+	var keep [][]byte
+	for {
+		b := make([]byte, 1<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1
+		}
+		keep = append(keep, b)
+	}
+}
+
 func forkbomb() error {
 	n := 0
 	for ; n < 100000; n++ {
