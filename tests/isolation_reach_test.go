@@ -2,6 +2,8 @@ package tests
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -94,7 +96,19 @@ func TestStage1OutOfTheAppsReach(t *testing.T) {
 			t.Logf("stdout:\n%s\nstderr:\n%s", out, r.Stderr)
 		}
 	}()
-	self := strings.TrimPrefix(r.Line(t, "spy self "), "spy self ")
+	checkSpyLines(t, out)
+	if n := record(t, p, "flap").RestartCount; n < 10 {
+		t.Errorf("flap restarted %d times: too few to have exercised the set-up processes", n)
+	}
+}
+
+// checkSpyLines checks what the probe's spy saw (out holds its "spy
+// self" and "spy saw" lines): pod1-pause holding nothing, no stage1
+// process, and no process holding more than the spy or anything of the
+// escape set.
+func checkSpyLines(t *testing.T, out string) {
+	t.Helper()
+	self := strings.TrimPrefix(lineWith(out, "spy self "), "spy self ")
 	own, err := strconv.ParseUint(self, 16, 64)
 	if err != nil {
 		t.Fatalf("spy self %q", self)
@@ -102,7 +116,10 @@ func TestStage1OutOfTheAppsReach(t *testing.T) {
 	var escape uint64
 	_, _ = fmt.Sscanf(capMask(t, escapeCapabilities...), "%x", &escape)
 	sawPause := false
-	for _, l := range r.Lines("spy saw ") {
+	for _, l := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(l, "spy saw ") {
+			continue
+		}
 		f := strings.Fields(strings.TrimPrefix(l, "spy saw "))
 		if len(f) != 2 {
 			t.Errorf("bad line %q", l)
@@ -129,8 +146,68 @@ func TestStage1OutOfTheAppsReach(t *testing.T) {
 	if !sawPause {
 		t.Errorf("the spy did not see pod1-pause with no capability as its pid 1")
 	}
-	if n := record(t, p, "flap").RestartCount; n < 10 {
-		t.Errorf("flap restarted %d times: too few to have exercised the set-up processes", n)
+}
+
+// The same through the real rkt (issue 33, done when): an app of an image
+// run by rkt, holding every capability outside the escape set, spies on
+// its pid namespace while rkt enter runs commands in it, then tries to
+// freeze or unlimit its pod; it sees no stage1 process and writes no
+// cgroup file; rkt enter still gets the app's isolation; rkt stop
+// --force ends the pod and frees its lock.
+func TestRktStage1OutOfTheAppsReach(t *testing.T) {
+	r := newRkt(t)
+	aci := r.aci("spy", map[string]any{
+		"exec": []string{"/bin/probe", "spy", "3s", "+", "freeze-pod", "+", "sleep", "1h"},
+		"isolators": []map[string]any{
+			isolator("os/linux/capabilities-retain-set", map[string]any{"set": allButEscape()}),
+		},
+		"annotations": []map[string]string{{"name": "pod1/stop-grace-period", "value": "1h"}},
+	}, nil)
+	p := r.start("run", aci)
+	r.appPid(p.UUID, "spy")
+	var entered []string
+	for i := 0; i < 3; i++ {
+		out, errOut, code := r.exec(rktTimeout, nil, "enter", "--app=spy", p.UUID, "/bin/probe", "status")
+		if code != 0 {
+			t.Errorf("rkt enter: exit %d: %s %s", code, out, errOut)
+		}
+		entered = append(entered, lineWith(out, "status CapBnd: "))
+	}
+	waitFor(t, eventDeadline, "the spy's report", func() bool { return strings.Contains(p.out.String(), "freeze-pod done") })
+	if _, errOut, code := r.exec(rktTimeout, nil, "stop", "--force", p.UUID); code != 0 {
+		t.Fatalf("rkt stop --force: exit %d: %s", code, errOut)
+	}
+	p.wait(t)
+	out := p.out.String()
+	checkSpyLines(t, out)
+	// Entered as root: the app's bounding set, no more.
+	for _, l := range entered {
+		if want := "status CapBnd: " + strings.TrimPrefix(lineWith(out, "spy self "), "spy self "); l != want {
+			t.Errorf("rkt enter: %q, want %q", l, want)
+		}
+	}
+	tried := 0
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "freeze-pod /") {
+			tried++
+			if strings.HasSuffix(l, " ok") {
+				t.Errorf("the app wrote: %q", l)
+			}
+		}
+	}
+	if tried == 0 {
+		t.Errorf("the app found no cgroup file to write:\n%s", out)
+	}
+	if st := r.status(p.UUID); st.appExit("spy") != 137 {
+		t.Errorf("rkt status: %+v, want spy=137", st)
+	}
+	for _, state := range []string{"run", "exited-garbage"} {
+		if d := filepath.Join(r.data, "pods", state, p.UUID); dirExists(d) && locked(t, d) {
+			t.Errorf("the pod's lock is held after rkt stop --force and rkt run's end (%s)", state)
+		}
+	}
+	if t.Failed() {
+		t.Logf("rkt run's output:\n%s\n%s", out, p.errb)
 	}
 }
 
@@ -215,4 +292,9 @@ func TestForcedStopEndsAnAppHeldInItsOOM(t *testing.T) {
 	if got := p.Status(t, "a"); got != 137 {
 		t.Errorf("a: status %d, want 137", got)
 	}
+}
+
+func dirExists(d string) bool {
+	st, err := os.Stat(d)
+	return err == nil && st.IsDir()
 }
