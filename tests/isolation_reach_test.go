@@ -157,7 +157,7 @@ func checkSpyLines(t *testing.T, out string) {
 func TestRktStage1OutOfTheAppsReach(t *testing.T) {
 	r := newRkt(t)
 	aci := r.aci("spy", map[string]any{
-		"exec": []string{"/bin/probe", "spy", "3s", "+", "freeze-pod", "+", "sleep", "1h"},
+		"exec": []string{"/bin/probe", "spy", "3s", "+", "freeze-pod", "+", "mknod", "b", "7", "0", "/tmp/blk", "+", "sleep", "1h"},
 		"isolators": []map[string]any{
 			isolator("os/linux/capabilities-retain-set", map[string]any{"set": allButEscape()}),
 		},
@@ -173,7 +173,7 @@ func TestRktStage1OutOfTheAppsReach(t *testing.T) {
 		}
 		entered = append(entered, lineWith(out, "status CapBnd: "))
 	}
-	waitFor(t, eventDeadline, "the spy's report", func() bool { return strings.Contains(p.out.String(), "freeze-pod done") })
+	waitFor(t, eventDeadline, "the spy's report", func() bool { return strings.Contains(p.out.String(), "mknod /tmp/blk ") })
 	if _, errOut, code := r.exec(rktTimeout, nil, "stop", "--force", p.UUID); code != 0 {
 		t.Fatalf("rkt stop --force: exit %d: %s", code, errOut)
 	}
@@ -197,6 +197,10 @@ func TestRktStage1OutOfTheAppsReach(t *testing.T) {
 	}
 	if tried == 0 {
 		t.Errorf("the app found no cgroup file to write:\n%s", out)
+	}
+	// Still in its own cgroup: its device allow-list holds.
+	if l := lineWith(out, "mknod /tmp/blk "); l != "mknod /tmp/blk EPERM" {
+		t.Errorf("a host block device after the attempts: %q", l)
 	}
 	if st := r.status(p.UUID); st.appExit("spy") != 137 {
 		t.Errorf("rkt status: %+v, want spy=137", st)
@@ -232,12 +236,12 @@ func parentPidNS(t *testing.T, pid int) string {
 // reached it: it froze PID 1, and stop --force returned with the pod
 // running and its lock held.
 func TestForcedStopEndsAPodWhateverItsAppsWrite(t *testing.T) {
-	p := isoPod(t, []App{{Name: "a", Exec: probe("freeze-pod", "+", "sleep", "1h"),
+	p := isoPod(t, []App{{Name: "a", Exec: probe("freeze-pod", "+", "mknod", "b", "7", "0", "/tmp/blk", "+", "sleep", "1h"),
 		Annotations: map[string]string{"pod1/stop-grace-period": "1h"}}},
 		Isolators{"a": {isolator("os/linux/capabilities-retain-set", map[string]any{"set": allButEscape()})}}, nil)
 	r := start(t, p, RunOpts{})
 	podPid(t, p)
-	waitFor(t, eventDeadline, "the app's attempts", func() bool { return strings.Contains(r.Stdout.String(), "freeze-pod done") })
+	waitFor(t, eventDeadline, "the app's attempts", func() bool { return strings.Contains(r.Stdout.String(), "mknod /tmp/blk ") })
 	if code, out := stopEntry(t, p, "--force"); code != 0 {
 		t.Fatalf("stop --force: exit %d: %s", code, out)
 	}
@@ -253,6 +257,10 @@ func TestForcedStopEndsAPodWhateverItsAppsWrite(t *testing.T) {
 	}
 	if tried == 0 {
 		t.Errorf("the app found no cgroup file to write: %s", out)
+	}
+	// Still in its own cgroup: its device allow-list holds.
+	if l := r.Line(t, "mknod /tmp/blk "); l != "mknod /tmp/blk EPERM" {
+		t.Errorf("a host block device after the attempts: %q", l)
 	}
 	if got := p.Status(t, "a"); got != 137 {
 		t.Errorf("a: status %d, want 137", got)
