@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,6 +45,12 @@ func oldStage1(t *testing.T, commit string) string {
 		t.Skipf("the old stage1's commit %s is not in this clone's git history (%v: %s): the upgrade test needs a full clone", commit, err, out)
 	}
 	must(t, os.MkdirAll(oldStage1Cache, 0o755))
+	// /var/tmp is everyone's: a cache someone else made could hand the
+	// test their stage1 to run as root.
+	if fi, err := os.Lstat(oldStage1Cache); err != nil || !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 ||
+		fi.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Fatalf("%s is not a directory of root's that only root may write (%v): remove it", oldStage1Cache, err)
+	}
 	aci := filepath.Join(oldStage1Cache, commit+".aci")
 	lock, err := os.OpenFile(filepath.Join(oldStage1Cache, ".lock"), os.O_RDWR|os.O_CREATE, 0o600)
 	must(t, err)
