@@ -286,3 +286,25 @@ func podGC(t *testing.T, pod1, data string) {
 		t.Errorf("unmount %s: %v", data, err)
 	}
 }
+
+// TestPod1Version: pod1 version, the stage1 binaries and the stage1
+// image's version label say the same version, the build's.
+func TestPod1Version(t *testing.T) {
+	out := outputOf(t, bin("pod1"), "version")
+	ver, ok := strings.CutPrefix(strings.TrimSuffix(out, "\n"), "pod1 ")
+	if !ok || ver == "" || strings.ContainsAny(ver, " \n") {
+		t.Fatalf("pod1 version: %q, want one line: pod1 VERSION", out)
+	}
+	for _, b := range []string{"stage1-init", "pod1-init"} {
+		if got := outputOf(t, bin(b), "--version"); got != "pod1 stage1 "+ver+"\n" {
+			t.Errorf("%s --version: %q, want version %q", b, got, ver)
+		}
+	}
+	if got := aciManifestVersion(t, stage1ACI(t)); got != ver {
+		t.Errorf("build/stage1.aci's version label is %q, want pod1's %q", got, ver)
+	}
+	code, msg := pod1cli(t, nil, "version", "extra")
+	if code != 254 || strings.Count(msg, "\n") != 1 {
+		t.Errorf("pod1 version extra: %d %q, want 254 and one line", code, msg)
+	}
+}
