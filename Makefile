@@ -142,9 +142,9 @@ check-static: $(BINS) $(CNI_DIR)/.done
 
 # make install puts pod1 (the host CLI) in $(PREFIX)/bin and the stage1
 # image where rkt looks for stage1 images: rkt's built-in stage1 images
-# directory (its configure's --with-stage1-default-images-directory; ours
-# and Debian's /usr/lib/rkt/stage1-images), whose images rkt runs without
-# a signature. make install-default-stage1 also writes the stage1.d entry
+# directory (its configure's --with-stage1-default-images-directory,
+# /usr/lib/rkt/stage1-images unless changed, as tools/rkt-stage0 builds
+# it), whose images rkt runs without a signature. make install-default-stage1 also writes the stage1.d entry
 # (rkt's Documentation/configuration.md) that makes the installed image
 # rkt's default stage1, under its name and this build's version: rkt runs
 # the image it has cached under that name and version, and fetches it from
