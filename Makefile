@@ -3,6 +3,10 @@
 # `sudo make test` runs the unit and integration tests (as root).
 
 GO        ?= go
+# pod1's version, from git: every binary knows it and it is the stage1
+# image's version label, which rkt caches the image under (with its name).
+# A version rkt has cached is not fetched again, so each commit must be a
+# new one; rkt fetches a version ending in -dirty every time.
 VERSION   ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 GOFLAGS_B := -trimpath -tags "netgo osusergo" -ldflags "-s -w -X main.version=$(VERSION)"
 export CGO_ENABLED := 0
@@ -13,7 +17,8 @@ RKT := build/rkt/rkt
 BINS := bin/stage1-init bin/pod1-init bin/pod1-waiter bin/pod1-pause bin/net-setup bin/pod1 bin/probe bin/demo-hello
 SRCS := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 
-.PHONY: deps FORCE all image demo test test-race lint tools check-static clean bench bench-ab vm-test rkt conformance
+.PHONY: deps FORCE all image demo test test-race lint tools check-static clean bench bench-ab vm-test rkt conformance \
+	install install-default-stage1 uninstall uninstall-default-stage1
 
 all: $(BINS)
 
@@ -22,6 +27,15 @@ all: $(BINS)
 deps:
 	@tools/host-deps.sh
 FORCE:
+
+# The binaries and the image are rebuilt when the version changes (a
+# commit that touches no source) or the install's image directory, which
+# pod1 knows: the stamp holds the ones they carry.
+VERSION_STAMP := build/.version
+$(VERSION_STAMP): FORCE
+	@case '$(VERSION)' in ''|*[!A-Za-z0-9._+~-]*) echo "VERSION='$(VERSION)': want letters, digits and . _ + ~ -"; exit 1;; esac
+	@mkdir -p build; echo '$(VERSION) $(STAGE1_IMAGES_DIR)' | cmp -s - $@ || echo '$(VERSION) $(STAGE1_IMAGES_DIR)' > $@
+SRCS += $(VERSION_STAMP)
 
 bin/stage1-init: $(SRCS)
 	$(GO) build $(GOFLAGS_B) -o $@ ./stage1-init
@@ -67,6 +81,7 @@ bin/net-setup: $(SRCS)
 # does that stage1's gc work in its own process (hostside/gc/own.go).
 bin/pod1: $(SRCS) bin/stage1-init
 	$(GO) build -trimpath -tags "netgo osusergo" -ldflags "-s -w -X main.version=$(VERSION) \
+		-X main.installedStage1=$(STAGE1_IMAGES_DIR)/$(STAGE1_ACI_NAME) \
 		-X github.com/pod1/pod1/hostside/gc.ownStage1BuildID=$$($(GO) tool buildid bin/stage1-init)" -o $@ ./hostside/pod1
 bin/probe: $(SRCS)
 	$(GO) build $(GOFLAGS_B) -o $@ ./tests/probe
@@ -93,10 +108,11 @@ $(CNI_DIR)/.done:
 	GOBIN=$(abspath $(CNI_DIR)) GOFLAGS=-buildvcs=false $(GO) install -trimpath -ldflags "-s -w" $(FLANNEL_PKG)
 	touch $@
 
-build/stage1.aci: bin/stage1-init bin/pod1-init bin/pod1-waiter bin/pod1-pause bin/net-setup $(CNI_DIR)/.done rootfs/manifest.json rootfs/hosts-fallback $(wildcard rootfs/net.d/*.conf) Makefile
+build/stage1.aci: bin/stage1-init bin/pod1-init bin/pod1-waiter bin/pod1-pause bin/net-setup $(CNI_DIR)/.done rootfs/manifest.json rootfs/hosts-fallback $(wildcard rootfs/net.d/*.conf) Makefile $(VERSION_STAMP)
 	rm -rf build/stage1 && mkdir -p build/stage1/rootfs/rkt/status build/stage1/rootfs/rkt/env build/stage1/rootfs/opt/stage2 \
 		build/stage1/rootfs/etc/rkt/net.d build/stage1/rootfs/usr/lib/rkt/plugins/net
-	cp rootfs/manifest.json build/stage1/manifest
+	sed 's|"name": "version", "value": "[^"]*"|"name": "version", "value": "$(VERSION)"|' rootfs/manifest.json > build/stage1/manifest
+	grep -q '"value": "$(VERSION)"' build/stage1/manifest
 	cp rootfs/hosts-fallback build/stage1/rootfs/etc/hosts-fallback
 	cp bin/stage1-init build/stage1/rootfs/stage1-init
 	cp bin/pod1-init build/stage1/rootfs/pod1-init
@@ -123,6 +139,52 @@ check-static: $(BINS) $(CNI_DIR)/.done
 	@for b in $(BINS) $(addprefix $(CNI_DIR)/,$(CNI_PLUGINS) flannel); do \
 		if ldd $$b >/dev/null 2>&1; then echo "$$b is not static"; exit 1; fi; \
 	done; echo "all binaries are static"
+
+# make install puts pod1 (the host CLI) in $(PREFIX)/bin and the stage1
+# image where rkt looks for stage1 images: rkt's built-in stage1 images
+# directory (its configure's --with-stage1-default-images-directory,
+# /usr/lib/rkt/stage1-images unless changed, as tools/rkt-stage0 builds
+# it), whose images rkt runs without a signature. make install-default-stage1 also writes the stage1.d entry
+# (rkt's Documentation/configuration.md) that makes the installed image
+# rkt's default stage1, under its name and this build's version: rkt runs
+# the image it has cached under that name and version, and fetches it from
+# the location only for a version it has not seen. make uninstall removes
+# all three; make uninstall-default-stage1 only the entry, which gives rkt
+# back its own default. DESTDIR stages the files under another root; the
+# entry names the image where it will be, without DESTDIR.
+PREFIX            ?= /usr/local
+STAGE1_IMAGES_DIR ?= /usr/lib/rkt/stage1-images
+RKT_CONFIG_DIR    ?= /etc/rkt
+STAGE1_IMAGE_NAME := pod1.dev/stage1
+STAGE1_ACI_NAME   := stage1-pod1.aci
+STAGE1_ENTRY      := $(DESTDIR)$(RKT_CONFIG_DIR)/stage1.d/pod1.json
+
+install: bin/pod1 build/stage1.aci
+	@for d in '$(PREFIX)' '$(STAGE1_IMAGES_DIR)'; do case $$d in /*) ;; *) echo "install: $$d is not an absolute path"; exit 1;; esac; done
+	install -d '$(DESTDIR)$(PREFIX)/bin' '$(DESTDIR)$(STAGE1_IMAGES_DIR)'
+	install -m 0755 bin/pod1 '$(DESTDIR)$(PREFIX)/bin/pod1'
+	install -m 0644 build/stage1.aci '$(DESTDIR)$(STAGE1_IMAGES_DIR)/$(STAGE1_ACI_NAME).tmp'
+	mv -f '$(DESTDIR)$(STAGE1_IMAGES_DIR)/$(STAGE1_ACI_NAME).tmp' '$(DESTDIR)$(STAGE1_IMAGES_DIR)/$(STAGE1_ACI_NAME)'
+
+# rkt refuses to start at all when two entries of one stage1.d set the
+# same field, so another entry there is named, not joined.
+install-default-stage1: install
+	@case '$(RKT_CONFIG_DIR)$(STAGE1_IMAGES_DIR)' in *[\"\'\\]*) echo "install-default-stage1: no quotes or backslashes in RKT_CONFIG_DIR or STAGE1_IMAGES_DIR"; exit 1;; esac
+	@for f in '$(dir $(STAGE1_ENTRY))'*.json; do \
+		if [ -e "$$f" ] && [ "$$f" != '$(STAGE1_ENTRY)' ]; then \
+			echo "install-default-stage1: $$f also names rkt's default stage1: move it away first"; exit 1; \
+		fi; \
+	done
+	install -d '$(dir $(STAGE1_ENTRY))'
+	printf '{\n\t"rktKind": "stage1",\n\t"rktVersion": "v1",\n\t"name": "%s",\n\t"version": "%s",\n\t"location": "%s"\n}\n' \
+		'$(STAGE1_IMAGE_NAME)' '$(VERSION)' '$(STAGE1_IMAGES_DIR)/$(STAGE1_ACI_NAME)' > '$(STAGE1_ENTRY).tmp'
+	chmod 0644 '$(STAGE1_ENTRY).tmp' && mv -f '$(STAGE1_ENTRY).tmp' '$(STAGE1_ENTRY)'
+
+uninstall-default-stage1:
+	rm -f '$(STAGE1_ENTRY)'
+
+uninstall: uninstall-default-stage1
+	rm -f '$(DESTDIR)$(PREFIX)/bin/pod1' '$(DESTDIR)$(STAGE1_IMAGES_DIR)/$(STAGE1_ACI_NAME)'
 
 demo: deps all image
 	./demo/run.sh

@@ -25,6 +25,8 @@ func dispatch() int {
 	}
 	switch role {
 	case roleRun, "stage1-init":
+		// Which build rkt took from its cache, for a --debug run.
+		logx.Debugf("pod1 stage1 %s", version)
 		return runMain(os.Args[1:])
 	case roleLockKeeper:
 		return lockKeeperMain()

@@ -43,7 +43,18 @@ const (
 	roleGC   = "gc"
 )
 
+// version is pod1's (git describe), set by the Makefile: the stage1
+// image's version label is the same, so a pod's stage1 binaries can be
+// matched to the image rkt cached them from.
+var version = "dev"
+
 func main() {
+	// Not an entry point's argument list: rkt always passes the pod's
+	// UUID or its own flags, never this alone.
+	if len(os.Args) == 2 && os.Args[1] == "--version" {
+		_, _ = os.Stdout.WriteString("pod1 stage1 " + version + "\n")
+		os.Exit(0)
+	}
 	// One P: every role does serial work (set up, wait, supervise one
 	// loop), and three of them start at once on the pod's start path.
 	// More Ps only meant more threads started, woken and, at the app's

@@ -43,7 +43,14 @@ const timeout = 2 * time.Minute
 // (network.Params.Step).
 const faultEnv = "POD1_TEST_NET_KILL_AT"
 
+// version is pod1's (git describe), set by the Makefile.
+var version = "dev"
+
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "--version" {
+		_, _ = os.Stdout.WriteString("pod1 net-setup " + version + "\n")
+		os.Exit(0)
+	}
 	logx.SetRole("stage1", "net-setup")
 	if logx.DebugArg(os.Args[1:]) {
 		logx.SetDebug(true)

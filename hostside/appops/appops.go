@@ -57,11 +57,36 @@ type Pod struct {
 	Dir  string
 	UUID string
 	lock *os.File
+	// unfinished are the apps whose journalled operation Recover could
+	// not finish this time, with why. Their entries stay for the next
+	// try; operations on other apps go on.
+	unfinished map[string]error
+}
+
+// Unfinished reports the journalled operations Recover could not finish,
+// nil if none: one error per app, each naming it.
+func (p *Pod) Unfinished() error {
+	var errs []error
+	for _, err := range p.unfinished {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// usable refuses an operation on an app whose earlier operation is still
+// unfinished, other than the rm that retries it.
+func (p *Pod) usable(name string) error {
+	if err := p.unfinished[name]; err != nil {
+		return fmt.Errorf("%w (pod1 app rm %s --app=%s retries it)", err, p.UUID, name)
+	}
+	return nil
 }
 
 // Open takes the pod's pod.lck (blocking: operations on one pod queue up,
 // as rkt's do) and finishes any operation an earlier caller left half
-// done.
+// done. An operation it cannot finish does not make the pod unusable:
+// Unfinished says which, and only that app's operations but rm are
+// refused, so one stuck entry never wedges every later operation.
 func Open(podDir, uuid string) (*Pod, error) {
 	return open(podDir, uuid, 0)
 }
@@ -85,7 +110,8 @@ func open(podDir, uuid string, how int) (*Pod, error) {
 		return nil, fmt.Errorf("pod %s: lock %s: %w", uuid, lockFile, err)
 	}
 	p := &Pod{Dir: podDir, UUID: uuid, lock: f}
-	if err := p.Recover(); err != nil {
+	if err := p.Recover(); err != nil && p.unfinished == nil {
+		// The journal itself could not be read.
 		p.Close()
 		return nil, err
 	}
@@ -120,13 +146,20 @@ func readPid(dir string) string {
 	return string(b)
 }
 
+// codeNotRunning is app/stop's exit code for an app that was not running
+// in pod1's stage1s before 2026-12-01 (and systemctl's): nothing to stop,
+// as today's exit 0. Pods of those stage1s run on after an upgrade.
+const codeNotRunning = 5
+
 func (p *Pod) call(ep string, args ...string) error {
 	code, out, err := p.entry(ep, args...)
 	if err != nil {
 		return err
 	}
-	switch code {
-	case 0:
+	switch {
+	case code == 0:
+		return nil
+	case code == codeNotRunning && ep == "stop":
 		return nil
 	}
 	return fmt.Errorf("app/%s exited %d: %s", ep, code, firstLine(out))

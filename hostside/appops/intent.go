@@ -50,6 +50,7 @@ func (p *Pod) Recover() error {
 		return fmt.Errorf("journal: %w", err)
 	}
 	var errs []error
+	p.unfinished = nil
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), ".") {
 			_ = os.Remove(filepath.Join(p.Dir, intentDir, e.Name()))
@@ -57,7 +58,8 @@ func (p *Pod) Recover() error {
 		}
 		b, err := safefile.ReadRegularIn(p.Dir, filepath.Join(intentDir, e.Name()), maxFile)
 		if err != nil {
-			errs = append(errs, err)
+			p.unfinish(e.Name(), fmt.Errorf("app %s: journal: %w", e.Name(), err))
+			errs = append(errs, p.unfinished[e.Name()])
 			continue
 		}
 		switch op := strings.TrimSpace(string(b)); op {
@@ -65,14 +67,25 @@ func (p *Pod) Recover() error {
 			// Both end the same way: the app gone entirely. (An rm
 			// that got as far as the journal was asked for; an add
 			// that did not finish is rolled back.)
-			if err := p.finishRm(e.Name()); err != nil {
-				errs = append(errs, fmt.Errorf("app %s: recover %s: %w", e.Name(), op, err))
-				continue
+			err := p.finishRm(e.Name())
+			if err == nil {
+				err = p.done(e.Name())
 			}
-			errs = append(errs, p.done(e.Name()))
+			if err != nil {
+				p.unfinish(e.Name(), fmt.Errorf("app %s: an earlier %s did not finish: %w", e.Name(), op, err))
+				errs = append(errs, p.unfinished[e.Name()])
+			}
 		default:
-			errs = append(errs, fmt.Errorf("journal: app %s: unknown operation %q", e.Name(), op))
+			p.unfinish(e.Name(), fmt.Errorf("app %s: journal: unknown operation %q", e.Name(), op))
+			errs = append(errs, p.unfinished[e.Name()])
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func (p *Pod) unfinish(app string, err error) {
+	if p.unfinished == nil {
+		p.unfinished = map[string]error{}
+	}
+	p.unfinished[app] = err
 }

@@ -20,6 +20,9 @@ func (p *Pod) Add(dataDir string, a launch.AppOptions) (string, error) {
 		if _, err := types.NewACName(a.Name); err != nil {
 			return "", fmt.Errorf("--name %q: %w", a.Name, err)
 		}
+		if err := p.usable(a.Name); err != nil {
+			return "", err
+		}
 		if err := p.checkFree(a.Name); err != nil {
 			return "", err
 		}
@@ -45,6 +48,9 @@ func (p *Pod) Add(dataDir string, a launch.AppOptions) (string, error) {
 		// The name came from the image: journal now, then check.
 		if err := p.intend(name, opAdd); err != nil {
 			_ = launch.RemoveApp(p.Dir, name)
+			return "", err
+		}
+		if err := p.usable(name); err != nil {
 			return "", err
 		}
 		if err := p.checkFree(name); err != nil {
@@ -94,6 +100,9 @@ func (p *Pod) checkFree(name string) error {
 // Start (re)starts an app: stage0 drops its old -started marker and status
 // and writes a new marker, then app/start.
 func (p *Pod) Start(name string) error {
+	if err := p.usable(name); err != nil {
+		return err
+	}
 	_ = os.Remove(p.marker(name, "-started"))
 	_ = os.Remove(p.marker(name, ""))
 	if err := touch(p.marker(name, "-started")); err != nil {
@@ -108,6 +117,9 @@ func (p *Pod) Start(name string) error {
 // Stop stops an app gracefully; an app that is not running is left as it
 // is, without an error (as rkt's stage1 does).
 func (p *Pod) Stop(name string) error {
+	if err := p.usable(name); err != nil {
+		return err
+	}
 	if err := p.call("stop", "--debug=false", "--app="+name); err != nil {
 		return fmt.Errorf("app %s: stop: %w", name, err)
 	}
@@ -129,12 +141,30 @@ func (p *Pod) Rm(name string) error {
 	if err := p.finishRm(name); err != nil {
 		return fmt.Errorf("app %s: rm: %w", name, err)
 	}
-	return p.done(name)
+	if err := p.done(name); err != nil {
+		return err
+	}
+	delete(p.unfinished, name)
+	return nil
 }
 
 // finishRm is every step of rm, each idempotent, so an interrupted rm is
-// completed by running it again.
+// completed by running it again. An app that is not in the pod manifest
+// is not PID 1's: an add enters it there before PID 1 hears of it, an rm
+// drops it last. Only its files are left then, without asking the
+// stage1, which would refuse a name it does not know.
 func (p *Pod) finishRm(name string) error {
+	pm, err := p.readManifest()
+	if err != nil {
+		return err
+	}
+	an, err := types.NewACName(name)
+	if err != nil {
+		return err
+	}
+	if pm.Apps.Get(*an) == nil {
+		return p.removeFiles(name)
+	}
 	if err := p.call("stop", "--debug=false", "--app="+name); err != nil {
 		return err
 	}

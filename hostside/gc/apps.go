@@ -37,6 +37,10 @@ func (c *collector) recoverApps() error {
 			c.fail(uuid, err)
 			continue
 		}
+		// Left in the journal for the next run; reported meanwhile.
+		if err := op.Unfinished(); err != nil {
+			c.fail(uuid, err)
+		}
 		op.Close()
 	}
 	return nil

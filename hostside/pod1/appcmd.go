@@ -123,13 +123,23 @@ func findRunning(g *globalFlags, target string) (*pods.Pod, error) {
 }
 
 // openRunning resolves a UUID (or unique prefix) to a running pod and
-// takes its pod.lck.
-func openRunning(g *globalFlags, target string) (*appops.Pod, error) {
+// takes its pod.lck. An earlier operation it could not finish is named
+// on stderr, a line per app; the command goes on unless it is on that app.
+func openRunning(g *globalFlags, target, prefix string, stderr io.Writer) (*appops.Pod, error) {
 	p, err := findRunning(g, target)
 	if err != nil {
 		return nil, err
 	}
-	return appops.Open(p.Dir, p.UUID)
+	op, err := appops.Open(p.Dir, p.UUID)
+	if err != nil {
+		return nil, err
+	}
+	if err := op.Unfinished(); err != nil {
+		for _, l := range strings.Split(err.Error(), "\n") {
+			fail(stderr, prefix+": warning", errors.New(l))
+		}
+	}
+	return op, nil
 }
 
 func appAdd(g *globalFlags, args []string, stdout, stderr io.Writer) int {
@@ -167,7 +177,7 @@ func appAdd(g *globalFlags, args []string, stdout, stderr io.Writer) int {
 		fail(stderr, prefix, err)
 		return exitError
 	}
-	p, err := openRunning(g, uuid)
+	p, err := openRunning(g, uuid, prefix, stderr)
 	if err != nil {
 		fail(stderr, prefix, err)
 		return exitError
@@ -194,7 +204,7 @@ func appOp(g *globalFlags, op string, args []string, stdout, stderr io.Writer) i
 		fail(stderr, prefix, errors.New("want one UUID and --app=NAME"))
 		return exitError
 	}
-	p, err := openRunning(g, fs.Arg(0))
+	p, err := openRunning(g, fs.Arg(0), prefix, stderr)
 	if err != nil {
 		fail(stderr, prefix, err)
 		return exitError

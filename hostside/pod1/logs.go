@@ -99,7 +99,11 @@ func cmdLogs(g *globalFlags, args []string, stdout, stderr io.Writer) int {
 	}
 	w := &lineWriter{bufio.NewWriter(stdout), escape}
 	if dirfd < 0 {
-		err = logsFromJournal(w, p.UUID, *app, since, *follow, running)
+		var n int
+		n, err = logsFromJournal(w, p.UUID, *app, since, *follow, running)
+		if err == nil && n == 0 {
+			err = checkKeptLogs(p.UUID)
+		}
 	} else {
 		err = logsFromFiles(w, dirfd, *app, since, *follow, running)
 	}
@@ -284,7 +288,29 @@ func (e *journalEntry) message() []byte {
 // logsFromJournal prints the pod's entries through journalctl. Following,
 // journalctl -f runs while the pod does; once it has exited, one more run
 // prints what came after the last entry seen.
-func logsFromJournal(w *lineWriter, uuid, only string, since time.Time, follow bool, running func() bool) error {
+// checkKeptLogs tells a pod that kept no logs from one whose apps wrote
+// nothing that was asked for: with no log directory, the journal has no
+// entry of the pod at all. Either its apps wrote nothing, or its stage1
+// kept no logs (pod1's before 2026-12-01, whose pods may run on after an
+// upgrade): printing nothing and succeeding would say the apps wrote
+// nothing.
+func checkKeptLogs(uuid string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), journalctlTimeout)
+	defer cancel()
+	w := &lineWriter{bufio.NewWriter(io.Discard), false}
+	n, _, err := journalctl(ctx, w, "", []string{"--no-pager", "--quiet", "--output=json", "--lines=1", "POD1_POD_UUID=" + uuid}, false)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("pod %s has no logs: no log files in its directory and no entry in the journal (its apps wrote nothing, or its stage1 kept none: pod1's before 2026-12-01 did not)", uuid)
+	}
+	return nil
+}
+
+// logsFromJournal prints the pod's lines from the journal and returns how
+// many journal entries it printed.
+func logsFromJournal(w *lineWriter, uuid, only string, since time.Time, follow bool, running func() bool) (int, error) {
 	args := []string{"--no-pager", "--quiet", "--output=json", "POD1_POD_UUID=" + uuid}
 	if only != "" {
 		args = append(args, "POD1_APP="+only)
@@ -292,7 +318,7 @@ func logsFromJournal(w *lineWriter, uuid, only string, since time.Time, follow b
 	if !since.IsZero() {
 		args = append(args, "--since=@"+strconv.FormatInt(since.Unix(), 10))
 	}
-	cursor := ""
+	cursor, total := "", 0
 	if follow && running() {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -308,11 +334,11 @@ func logsFromJournal(w *lineWriter, uuid, only string, since time.Time, follow b
 			}
 		}()
 		var err error
-		cursor, err = journalctl(ctx, w, only, append(args, "--follow", "--lines=all"), true)
+		total, cursor, err = journalctl(ctx, w, only, append(args, "--follow", "--lines=all"), true)
 		cancel()
 		<-done
 		if err != nil {
-			return err
+			return total, err
 		}
 	}
 	if cursor != "" {
@@ -320,23 +346,25 @@ func logsFromJournal(w *lineWriter, uuid, only string, since time.Time, follow b
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), journalctlTimeout)
 	defer cancel()
-	_, err := journalctl(ctx, w, only, args, false)
-	return err
+	n, _, err := journalctl(ctx, w, only, args, false)
+	return total + n, err
 }
 
-func journalctl(ctx context.Context, w *lineWriter, only string, args []string, following bool) (string, error) {
+// journalctl runs journalctl with args and prints the lines of the
+// entries it gives; it returns how many entries and the last one's cursor.
+func journalctl(ctx context.Context, w *lineWriter, only string, args []string, following bool) (int, string, error) {
 	cmd := exec.CommandContext(ctx, "journalctl", args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return "", err
+		return 0, "", err
 	}
 	var errBuf limitedBuffer
 	cmd.Stderr = &errBuf
 	cmd.WaitDelay = time.Second
 	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("journalctl: %w", err)
+		return 0, "", fmt.Errorf("journalctl: %w", err)
 	}
-	cursor := ""
+	cursor, n := "", 0
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
 	for sc.Scan() {
@@ -350,20 +378,21 @@ func journalctl(ctx context.Context, w *lineWriter, only string, args []string, 
 			printLine(w, e.App, only, l)
 		}
 		cursor = e.Cursor
+		n++
 		if following {
 			if err := w.Flush(); err != nil {
-				return cursor, err
+				return n, cursor, err
 			}
 		}
 	}
 	err = cmd.Wait()
 	if following && ctx.Err() != nil {
-		return cursor, nil
+		return n, cursor, nil
 	}
 	if err != nil {
-		return cursor, fmt.Errorf("journalctl: %w: %s", err, errBuf.String())
+		return n, cursor, fmt.Errorf("journalctl: %w: %s", err, errBuf.String())
 	}
-	return cursor, nil
+	return n, cursor, nil
 }
 
 // limitedBuffer keeps the first 4 KiB written to it.

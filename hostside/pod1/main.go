@@ -41,6 +41,20 @@ var commands = []command{
 	{"logs", "print the output of a pod's apps, from the journal or its log files", cmdLogs},
 	{"gc", "garbage-collect exited, aborted and expired pods", cmdGC},
 	{"app", "dynamic pods: sandbox, add, start, stop, rm, list, status", cmdApp},
+	{"version", "print pod1's version, its stage1 image's version label", cmdVersion},
+}
+
+// version is pod1's (git describe), set by the Makefile; the stage1 image
+// built with this pod1 carries it as its version label.
+var version = "dev"
+
+func cmdVersion(_ *globalFlags, args []string, stdout, stderr io.Writer) int {
+	if len(args) != 0 {
+		fail(stderr, "version", fmt.Errorf("takes no arguments, got %q", args[0]))
+		return exitError
+	}
+	fmt.Fprintf(stdout, "pod1 %s\n", version)
+	return 0
 }
 
 // globalFlags are rkt's global flags. They may be given before the command

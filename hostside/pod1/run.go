@@ -169,14 +169,23 @@ func parsePodArgs(g *globalFlags, args []string, withApps bool) (launch.Options,
 	}, nil
 }
 
-// defaultStage1Path is <dir of the pod1 executable>/../build/stage1.aci: the
-// layout of a build tree (bin/pod1 beside build/stage1.aci).
+// installedStage1 is where make install puts the stage1 image (the
+// Makefile sets it), for a pod1 that was installed rather than run from
+// its build tree.
+var installedStage1 string
+
+// defaultStage1Path is <dir of the pod1 executable>/../build/stage1.aci
+// when it exists, the layout of a build tree (bin/pod1 beside
+// build/stage1.aci); otherwise the installed image.
 func defaultStage1Path() string {
 	exe, err := os.Executable()
-	if err != nil {
-		return ""
+	if err == nil {
+		p := filepath.Join(filepath.Dir(exe), "..", "build", "stage1.aci")
+		if _, serr := os.Stat(p); serr == nil || installedStage1 == "" {
+			return p
+		}
 	}
-	return filepath.Join(filepath.Dir(exe), "..", "build", "stage1.aci")
+	return installedStage1
 }
 
 // sizeFlag is a byte count with an optional binary suffix (K, M, G, T).
