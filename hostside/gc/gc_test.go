@@ -1,7 +1,9 @@
 package gc
 
 import (
+	"crypto/rand"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,7 +12,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const uuid = "11111111-2222-4333-8444-555555555555"
+// uuid is the test pods' UUID, one per test binary: a fixed one made two
+// runs at once (or one killed, which left its cgroup) collide in the
+// host's cgroup tree.
+var uuid = func() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}()
 
 func mkdirs(t *testing.T, paths ...string) {
 	t.Helper()
