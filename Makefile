@@ -39,7 +39,7 @@ bin/pod1-init: $(SRCS)
 # probes the CPU (cpuid, for its string functions and cache sizes) before
 # main, which traps to the hypervisor on a paravirtualised machine, and
 # faults in more pages; the waiter and the lock keeper are on the pod's
-# start path, and stay resident (bench/profile.md). Without musl-gcc, or
+# start path, and stay resident (docs/design-start.md). Without musl-gcc, or
 # with WAITER_CC=gcc, it is built against glibc (libc6-dev) instead: it
 # works the same, slower to start and larger (TestWaiterAndKeeperAreSmall
 # says so).
