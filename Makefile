@@ -1,6 +1,7 @@
 # pod1: a stage1 for rkt. `make` builds the static binaries into bin/,
-# `make image` the stage1 ACI, `sudo make demo` runs a demo pod and
-# `sudo make test` runs the unit and integration tests (as root).
+# `make image` the stage1 ACI, `sudo make demo` runs a demo pod,
+# `make test-unit` runs the unit tests (as any user) and `sudo make test`
+# the unit and integration tests (as root).
 
 GO        ?= go
 # pod1's version, from git: every binary knows it and it is the stage1
@@ -17,7 +18,7 @@ RKT := build/rkt/rkt
 BINS := bin/stage1-init bin/pod1-init bin/pod1-waiter bin/pod1-pause bin/net-setup bin/pod1 bin/probe bin/demo-hello
 SRCS := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 
-.PHONY: deps FORCE all image demo test test-race lint tools check-static clean bench bench-ab vm-test rkt conformance \
+.PHONY: deps FORCE all image demo test test-unit test-race lint tools check-static clean bench bench-ab vm-test rkt conformance \
 	install install-default-stage1 uninstall uninstall-default-stage1
 
 all: $(BINS)
@@ -53,7 +54,7 @@ bin/pod1-init: $(SRCS)
 # probes the CPU (cpuid, for its string functions and cache sizes) before
 # main, which traps to the hypervisor on a paravirtualised machine, and
 # faults in more pages; the waiter and the lock keeper are on the pod's
-# start path, and stay resident (bench/profile.md). Without musl-gcc, or
+# start path, and stay resident (docs/design-start.md). Without musl-gcc, or
 # with WAITER_CC=gcc, it is built against glibc (libc6-dev) instead: it
 # works the same, slower to start and larger (TestWaiterAndKeeperAreSmall
 # says so).
@@ -190,18 +191,28 @@ demo: deps all image
 	./demo/run.sh
 
 # make test runs every test: the unit tests and the integration tests that
-# start real pods. Both need root; run as an ordinary user they fail with a
-# clear message rather than pass silently.
+# start real pods. It needs root: run as an ordinary user it fails with a
+# clear message rather than pass with the root tests skipped (make
+# test-unit is what runs as any user).
 test: deps all image check-static $(RKT)
 	@if [ "$$(id -u)" != 0 ]; then echo "make test needs root (sudo make test): the tests start real pods"; exit 1; fi
 	POD1_RKT=$(abspath $(RKT)) POD1_WAITER=$(WAITER) $(GO) test -count=1 -timeout 14m ./...
+
+# The unit packages: every package but tests/, whose integration tests
+# start real pods from bin/ and build/.
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e '/tests$$')
+
+# make test-unit runs the unit packages' tests as any user, with Go alone:
+# nothing is built or installed first. A test that needs root (a mount, a
+# cgroup, a namespace, a chown) skips, with one line saying why, when it
+# is not; as root it runs, as in make test.
+test-unit:
+	$(GO) test -count=1 -timeout 10m $(UNIT_PKGS)
 
 # make test-race runs the unit packages under the race detector. The race
 # detector needs cgo, and the stage1's binaries must be static (they run
 # inside pods that have no loader of ours), so the pods of the integration
 # tests run the ordinary binaries: tests/ is left out. Root, as make test.
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e '/tests$$')
-
 test-race:
 	@if [ "$$(id -u)" != 0 ]; then echo "make test-race needs root (sudo make test-race): the unit tests of reaper, cgroups and gc do"; exit 1; fi
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 10m $(UNIT_PKGS)

@@ -399,7 +399,7 @@ func lookPath(name string, env []string) (string, error) {
 // credentials ever reach the app. syscall.Setresuid and Setresgid (which
 // x/sys/unix calls) change every thread of the Go runtime instead, by
 // signalling each one and waiting for it, on every app start
-// (bench/profile.md).
+// (docs/design-start.md).
 func setCredentials(s *Spec) error {
 	if err := unix.Setgroups(s.Groups); err != nil {
 		return fmt.Errorf("setgroups %v: %w", s.Groups, err)

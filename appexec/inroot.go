@@ -16,7 +16,7 @@ import (
 // could leave it. pathrs-lite's OpenatInRoot makes the same call and
 // then, to name its handle, checks the host's procfs and reads the
 // handle's path there: ten more system calls a lookup, a third of an app
-// set-up's (bench/profile.md). Nothing here uses the name.
+// set-up's (docs/design-start.md). Nothing here uses the name.
 func openInRoot(root *os.File, p string) (*os.File, error) {
 	how := &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_CLOEXEC,

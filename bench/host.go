@@ -391,6 +391,6 @@ func (b *bench) cgroupMoveCost() string {
 		mode = "the slow path (the writer of the global cgroup_threadgroup_rwsem waits for an RCU grace period)"
 	}
 	return fmt.Sprintf("Moving a process into a cgroup (one write to cgroup.procs after 150 ms of quiet) took %s ms median (%s–%s) on this kernel: "+
-		"%s. Every runtime here pays it at least once per start (the profile notes say what the slow path costs).",
+		"%s. Every runtime here pays it at least once per start ([design-start.md](design-start.md) says how pod1 keeps it off its own start path).",
 		num(m.median()), num(m.min()), num(m.max()), mode)
 }

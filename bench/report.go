@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 )
@@ -307,9 +305,17 @@ func (b *bench) markdown() string {
 			}
 		}
 	}
-	if notes, err := os.ReadFile(filepath.Join(b.repo, "bench", "profile.md")); err == nil {
-		p("\n%s", notes)
-	}
-	p("\n---\nReproduce with `sudo make bench` (it installs crun, runc, systemd-container, tini, catatonit, conmon and iptables from Debian if they are missing).\n")
+	p("%s", reportEnd)
 	return sb.String()
 }
+
+// reportEnd closes every report. The report is the last run's figures
+// and nothing else, rewritten whole by each run (git keeps the earlier
+// ones): why pod1 is built as these figures show, and what each of its
+// tricks buys, is the design note's, which changes with the design, not
+// with every sitting. Notes appended run after run grew into a diary
+// longer than the report.
+const reportEnd = "\n## Why pod1 is built this way\n\n" +
+	"What each piece of pod1's start, stop and memory design buys, in the figures above, what was tried and did not pay, " +
+	"and the off switches: [design-start.md](design-start.md).\n" +
+	"\n---\nReproduce with `sudo make bench` (it installs crun, runc, systemd-container, tini, catatonit, conmon and iptables from Debian if they are missing).\n"

@@ -61,8 +61,7 @@ func stepTrees(dir string) map[string]string {
 
 // stepNoise is how much slower a step's tree may read and still count as
 // no worse: two rows of the very same binaries differed by that much in
-// one sitting on the bench's host (bench/profile.md, the waiter's
-// hand-over), so a smaller difference says nothing about the code.
+// one sitting on the bench's host (docs/design-start.md), so a smaller difference says nothing about the code.
 const stepNoise = 0.02
 
 // stepsTarget judges issue 12's "no worse": every step's median start to

@@ -36,7 +36,7 @@ exit 0
 // program's.
 func TestDeviceFilterBPF(t *testing.T) {
 	if os.Getuid() != 0 {
-		t.Skip("needs root")
+		t.Skip("needs root: it makes a cgroup and attaches a BPF device program to it")
 	}
 	v2, _, err := mounts()
 	if err != nil || v2 == "" {
@@ -84,7 +84,7 @@ func TestDeviceFilterBPF(t *testing.T) {
 // and a mknod, and a wildcard minor matches any.
 func TestDeviceProgramAccessBits(t *testing.T) {
 	if os.Getuid() != 0 {
-		t.Skip("needs root")
+		t.Skip("needs root: it makes a cgroup and attaches a BPF device program to it")
 	}
 	v2, _, err := mounts()
 	if err != nil || v2 == "" {
@@ -130,7 +130,7 @@ func oks(out []byte) string {
 // list; another list gets a program of its own.
 func TestDeviceFilterLoadedOnce(t *testing.T) {
 	if os.Getuid() != 0 {
-		t.Skip("needs root")
+		t.Skip("needs root: it makes a cgroup and attaches a BPF device program to it")
 	}
 	v2, _, err := mounts()
 	if err != nil || v2 == "" {

@@ -12,10 +12,9 @@ import (
 //
 // Every write to a cgroup.procs takes the writer's side of the kernel's
 // global cgroup_threadgroup_rwsem, which first waits for an RCU grace
-// period (rcu_sync_enter), 5-15 ms on the bench's VM, unless another
-// writer was there within about a grace period before (or favordynmods is
+// period (rcu_sync_enter), unless another writer was there within about a grace period before (or favordynmods is
 // set on the cgroup2 mount). So the first move of a pod's start paid that
-// wait, with PID 1 waiting for it (bench/profile.md); after Prime, which
+// wait, with PID 1 waiting for it (docs/design-start.md); after Prime, which
 // the Go run calls as it starts when it is the entry point, in a goroutine
 // of its own, the wait overlaps the validation of the pod and PID 1's
 // start, and the moves that follow in its window are quick. (The waiter,

@@ -24,7 +24,7 @@ import (
 func fakeUnified(t *testing.T) (top string, scopeProc *exec.Cmd) {
 	t.Helper()
 	if os.Getuid() != 0 {
-		t.Skip("needs root")
+		t.Skip("needs root: it makes cgroups in the host's cgroup2 tree and moves a process into one")
 	}
 	v2, _, err := mounts()
 	if err != nil || v2 == "" {

@@ -11,7 +11,7 @@ import (
 // In a new network namespace lo is down; loopbackUp brings it up.
 func TestLoopbackUp(t *testing.T) {
 	if os.Getuid() != 0 {
-		t.Skip("needs root")
+		t.Skip("needs root: it makes a network namespace")
 	}
 	flags := func() (uint16, error) {
 		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)

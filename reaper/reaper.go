@@ -276,7 +276,7 @@ func (r *Reaper) Forget(pid int) {
 // reaper stays the only one to wait4). A SIGCHLD instead reaches the
 // caller through the Go runtime's signal handler, the os/signal goroutine
 // and a channel: three threads woken in turn, each a wake-up of an idle
-// CPU on a virtual machine, against one here (bench/profile.md).
+// CPU on a virtual machine, against one here (docs/design-start.md).
 //
 // With no child at all waitid fails with ECHILD, and the goroutine waits
 // for Start. A process re-parented to the caller meanwhile (an orphan of a

@@ -31,7 +31,7 @@ const (
 	// file, never a mix, but a host crash may lose the change. That is
 	// right for what describes a running pod (the pid file, records,
 	// specs, options), which a host crash ends anyway, and saves two
-	// fsyncs per file on a pod's start (docs/benchmarks.md).
+	// fsyncs per file on a pod's start (docs/design-start.md).
 	Volatile Sync = false
 )
 

@@ -11,7 +11,8 @@ import "golang.org/x/sys/unix"
 // allows: the descriptor table a process starts with holds 64, and
 // growing it past that in a process of several threads (every Go
 // program) waits for an RCU grace period (the kernel's expand_fdtable),
-// which was 5-15 ms of every pod's start with n at 256 (bench/profile.md).
+// which was on every pod's start path with n at 256
+// (docs/design-start.md).
 func execFd(fd int, files []uintptr) (int, error) {
 	low := len(files)
 	for _, f := range files {

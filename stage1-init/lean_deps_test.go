@@ -13,7 +13,7 @@ import (
 // need: the manifest schema and its dependencies, netlink, a BPF library,
 // CNI, the flag library. Each was initialised at every pod start, in
 // PID 1 and in every app's set-up process, and kept PID 1's memory up
-// (bench/profile.md).
+// (docs/design-start.md).
 func TestLeanInitDeps(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -58,8 +58,8 @@ func main() {
 	// One P: every role does serial work (set up, wait, supervise one
 	// loop), and three of them start at once on the pod's start path.
 	// More Ps only meant more threads started, woken and, at the app's
-	// execve and at exit, killed (measured: bench/profile.md, "Figures
-	// moved out of the code"). Setting it also stops the runtime from
+	// execve and at exit, killed (docs/design-start.md, "Go runtime
+	// settings"). Setting it also stops the runtime from
 	// adjusting it to the cgroup's CPU limit.
 	runtime.GOMAXPROCS(1)
 	os.Exit(dispatch())

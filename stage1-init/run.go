@@ -297,7 +297,7 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	// nothing before it has read its configuration, which is sent only
 	// once all that is done and PID 1 is in its cgroup. Started last,
 	// its Go start-up came after ours on the pod's start path
-	// (bench/profile.md).
+	// (docs/design-start.md).
 	rr, rw, err := os.Pipe()
 	if err != nil {
 		pw.Close()
@@ -318,9 +318,9 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	// syscall.ForkExec, not os.StartProcess: the latter's first call in a
 	// process forks and reaps a throwaway child to probe clone(CLONE_PIDFD)
 	// (os.checkPidfd), a whole fork+exit+wait on the pod's start path
-	// (bench/profile.md) for a pidfd we never use.
+	// (docs/design-start.md) for a pidfd we never use.
 	// PID 1 is the start-path binary, not this one: it links only what
-	// PID 1 and the apps' set-up need (bench/profile.md, issue 16).
+	// PID 1 and the apps' set-up need (docs/design-start.md).
 	files := pid1Files(pr, self, rw, logFds, commitW, pause)
 	exe, exePath, err := readOnlySibling(initBinary, files)
 	if err != nil {
@@ -446,8 +446,8 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	// PID 1 is moved into its cgroup while the rest is prepared and
 	// while PID 1 sets itself up from its configuration: the move
 	// waits for an RCU grace period (the writer's side of the kernel's
-	// cgroup_threadgroup_rwsem), 5-15 ms on the bench's VM, which was
-	// on every pod's start path (bench/profile.md). PID 1 starts
+	// cgroup_threadgroup_rwsem), which was on every pod's start path
+	// (docs/design-start.md). PID 1 starts
 	// nothing before it reads hostReady, written once the move is done.
 	var placed chan error
 	if initCg != nil {
@@ -724,9 +724,9 @@ func detachedDir(dir string, flags uint) (int, error) {
 // setting of the caller's, which wins). Each asynchronous preemption looks
 // the interrupted code up in the binary's function tables, which faults
 // their pages back in after PID 1 has shed them (shedUnusedMemory), 64 KiB
-// around each (bench/profile.md): on a busy host the runtime's monitor
-// preempts PID 1's loop whenever the kernel descheduled it mid-step for
-// 10 ms. PID 1 runs one P and no long computation: cooperative
+// around each (docs/design-start.md): on a busy host the runtime's
+// monitor preempts PID 1's loop whenever the kernel descheduled it
+// mid-step. PID 1 runs one P and no long computation: cooperative
 // preemption, at every function call, is enough for it. The apps' set-up
 // processes inherit it; the apps do not (their environment is their
 // spec's).

@@ -19,7 +19,7 @@ import (
 // waiting for a spec. PID 1 starts it first thing, so that start-up
 // overlaps run's preparation of the pod and PID 1's own, instead of
 // following them on the way to the first app's exec
-// (docs/benchmarks.md, start to exit). It is briefed with the first app's
+// (docs/design-start.md, the spare). It is briefed with the first app's
 // spec as soon as PID 1 has its configuration, and sets the app's root up
 // meanwhile; the app takes it when it starts, by its go. If no app can (no
 // app, or one in a user namespace), it is killed once the apps are
@@ -86,7 +86,7 @@ func startSpare(r *reaper.Reaper) *spare {
 // waits for an RCU grace period (the kernel's cgroup_threadgroup_rwsem)
 // unless another move was made within about one: made here, right after
 // PID 1's own, it is quick, where at a's start, a few milliseconds later,
-// it often was not (bench/profile.md). Nothing is done when a cannot take
+// it often was not (docs/design-start.md). Nothing is done when a cannot take
 // the spare (takeSpare) or on an error, which a's start meets again and
 // reports.
 func (o *appOS) admitSpare(a *supervisor.App) {
