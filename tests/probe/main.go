@@ -504,15 +504,17 @@ func oomHold(n string) error {
 	return nil
 }
 
+// eaten keeps what eat allocated reachable, so that none of it is freed.
+var eaten [][]byte
+
 // eat allocates and touches memory, a MiB at a time, forever.
 func eat() {
-	var keep [][]byte
 	for {
 		b := make([]byte, 1<<20)
 		for i := 0; i < len(b); i += 4096 {
 			b[i] = 1
 		}
-		keep = append(keep, b)
+		eaten = append(eaten, b)
 	}
 }
 
