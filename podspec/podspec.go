@@ -38,7 +38,10 @@ type Options struct {
 	Debug       bool
 	Net         []string
 	Interactive bool
-	Hostname    string
+	// Console: with Interactive, the caller's stdin is a terminal
+	// (podplan.Pod.Console).
+	Console  bool
+	Hostname string
 	// ResolvMode and HostsMode are the two halves of --dns-conf-mode.
 	ResolvMode string
 	HostsMode  string
