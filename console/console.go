@@ -180,6 +180,10 @@ func (c *Console) copyIn() {
 	}
 }
 
+// outWait bounds End's wait for the output copy once the master is
+// closed.
+const outWait = time.Second
+
 // End waits up to drain for the app's last output to be copied, stops
 // both copies, closes the master (the app's terminal hangs up if anything
 // still holds it) and puts the caller's terminal settings back.
@@ -190,15 +194,21 @@ func (c *Console) End(drain time.Duration) {
 		case <-c.outDone:
 		case <-t.C:
 		}
-		t.Stop()
 		c.mu.Lock()
 		c.ended = true
 		c.mu.Unlock()
 		unix.Close(c.stopW)
 		// Closing an os.File that a Read waits on wakes it (the
-		// runtime's poller).
+		// runtime's poller). A copy that waits to write to a caller's
+		// terminal nobody reads is not waited for long: the pod's end
+		// must not hang on it.
 		c.master.Close()
-		<-c.outDone
+		t.Reset(outWait)
+		select {
+		case <-c.outDone:
+		case <-t.C:
+		}
+		t.Stop()
 		// TCSETS, not TCSETSW: the output copied is processed already,
 		// and a caller's terminal that is not being read must not keep
 		// the pod from ending.
