@@ -173,18 +173,36 @@ func TestConsoleKeys(t *testing.T) {
 
 // Job control in the app, as a shell does it: a job made the terminal's
 // foreground group is stopped by Ctrl-Z, and the app takes the terminal
-// back.
+// back; as root, as another user, and in a user namespace of its own.
 func TestConsoleJobControl(t *testing.T) {
-	data := dataDir(t)
-	tm := newTerm(t)
-	p := runBGWith(t, data, tm.attach, "--interactive", probeACIDir(t), "--name=con", "--exec=/bin/probe", "--", "jobs")
-	tm.expect(t, `jobs fg \d+`)
-	tm.send(t, "\x1a")
-	tm.expect(t, "jobs stopped SIGTSTP")
-	tm.expect(t, "jobs back fg=true")
-	tm.expect(t, "jobs done")
-	if code := p.wait(t); code != 0 {
-		t.Errorf("pod1 run: exit %d; the terminal shows:\n%s", code, tm.Output())
+	for _, v := range []struct {
+		name  string
+		flags []string
+	}{
+		{"root", nil},
+		{"user", []string{"--user=1000", "--group=1000"}},
+		{"private-users", []string{"--private-users=210000:65536"}},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			data := dataDir(t)
+			tm := newTerm(t)
+			var args []string
+			img := []string{probeACIDir(t), "--name=con", "--exec=/bin/probe"}
+			if strings.HasPrefix(strings.Join(v.flags, " "), "--private-users") {
+				args = append(append(append(args, v.flags...), "--interactive"), img...)
+			} else {
+				args = append(append([]string{"--interactive"}, img...), v.flags...)
+			}
+			p := runBGWith(t, data, tm.attach, append(args, "--", "jobs")...)
+			tm.expect(t, `jobs fg \d+`)
+			tm.send(t, "\x1a")
+			tm.expect(t, "jobs stopped SIGTSTP")
+			tm.expect(t, "jobs back fg=true")
+			tm.expect(t, "jobs done")
+			if code := p.wait(t); code != 0 {
+				t.Errorf("pod1 run: exit %d; the terminal shows:\n%s", code, tm.Output())
+			}
+		})
 	}
 }
 
