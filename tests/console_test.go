@@ -81,9 +81,15 @@ func (tm *term) Output() string {
 // expect waits for the terminal to show a match of re.
 func (tm *term) expect(t *testing.T, re string) {
 	t.Helper()
+	tm.expectN(t, re, 1)
+}
+
+// expectN waits for the terminal to show n matches of re.
+func (tm *term) expectN(t *testing.T, re string, n int) {
+	t.Helper()
 	rx := regexp.MustCompile(re)
 	deadline := time.Now().Add(eventDeadline)
-	for !rx.MatchString(tm.Output()) {
+	for len(rx.FindAllString(tm.Output(), -1)) < n {
 		if time.Now().After(deadline) {
 			t.Fatalf("the terminal never showed %q; it shows:\n%s", re, tm.Output())
 		}
@@ -274,5 +280,38 @@ func TestRktConsole(t *testing.T) {
 	p.wait(t)
 	if after := tm.termios(t); after != before {
 		t.Errorf("after rkt stop, the caller's terminal settings changed:\nbefore %+v\nafter  %+v", before, after)
+	}
+}
+
+// An interactive app restarted by its restart policy gets a new terminal
+// of its own for each run, the caller's terminal raw again meanwhile (its
+// keys still the app's), and the caller's settings as found at the end.
+func TestConsoleRestart(t *testing.T) {
+	tm := newTerm(t)
+	before := tm.termios(t)
+	p := newPod(t, []App{{Name: "con", Exec: probe("console", "+", "keys"),
+		Annotations: map[string]string{"pod1/restart-policy": "always", "pod1/restart-backoff": "10ms",
+			"pod1/start-limit-burst": "10", "pod1/start-limit-interval": "1h"}}}, nil)
+	r := start(t, p, RunOpts{Args: []string{"--net=none", "--interactive"},
+		Stdin: tm.slave, Stdout: tm.slave, Stderr: tm.slave,
+		Sys: &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}})
+	tm.expect(t, "keys ready")
+	tm.send(t, "quit\r")
+	tm.expectN(t, consoleLine, 2)
+	tm.expectN(t, "keys ready", 2)
+	if raw := tm.termios(t); raw.Lflag&(unix.ICANON|unix.ISIG|unix.ECHO) != 0 {
+		t.Errorf("the caller's terminal is not raw during the second run: lflag %#x", raw.Lflag)
+	}
+	tm.send(t, "\x03")
+	tm.expect(t, "keys SIGINT")
+	tm.resize(t, 30, 90)
+	tm.expect(t, "keys winch 30x90")
+	must(t, r.Cmd.Process.Signal(unix.SIGTERM))
+	r.Wait(t)
+	if rec := record(t, p, "con"); rec.RestartCount != 1 {
+		t.Errorf("restart count %d, want 1; the terminal shows:\n%s", rec.RestartCount, tm.Output())
+	}
+	if after := tm.termios(t); after != before {
+		t.Errorf("the caller's terminal settings changed:\nbefore %+v\nafter  %+v", before, after)
 	}
 }
