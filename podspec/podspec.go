@@ -39,8 +39,9 @@ type Options struct {
 	Net         []string
 	Interactive bool
 	// Console: with Interactive, the caller's stdin is a terminal
-	// (podplan.Pod.Console).
-	Console  bool
+	// (podplan.Pod.Console). A fact of the run's start, not an option:
+	// not saved with them (saveOptions).
+	Console  bool `json:"-"`
 	Hostname string
 	// ResolvMode and HostsMode are the two halves of --dns-conf-mode.
 	ResolvMode string
