@@ -497,6 +497,14 @@ func (rs *run) discard(c net.Conn, oc *outClient) {
 	rs.forget(c, oc)
 }
 
+// OpenPTY opens a new pseudo-terminal on the hub's devpts instance, as
+// openPTY: the console of an interactive pod's app (stage1-init).
+func (h *Hub) OpenPTY() (master, slave int, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.openPTY()
+}
+
 // openPTY opens a new pseudo-terminal on the hub's own devpts instance:
 // its master, non-blocking, and its peer. The instance is a detached mount
 // of PID 1's: no path leads to it, so no app can open its terminals.

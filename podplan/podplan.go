@@ -37,6 +37,11 @@ type Pod struct {
 	// Interactive: the app has the caller's terminal, and /dev/console
 	// is on its device allow-list.
 	Interactive bool `json:"interactive,omitempty"`
+	// Console: the pod is interactive and the caller's stdin is a
+	// terminal. The app then gets a pseudo-terminal of its own as its
+	// controlling terminal, which PID 1 joins to the caller's
+	// (stage1-init console.go), rather than the caller's terminal itself.
+	Console bool `json:"console,omitempty"`
 	// AllDevices: no device allow-list (--disable-paths, rkt's insecure
 	// option "paths", which drops its DevicePolicy= too).
 	AllDevices  bool          `json:"allDevices,omitempty"`

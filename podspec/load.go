@@ -54,6 +54,7 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 		PrivateUsers: opts.PrivateUsers != nil,
 		Mutable:      opts.Mutable,
 		Interactive:  opts.Interactive,
+		Console:      opts.Interactive && opts.Console,
 		AllDevices:   opts.DisablePaths,
 		GracePeriod:  DefaultGracePeriod,
 		EmptyVolumes: shared,
@@ -292,7 +293,7 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 	if err != nil {
 		return nil, errorf(field("annotations"), "%w", err)
 	}
-	spec.CtrlTTY = sio.Stdin == StdioTTY
+	spec.CtrlTTY = sio.Stdin == StdioTTY || opts.Interactive && opts.Console && sio.Stdin == StdioInteractive
 	out := &App{Spec: *spec, Supervision: sup, Resources: res, Stdio: sio, EmptyVolumes: appVols, Devices: devs}
 	for i, eh := range app.EventHandlers {
 		f := field(fmt.Sprintf("eventHandlers[%d]", i))

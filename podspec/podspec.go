@@ -38,7 +38,11 @@ type Options struct {
 	Debug       bool
 	Net         []string
 	Interactive bool
-	Hostname    string
+	// Console: with Interactive, the caller's stdin is a terminal
+	// (podplan.Pod.Console). A fact of the run's start, not an option:
+	// not saved with them (saveOptions).
+	Console  bool `json:"-"`
+	Hostname string
 	// ResolvMode and HostsMode are the two halves of --dns-conf-mode.
 	ResolvMode string
 	HostsMode  string

@@ -3,11 +3,13 @@ package main
 import (
 	"errors"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/cgroups"
+	"github.com/pod1/pod1/console"
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/podattach"
@@ -37,6 +39,9 @@ type appOS struct {
 	res   map[*supervisor.App]*appRes
 	// attach serves the apps' stdio to rkt attach (podattach).
 	attach *podattach.Hub
+	// console is the terminal of the interactive app's current or last
+	// run, joined to the caller's (pod.Console; console.go).
+	console atomic.Pointer[console.Console]
 	// reports carries the setup processes' reports to the loop
 	// (readReport); early holds the exits of reported processes that
 	// ended before their report was read (Adopt).
@@ -185,8 +190,10 @@ func (o *appOS) Kill(a *supervisor.App) {
 // ending (gc removes it with the pod's); before its next run when it
 // restarts, which gets a fresh one.
 func (o *appOS) Sweep(a *supervisor.App) bool {
-	// The run is over: its attach clients are let go.
+	// The run is over: its attach clients are let go, and the caller's
+	// terminal is given back once the app's last output is copied.
 	o.attach.End(a.Name)
+	o.endConsole(false)
 	cg := o.cg(a)
 	if cg == nil {
 		return true

@@ -416,9 +416,15 @@ func hostPid(pid int) int {
 func (o *appOS) stdio(a *supervisor.App) (fds [3]int, close func(), err error) {
 	var pipes []*os.File
 	var att *podattach.Run
+	// slave is the console's end the app gets (openConsole), -1 until
+	// it has one.
+	slave := -1
 	close = func() {
 		for _, p := range pipes {
 			p.Close()
+		}
+		if slave >= 0 {
+			unix.Close(slave)
 		}
 		if att != nil {
 			att.Started()
@@ -446,6 +452,14 @@ func (o *appOS) stdio(a *supervisor.App) (fds [3]int, close func(), err error) {
 		switch {
 		case merged && i == podlog.Stderr:
 			fds[i] = fds[podlog.Stdout]
+		case m == podplan.StdioInteractive && o.pod.Console:
+			if slave < 0 {
+				if slave, err = o.openConsole(); err != nil {
+					close()
+					return fds, nil, err
+				}
+			}
+			fds[i] = slave
 		case m == podplan.StdioInteractive:
 			fds[i] = i
 		case m == podplan.StdioTTY || m == podplan.StdioStream && i == 0:

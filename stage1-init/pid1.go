@@ -428,6 +428,7 @@ func (p *pid1) loop() int {
 	// final count of lines the sinks, and bytes the console, could not
 	// take.
 	p.os.logs.Close(logDrainTimeout)
+	p.os.endConsole(true)
 	p.os.attach.Close()
 	for _, a := range p.sup.Apps() {
 		if a.Rec.LogDropped != p.os.logs.Dropped(a.Name) || a.Rec.ConsoleDropped != p.os.logs.ConsoleDropped(a.Name) {

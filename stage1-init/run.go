@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/cgroups"
+	"github.com/pod1/pod1/console"
 	"github.com/pod1/pod1/control"
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/logx"
@@ -43,6 +45,7 @@ func runMain(args []string) int {
 	if err != nil {
 		return fail(err)
 	}
+	f.opts.Console = f.opts.Interactive && console.IsTerminal(0)
 	podDir, err := os.Getwd()
 	if err != nil {
 		return fail(fmt.Errorf("pod directory: %w", err))
@@ -94,6 +97,15 @@ func runMain(args []string) int {
 	w, err := takeWaiter()
 	if err != nil {
 		return fail(err)
+	}
+	if w == nil && f.opts.Console {
+		// We hold the caller's terminal and outlive the pod: its
+		// settings are put back as found, whatever became of PID 1,
+		// which makes it raw (console.go). Under the waiter, the
+		// waiter does it.
+		if t, err := unix.IoctlGetTermios(0, unix.TCGETS); err == nil {
+			defer func() { _ = unix.IoctlSetTermios(0, unix.TCSETS, t) }()
+		}
 	}
 	return cloneInitAndWait(pod, f, podDir, lock, req, w)
 }
@@ -345,8 +357,13 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 			Cloneflags: cloneFlags(f) | w.cloneFlags(),
 			// A process group of its own: the terminal's signals
 			// (Ctrl-C, Ctrl-\) reach run alone, which passes each on
-			// once, as it does every other stop request.
-			Setpgid: true,
+			// once, as it does every other stop request. With a
+			// console, a session of its own: PID 1 reads and sets the
+			// caller's terminal, which in the caller's session, from
+			// a background group, would stop it (SIGTTIN, SIGTTOU)
+			// or fail.
+			Setpgid: !f.opts.Console,
+			Setsid:  f.opts.Console,
 		},
 	})
 	pr.Close()
@@ -539,6 +556,9 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 		return waitUnderWaiter(w, req, pid, pidfd, perr, pidErr, keeper, podDir, pod)
 	}
 	go forwardStop(req, pid, pidfd, perr)
+	if f.opts.Console && perr == nil {
+		forwardWindowSize(pidfd)
+	}
 	time.AfterFunc(shedDelay, shedUnusedMemory)
 	holdNetns(pid)
 	ws := waitPid(pid)
@@ -615,6 +635,19 @@ func forwardStop(req *sigpolicy.Requests, pid, pidfd int, pidfdErr error) {
 			_ = unix.Kill(pid, sig)
 		}
 	}
+}
+
+// forwardWindowSize passes each SIGWINCH, which the caller's terminal
+// sends its foreground process group (ours, not PID 1's), on to PID 1,
+// which copies the new size to the app's terminal (console.go).
+func forwardWindowSize(pidfd int) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, unix.SIGWINCH)
+	go func() {
+		for range ch {
+			_ = unix.PidfdSendSignal(pidfd, unix.SIGWINCH, nil, 0)
+		}
+	}()
 }
 
 // waitPid waits for one of our two children, PID 1 and the lock keeper.

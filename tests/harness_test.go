@@ -289,6 +289,9 @@ type RunOpts struct {
 	Stdin     io.Reader // the stage1's stdin; default /dev/null
 	Stdout    *os.File  // the stage1's stdout; default Run.Stdout
 	Stderr    *os.File  // the stage1's stderr; default Run.Stderr
+	// Sys replaces the stage1's process attributes (default: a process
+	// group of its own), say a session on a terminal.
+	Sys *syscall.SysProcAttr
 }
 
 // start execs the pod's run entry point like stage0: cwd = pod dir, the
@@ -336,6 +339,9 @@ func start(t *testing.T, p *Pod, o RunOpts) *Run {
 	}
 	cmd.Stdin = o.Stdin
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if o.Sys != nil {
+		cmd.SysProcAttr = o.Sys
+	}
 	cmd.WaitDelay = time.Second
 	must(t, cmd.Start())
 	// Like stage0, which execs the stage1 and so keeps no copy: only the

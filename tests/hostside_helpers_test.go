@@ -32,6 +32,13 @@ type bgPod struct {
 // runBG starts `pod1 run --dir=data ... ARGS` and waits for its UUID.
 func runBG(t *testing.T, data string, args ...string) *bgPod {
 	t.Helper()
+	return runBGWith(t, data, nil, args...)
+}
+
+// runBGWith is runBG with setup applied to the command before it starts
+// (its stdio, its session).
+func runBGWith(t *testing.T, data string, setup func(*exec.Cmd), args ...string) *bgPod {
+	t.Helper()
 	uuidFile := filepath.Join(t.TempDir(), "uuid")
 	full := []string{"run", "--dir=" + data, "--stage1-path=" + stage1ACI(t), "--uuid-file-save=" + uuidFile}
 	if !hasNetFlag(args) {
@@ -43,6 +50,9 @@ func runBG(t *testing.T, data string, args ...string) *bgPod {
 	p := &bgPod{Cmd: exec.CommandContext(ctx, bin("pod1"), full...), Stderr: &bytes.Buffer{}, Stdout: &bytes.Buffer{}, done: make(chan struct{})}
 	p.Cmd.Stderr, p.Cmd.Stdout = p.Stderr, p.Stdout
 	p.Cmd.WaitDelay = time.Second
+	if setup != nil {
+		setup(p.Cmd)
+	}
 	must(t, p.Cmd.Start())
 	go func() {
 		_ = p.Cmd.Wait()

@@ -166,6 +166,13 @@ type rktPod struct {
 // returns once rkt has saved the pod's UUID and the pod is running.
 func (r *rktEnv) start(verb string, args ...string) *rktPod {
 	r.t.Helper()
+	return r.startWith(verb, nil, args...)
+}
+
+// startWith is start with setup applied to rkt's command before it starts
+// (its stdio, its session).
+func (r *rktEnv) startWith(verb string, setup func(*exec.Cmd), args ...string) *rktPod {
+	r.t.Helper()
 	uf := filepath.Join(r.dir, "uuid-"+newUUID(r.t))
 	var full []string
 	if verb == "run" {
@@ -178,6 +185,9 @@ func (r *rktEnv) start(verb string, args ...string) *rktPod {
 	ctx, cancel := context.WithCancel(context.Background())
 	c, o, e := r.cmd(ctx, nil, full...)
 	p := &rktPod{cmd: c, out: o, errb: e, cancel: cancel, done: make(chan struct{})}
+	if setup != nil {
+		setup(c)
+	}
 	must(r.t, c.Start())
 	go func() {
 		err := c.Wait()

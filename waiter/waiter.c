@@ -14,7 +14,9 @@
  * on to PID 1 as sigpolicy says (SIGHUP, SIGINT, SIGTERM: a graceful stop,
  * sent as SIGTERM; SIGQUIT, SIGUSR1: a forced stop, sent as SIGUSR1; a
  * request only ever rises, and one that came before PID 1 was ready is
- * passed on once it is), ignores every other signal it can, reaps PID 1,
+ * passed on once it is), passes SIGWINCH on to PID 1 and puts the
+ * caller's terminal settings back at its exit in an interactive pod with
+ * a terminal (restore_tty), ignores every other signal it can, reaps PID 1,
  * empties the pod's cgroups (whatever is left in them is killed; the
  * directories stay for gc, as the Go run leaves them), waits for the lock
  * keeper to have committed the last statuses and let go of the lock (its
@@ -49,6 +51,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -529,6 +532,42 @@ static int prime_cgroups(void)
  * grace period after a write (12-20 ms measured here). */
 #define PRIME_EVERY_MS 3
 
+/* The caller's terminal, for an interactive pod whose stdin is one
+ * (stage1-init console.go): PID 1 makes it raw while the app has a
+ * terminal of its own joined to it. We hold it too and outlive PID 1, so we
+ * put its settings back as we found them when we exit, however PID 1 and
+ * the app ended; and we are in its foreground process group, where its
+ * window size changes (SIGWINCH) arrive, which we pass on to PID 1. */
+static struct termios saved_tty;
+static int winch_pending;
+
+static void restore_tty(void)
+{
+	tcsetattr(0, TCSANOW, &saved_tty);
+}
+
+/* interactive reports whether the stage1's flags (those before the pod's
+ * uuid, as Go's flag package parses them: the last one counts) turn
+ * --interactive on. */
+static int interactive(int argc, char **argv)
+{
+	int on = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (a[0] != '-' || !strcmp(a, "--"))
+			break;
+		a += a[1] == '-' ? 2 : 1;
+		if (!strcmp(a, "interactive"))
+			on = 1;
+		else if (!strncmp(a, "interactive=", 12)) {
+			const char *v = a + 12;
+			on = !strcmp(v, "1") || !strcmp(v, "t") || !strcmp(v, "T") || !strcmp(v, "true") ||
+			     !strcmp(v, "TRUE") || !strcmp(v, "True");
+		}
+	}
+	return on;
+}
+
 static void forward(int pidfd, long level)
 {
 	if (pidfd >= 0 && level > LEVEL_NONE)
@@ -544,6 +583,13 @@ static void read_requests(int sfd, long *level, int pidfd)
 	ssize_t n = read(sfd, si, sizeof si);
 	for (ssize_t i = 0; i < n / (ssize_t)sizeof si[0]; i++) {
 		int s = si[i].ssi_signo;
+		if (s == SIGWINCH) {
+			if (pidfd >= 0)
+				syscall(SYS_pidfd_send_signal, pidfd, SIGWINCH, NULL, 0);
+			else
+				winch_pending = 1;
+			continue;
+		}
 		long want = s == SIGQUIT || s == SIGUSR1 ? LEVEL_FORCE : LEVEL_STOP;
 		if (want > *level)
 			*level = want;
@@ -872,6 +918,10 @@ int main(int argc, char **argv)
 	sigaddset(&stops, SIGTERM);
 	sigaddset(&stops, SIGQUIT);
 	sigaddset(&stops, SIGUSR1);
+	if (interactive(argc, argv) && tcgetattr(0, &saved_tty) == 0) {
+		atexit(restore_tty);
+		sigaddset(&stops, SIGWINCH);
+	}
 	int sfd = signalfd(-1, &stops, SFD_CLOEXEC);
 	/* Every other signal is ignored, as sigpolicy says run ignores it;
 	 * SIGCHLD keeps its default, which leaves our children to wait. */
@@ -970,6 +1020,8 @@ int main(int argc, char **argv)
 		kill(pid, SIGUSR1);
 	}
 	forward(pidfd, level);
+	if (winch_pending && pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, pidfd, SIGWINCH, NULL, 0);
 	shed();
 	struct pollfd fds[2] = { { .fd = sfd, .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
 	while (pidfd >= 0) {

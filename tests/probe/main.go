@@ -216,6 +216,9 @@ func run(cmd string, a []string) error {
 		if ok, err := attachClient(cmd, a); ok {
 			return err
 		}
+		if ok, err := console(cmd, a); ok {
+			return err
+		}
 		return report(cmd, a)
 	}
 	return nil
