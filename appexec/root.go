@@ -202,7 +202,7 @@ func mountBind(root *os.File, m *Mount) error {
 	}
 	src := t
 	if !m.InPlace {
-		if err := notOverPseudo(root, t, m.Target); err != nil {
+		if err := notOverPseudo(root, t, m); err != nil {
 			t.Close()
 			return err
 		}
@@ -211,6 +211,10 @@ func mountBind(root *os.File, m *Mount) error {
 			return err
 		}
 		defer src.Close()
+		if err := deviceOnDev(src, m); err != nil {
+			t.Close()
+			return err
+		}
 	}
 	flags := uintptr(unix.MS_BIND | unix.MS_REC)
 	if m.NoRecursive {
@@ -255,7 +259,8 @@ func mountBind(root *os.File, m *Mount) error {
 // the kernel interfaces the pod mounted there, and then whatever the stage1
 // or enter reaches through them (threats T7, T19). The resolved place is
 // what the kernel says the descriptor is.
-func notOverPseudo(root, t *os.File, target string) error {
+func notOverPseudo(root, t *os.File, m *Mount) error {
+	target := m.Target
 	rp, err1 := os.Readlink(fdPath(root))
 	tp, err2 := os.Readlink(fdPath(t))
 	if err := errors.Join(err1, err2); err != nil {
@@ -268,10 +273,33 @@ func notOverPseudo(root, t *os.File, target string) error {
 	if rel == "" {
 		return fmt.Errorf("target %s resolves to the app's root", target)
 	}
+	// On /dev, a device volume's node or a volume on /dev/shm, named
+	// as such: not reached through a symlink of the image.
+	if OnDev(rel) && rel == target {
+		return DevTarget(rel, m.Device, m.File)
+	}
 	for _, pseudo := range []string{"/proc", "/sys", "/dev"} {
 		if rel == pseudo || strings.HasPrefix(rel, pseudo+"/") {
 			return fmt.Errorf("target %s resolves to %s, on the app's %s", target, rel, pseudo)
 		}
+	}
+	return nil
+}
+
+// deviceOnDev refuses a bind onto the app's /dev/... (other than /dev/shm)
+// whose source, as opened, is not a device node: the pod was loaded with
+// one there, and the path may lead elsewhere now; what is bound is the
+// inode checked here.
+func deviceOnDev(src *os.File, m *Mount) error {
+	if !OnDev(m.Target) || m.Target == "/dev/shm" {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(src.Fd()), &st); err != nil {
+		return fmt.Errorf("source: %w", err)
+	}
+	if t := st.Mode & unix.S_IFMT; t != unix.S_IFCHR && t != unix.S_IFBLK {
+		return fmt.Errorf("source %s is not a device node: only a device may be mounted on %s", m.Source, m.Target)
 	}
 	return nil
 }

@@ -466,6 +466,11 @@ func checkMountTargets(rootfs string, mounts []appexec.Mount) error {
 		if m.Kind != appexec.KindBind || m.Optional {
 			continue
 		}
+		// The app's /dev is a fresh tmpfs: nothing of the image's
+		// leads there, and appMounts checked what may go on it.
+		if appexec.OnDev(m.Target) {
+			continue
+		}
 		p, err := securejoin.SecureJoin(rootfs, m.Target)
 		if err != nil {
 			return fmt.Errorf("target %s: %w", m.Target, err)

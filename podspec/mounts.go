@@ -66,7 +66,15 @@ func loadVolume(podDir string, v types.Volume, users *idmap.Range) (volume, *Sha
 		if err != nil {
 			return vol, nil, fmt.Errorf("source: %w", err)
 		}
-		st, err := os.Stat(src)
+		// What the source is (a device's numbers go on the app's
+		// allow-list) is taken from the file opened, not from a
+		// second walk of the path.
+		f, err := os.OpenFile(src, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return vol, nil, fmt.Errorf("source: %w", err)
+		}
+		st, err := f.Stat()
+		f.Close()
 		if err != nil {
 			return vol, nil, fmt.Errorf("source: %w", err)
 		}
@@ -124,7 +132,7 @@ func appMounts(podDir string, ra *schema.RuntimeApp, app *types.App, docker bool
 	var shared []SharedVolume
 	var devs []cgroups.Device
 	add := func(v volume, target string, ro bool) error {
-		t, err := mountTarget(target)
+		t, err := mountTarget(target, &v)
 		if err != nil {
 			return err
 		}
@@ -184,7 +192,7 @@ func appMounts(podDir string, ra *schema.RuntimeApp, app *types.App, docker bool
 		case docker:
 			// A Docker image's volume starts with what the image has
 			// there: the image's own directory, a mount of its own.
-			t, err := mountTarget(mp.Path)
+			t, err := mountTarget(mp.Path, nil)
 			if err != nil {
 				return nil, nil, nil, fmt.Errorf("mountPoint %q: %w", mp.Name, err)
 			}
@@ -231,13 +239,21 @@ func depth(p string) int { return strings.Count(p, "/") }
 // relative one is taken from the root, as rkt does), and not on or under
 // the pseudo-filesystems, where a volume would hide or fake them (a fake
 // /proc absorbed runc's LSM label writes: CVE-2019-16884, threats T7).
-func mountTarget(t string) (string, error) {
+// On /dev, v (nil for a mount of the image's own) may be a device volume
+// on a node of its own, or a directory on /dev/shm (appexec.DevTarget).
+func mountTarget(t string, v *volume) (string, error) {
 	if t == "" {
 		return "", errors.New("target is empty")
 	}
 	c := path.Clean("/" + t)
 	if c == "/" {
 		return "", fmt.Errorf("target %q is the root", t)
+	}
+	if v != nil && appexec.OnDev(c) {
+		if err := appexec.DevTarget(c, v.dev != nil, v.file); err != nil {
+			return "", err
+		}
+		return c, nil
 	}
 	for _, pseudo := range []string{"/proc", "/sys", "/dev"} {
 		if c == pseudo || strings.HasPrefix(c, pseudo+"/") {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/appc/spec/schema/types"
+
+	"github.com/pod1/pod1/cgroups"
 )
 
 func TestEnvironDefaultsAndOrder(t *testing.T) {
@@ -50,15 +52,37 @@ func TestWorkingDir(t *testing.T) {
 
 func TestMountTarget(t *testing.T) {
 	// A relative target is taken from the app's root, as rkt does.
-	for in, want := range map[string]string{"/data": "/data", "/a/../b": "/b", "/proc-like": "/proc-like", "data": "/data", "../../x": "/x"} {
-		if got, err := mountTarget(in); err != nil || got != want {
+	dir := &volume{}
+	for in, want := range map[string]string{"/data": "/data", "/a/../b": "/b", "/proc-like": "/proc-like", "data": "/data", "../../x": "/x", "/dev/shm": "/dev/shm", "dev/shm/": "/dev/shm"} {
+		if got, err := mountTarget(in, dir); err != nil || got != want {
 			t.Errorf("mountTarget(%q) = %q, %v", in, got, err)
 		}
 	}
-	for _, bad := range []string{"", "/", ".", "proc", "/proc", "/proc/sys", "/sys", "/dev/shm", "/x/../proc"} {
-		if _, err := mountTarget(bad); err == nil {
-			t.Errorf("mountTarget(%q) accepted", bad)
+	for _, bad := range []string{"", "/", ".", "proc", "/proc", "/proc/sys", "/sys", "/dev", "/dev/fuse", "/dev/shm/x", "/x/../proc", "/devices/../dev/pts"} {
+		if _, err := mountTarget(bad, dir); err == nil {
+			t.Errorf("mountTarget(%q) of a directory accepted", bad)
 		}
+	}
+	// The image's own mount points (Docker's) go nowhere on /dev.
+	if _, err := mountTarget("/dev/shm", nil); err == nil {
+		t.Error("mountTarget of an image's own directory on /dev/shm accepted")
+	}
+	// A device volume: a node of its own on /dev, nothing the stage1
+	// makes there.
+	dev := &volume{file: true, dev: &cgroups.Device{Type: 'c', Major: 10, Minor: 229}}
+	for _, ok := range []string{"/dev/fuse", "/dev/net/tun", "/dev/sda", "/mnt/fuse"} {
+		if got, err := mountTarget(ok, dev); err != nil || got != ok {
+			t.Errorf("mountTarget(%q) of a device = %q, %v", ok, got, err)
+		}
+	}
+	for _, bad := range []string{"/dev", "/dev/shm", "/dev/shm/x", "/dev/pts/0", "/dev/pts", "/dev/console", "/dev/null", "/dev/stdout", "/dev/fd/3", "/dev/mqueue/q", "/dev/ptmx", "/dev/log", "/proc/x", "/sys/x"} {
+		if _, err := mountTarget(bad, dev); err == nil {
+			t.Errorf("mountTarget(%q) of a device accepted", bad)
+		}
+	}
+	// A regular file is no device.
+	if _, err := mountTarget("/dev/fuse", &volume{file: true}); err == nil {
+		t.Error("mountTarget(/dev/fuse) of a regular file accepted")
 	}
 }
 

@@ -147,6 +147,22 @@ func isolation(cmd string, a []string) error {
 		}
 		err := unix.Mknod(arg(a, 3), mode|0o600, int(unix.Mkdev(uint32(major), uint32(minor))))
 		fmt.Printf("mknod %s %s\n", arg(a, 3), errnoOf(err))
+	case "rw":
+		// Opens PATH for reading and writing, writes a byte and reads
+		// four: through a device node, what the device does with them.
+		fd, err := unix.Open(arg(a, 0), unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+		if err != nil {
+			fmt.Printf("rw %s open %s\n", arg(a, 0), errnoOf(err))
+			return nil
+		}
+		defer unix.Close(fd)
+		_, werr := unix.Write(fd, []byte{'x'})
+		b := make([]byte, 4)
+		n, rerr := unix.Read(fd, b)
+		if rerr != nil {
+			n = 0
+		}
+		fmt.Printf("rw %s write %s read %s %x\n", arg(a, 0), errnoOf(werr), errnoOf(rerr), b[:n])
 	case "open-rw":
 		fd, err := unix.Open(arg(a, 0), unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
 		if err == nil {
