@@ -145,7 +145,7 @@ func readBrief(fd int) ([]byte, error) {
 // readHeader reads a brief's header, and the descriptors that come with
 // it (SpareBriefRights): the spare was started before PID 1 had them.
 func readHeader(fd int, hdr []byte) (int, error) {
-	oob := make([]byte, unix.CmsgSpace(4))
+	oob := make([]byte, unix.CmsgSpace(3*4))
 	for {
 		n, oobn, _, _, err := unix.Recvmsg(fd, hdr, oob, unix.MSG_CMSG_CLOEXEC|unix.MSG_WAITALL)
 		if errors.Is(err, unix.EINTR) {
@@ -158,8 +158,8 @@ func readHeader(fd int, hdr []byte) (int, error) {
 			if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
 				for i := range msgs {
 					if fds, err := unix.ParseUnixRights(&msgs[i]); err == nil {
-						if len(fds) == 2 && appsProcFd < 0 {
-							appsProcFd, appsPidNS = fds[0], fds[1]
+						if len(fds) == 3 && appsProcFd < 0 {
+							appsProcFd, appsPidNS, podShmFd = fds[0], fds[1], fds[2]
 							fds = nil
 						}
 						for _, f := range fds {
@@ -178,8 +178,9 @@ func readHeader(fd int, hdr []byte) (int, error) {
 }
 
 // SpareBriefRights are the descriptors a spare's brief carries: a
-// detached procfs of the apps' pid namespace, and the namespace.
-func SpareBriefRights(procfs, pidns int) []byte { return unix.UnixRights(procfs, pidns) }
+// detached procfs of the apps' pid namespace, the namespace, and a
+// detached copy of the pod's /dev/shm.
+func SpareBriefRights(procfs, pidns, shm int) []byte { return unix.UnixRights(procfs, pidns, shm) }
 
 // readFull reads len(b) bytes from fd unless it ends first, and returns
 // how many it read.
@@ -281,6 +282,7 @@ func become(s *Spec, g *gate) (int, error) {
 	unix.Umask(0)
 	err := setupRoot(s)
 	unix.Umask(0o022)
+	dropPodShm()
 	if g != nil {
 		if gerr := g.wait(); gerr != nil {
 			return setupFailed, gerr

@@ -88,6 +88,8 @@ func mountOne(root *os.File, m *Mount) error {
 			return err
 		}
 		return populateDev(root, m.Target)
+	case KindPodShm:
+		return mountPodShm(root, m.Target)
 	case KindBind:
 		return mountBind(root, m)
 	}
@@ -159,8 +161,11 @@ func populateDev(root *os.File, target string) error {
 		flags              uintptr
 	}{
 		{"pts", "devpts", "newinstance,ptmxmode=0666,mode=0620,gid=5", 0o755, unix.MS_NOSUID | unix.MS_NOEXEC},
-		{"shm", "tmpfs", "mode=1777,size=65536k", 0o1777, unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC},
 		{"mqueue", "mqueue", "", 0o755, unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC},
+	}
+	// /dev/shm is the pod's (KindPodShm), or a volume's.
+	if err := unix.Mkdirat(dfd, "shm", 0o1777); err != nil {
+		return fmt.Errorf("mkdir /dev/shm: %w", err)
 	}
 	for _, s := range subs {
 		if err := unix.Mkdirat(dfd, s.name, s.mode); err != nil {

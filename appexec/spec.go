@@ -60,8 +60,11 @@ const (
 	// KindSys mounts a sysfs, read-only when ReadOnly is set.
 	KindSys = "sysfs"
 	// KindDev mounts a fresh tmpfs /dev with the standard device nodes,
-	// devpts, shm and mqueue.
+	// devpts, mqueue and the shm directory.
 	KindDev = "dev"
+	// KindPodShm attaches a copy of the pod's /dev/shm (PodShm), which
+	// the pod's apps share, at Target.
+	KindPodShm = "podshm"
 	// KindBind bind-mounts Source (a path in the pod's mount namespace).
 	KindBind = "bind"
 )

@@ -53,6 +53,9 @@ type Pod struct {
 	// PidsMax is the pod's cgroup's pids.max: -1 for the host's default
 	// (cgroups.DefaultPodPidsMax), 0 for none.
 	PidsMax int `json:"pidsMax"`
+	// ShmSize bounds the pod's /dev/shm, in bytes (pod1/shm-size): 0 for
+	// tmpfs's default, half of the host's memory.
+	ShmSize int64 `json:"shmSize,omitempty"`
 	// Cgroup is the pod's cgroup, made by the run entry point; nil when
 	// the host has no usable cgroup hierarchy.
 	Cgroup *cgroups.Group `json:"cgroup,omitempty"`

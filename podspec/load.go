@@ -86,6 +86,9 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 	if p.PidsMax, err = podPidsMax(pm.Annotations); err != nil {
 		return nil, errorf("pod manifest: annotations", "%w", err)
 	}
+	if p.ShmSize, err = shmSize(pm.Annotations); err != nil {
+		return nil, errorf("pod manifest: annotations", "%w", err)
+	}
 	return p, nil
 }
 

@@ -218,11 +218,16 @@ func appMounts(podDir string, ra *schema.RuntimeApp, app *types.App, docker bool
 		}
 	}
 	sort.SliceStable(vm, func(i, j int) bool { return depth(vm[i].Target) < depth(vm[j].Target) })
-	ms = append(ms, vm...)
 	covered := map[string]bool{}
 	for _, m := range vm {
 		covered[m.Target] = true
 	}
+	// The pod's /dev/shm, shared by its apps, unless a volume of the
+	// app's covers it.
+	if !covered[devShm] {
+		ms = append(ms, appexec.Mount{Kind: appexec.KindPodShm, Target: devShm})
+	}
+	ms = append(ms, vm...)
 	// A volume on /etc/hosts (or resolv.conf, hostname) wins over the
 	// generated file, as in rkt.
 	for _, m := range dnsMounts(podDir, opts) {
@@ -234,6 +239,8 @@ func appMounts(podDir string, ra *schema.RuntimeApp, app *types.App, docker bool
 }
 
 func depth(p string) int { return strings.Count(p, "/") }
+
+const devShm = "/dev/shm"
 
 // mountTarget validates a mount destination: inside the app's root (a
 // relative one is taken from the root, as rkt does), and not on or under

@@ -86,6 +86,22 @@ func TestMountTarget(t *testing.T) {
 	}
 }
 
+func TestShmSize(t *testing.T) {
+	for v, want := range map[string]int64{"1": 1, "4096": 4096, "512M": 512 << 20, "2g": 2 << 30, "1T": 1 << 40, "64k": 64 << 10} {
+		if got, err := shmSize(ann(AnnShmSize, v)); err != nil || got != want {
+			t.Errorf("shmSize(%q) = %d, %v; want %d", v, got, err, want)
+		}
+	}
+	if got, err := shmSize(nil); err != nil || got != 0 {
+		t.Errorf("shmSize(absent) = %d, %v", got, err)
+	}
+	for _, bad := range []string{"", "0", "-1", "M", "1.5G", "10%", "+5", "012", "1 G", "9223372036854775807K", "1P"} {
+		if _, err := shmSize(ann(AnnShmSize, bad)); err == nil || !strings.Contains(err.Error(), AnnShmSize) {
+			t.Errorf("shmSize(%q) = %v; want refused naming %s", bad, err, AnnShmSize)
+		}
+	}
+}
+
 func ann(kv ...string) types.Annotations {
 	var a types.Annotations
 	for i := 0; i < len(kv); i += 2 {

@@ -82,7 +82,7 @@ type bindSpec struct {
 // bounding set. It runs once, after podenv.Setup (which needs the host's
 // /proc and made every mount a slave) and before PID 1 opens anything of
 // the pod; the cwd, the pod directory, is the same path afterwards.
-func enterOwnRoot(pod *podplan.Pod, appsProc int) error {
+func enterOwnRoot(pod *podplan.Pod, appsProc, shm int) error {
 	podDir, err := os.Getwd()
 	if err != nil {
 		return fmt.Errorf("own root: %w", err)
@@ -141,6 +141,9 @@ func enterOwnRoot(pod *podplan.Pod, appsProc int) error {
 		return fmt.Errorf("own root: %w", err)
 	}
 	if err := attachAppsProc(ownRootBase, appsProc); err != nil {
+		return fmt.Errorf("own root: %w", err)
+	}
+	if err := attachPodShm(ownRootBase, shm); err != nil {
 		return fmt.Errorf("own root: %w", err)
 	}
 	// Nothing may be created in the tmpfs itself: every path PID 1

@@ -93,6 +93,10 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	if err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
+	shm, err := makePodShm(pod.ShmSize)
+	if err != nil {
+		return fail(fmt.Errorf("pod init: %w", err))
+	}
 	o := &appOS{pod: pod, reaper: rp, spare: sp, pause: pz, reports: make(chan *handover), commit: commitPipe(), gate: -1, gateW: -1}
 	p := &pid1{pod: pod, os: o, reaper: rp, req: req, sup: supervisor.New(o, pod)}
 	if apps := p.sup.Apps(); len(apps) > 0 {
@@ -100,9 +104,10 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 		// up its own; it runs nothing of the app before its go,
 		// which comes after (Started).
 		o.admitSpare(apps[0])
-		o.briefSpare(apps[0], procfs[0])
+		o.briefSpare(apps[0], procfs[0], shm[0])
 	}
 	unix.Close(procfs[0])
+	unix.Close(shm[0])
 	var ctl *net.UnixListener
 	if pod.Mutable {
 		// In PID 1's own root the socket's directory is read-only.
@@ -110,7 +115,7 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 			return fail(fmt.Errorf("pod init: %w", err))
 		}
 	}
-	if err := enterOwnRoot(pod, procfs[1]); err != nil {
+	if err := enterOwnRoot(pod, procfs[1], shm[1]); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
 	if err := pz.giveRoot(pod.Cgroup); err != nil {

@@ -112,7 +112,7 @@ func (o *appOS) admitSpare(a *supervisor.App) {
 // the spare admitted into a's cgroup is briefed, which then is where the
 // set-up finds the cgroups it shows a, and only for a's main command, the
 // spec a's start then sends (takeSpare compares).
-func (o *appOS) briefSpare(a *supervisor.App, procfs int) {
+func (o *appOS) briefSpare(a *supervisor.App, procfs, shm int) {
 	sp := o.spare
 	if sp == nil || sp.in != a && o.pod.Cgroup != nil || a.Cfg.Spec.UserNS != nil || len(a.Cfg.PreStart) > 0 {
 		return
@@ -121,9 +121,10 @@ func (o *appOS) briefSpare(a *supervisor.App, procfs int) {
 	if err != nil {
 		return
 	}
-	// The apps' pid namespace and a procfs of it come with it: the
-	// spare was started before PID 1 had either (appexec.AppsProc).
-	if sendAll(sp.spec, appexec.SpareBrief(spec), appexec.SpareBriefRights(procfs, o.pause.pidns)) == nil {
+	// The apps' pid namespace, a procfs of it and the pod's /dev/shm
+	// come with it: the spare was started before PID 1 had any
+	// (appexec.AppsProc, appexec.PodShm).
+	if sendAll(sp.spec, appexec.SpareBrief(spec), appexec.SpareBriefRights(procfs, o.pause.pidns, shm)) == nil {
 		sp.briefed = spec
 	}
 	// On an error the spare is gone: a's start meets its end and starts
@@ -155,7 +156,11 @@ func (o *appOS) takeSpare(a *supervisor.App, r *appRes, spec []byte) *spare {
 		// spare's mount namespace, copied before, does not.
 		fd, err := unix.OpenTree(unix.AT_FDCWD, appexec.AppsProc, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 		if err == nil {
-			_ = sendAll(sp.spec, appexec.SpareBrief(spec), appexec.SpareBriefRights(fd, o.pause.pidns))
+			shm, err := unix.OpenTree(unix.AT_FDCWD, appexec.PodShm, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+			if err == nil {
+				_ = sendAll(sp.spec, appexec.SpareBrief(spec), appexec.SpareBriefRights(fd, o.pause.pidns, shm))
+				unix.Close(shm)
+			}
 			unix.Close(fd)
 		}
 	}

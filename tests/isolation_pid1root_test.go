@@ -35,7 +35,8 @@ func lookAtPID1(pid string) []string {
 	pp := "/proc/" + pid
 	in := func(op, rel string) []string { return []string{"+", "in-pid1-pod", op, rel, pid} }
 	args := []string{"ls", pp + "/root/", "+", "ls", pp + "/root/etc", "+", "ls", pp + "/root/sys/fs/cgroup",
-		"+", "mkdir", pp + "/root/sys/fs/cgroup/pod1-test-escape", "+", "mkdir", pp + "/root/pod1-test-escape"}
+		"+", "mkdir", pp + "/root/sys/fs/cgroup/pod1-test-escape", "+", "mkdir", pp + "/root/pod1-test-escape",
+		"+", "mkdir", pp + "/root/pod1-shm/pod1-test-escape"}
 	for _, c := range [][2]string{
 		{"open-write", "stage1/rootfs/stage1-init"}, {"open-write", "stage1/rootfs/gc"}, {"open-write", "stage1/rootfs/pod1-init"},
 		{"open-write", "stage1/manifest"}, {"open-write", "pod"}, {"touch", "stage1/rootfs/planted"}, {"mkdir", "stage1/rootfs/opt/planted"},
@@ -105,13 +106,15 @@ func TestPID1HasARootOfItsOwn(t *testing.T) {
 					got = v
 				}
 			}
-			if !isSubset(strings.Fields(got), []string{"proc", "dev", "sys", "var", "tmp", "run", "work", "root", "srv", "home", "mnt", "opt", "pod1-apps-proc"}) || strings.Contains(got, "etc") {
+			if !isSubset(strings.Fields(got), []string{"proc", "dev", "sys", "var", "tmp", "run", "work", "root", "srv", "home", "mnt", "opt", "pod1-apps-proc", "pod1-shm"}) || strings.Contains(got, "etc") {
 				t.Errorf("PID 1's root holds %q", got)
 			}
 			for _, w := range []string{
 				"ls " + root + "/etc error open " + root + "/etc: no such file or directory",
 				"mkdir " + root + "/sys/fs/cgroup/pod1-test-escape EROFS",
 				"mkdir " + root + "/pod1-test-escape EROFS",
+				// The pod's /dev/shm: the apps' to write, not PID 1's.
+				"mkdir " + root + "/pod1-shm/pod1-test-escape EROFS",
 				// Running: the kernel says so first; not running: read-only.
 				"in-pid1-pod open-write stage1/rootfs/pod1-init ETXTBSY",
 				"in-pid1-pod open-write stage1/rootfs/stage1-init EROFS",

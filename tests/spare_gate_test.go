@@ -68,8 +68,9 @@ func startSpareProc(t *testing.T) *spareProc {
 	return p
 }
 
-// brief sends spec framed as PID 1 frames it, with a procfs and the pid
-// namespace for the app (ours: the host's, standing in for the apps').
+// brief sends spec framed as PID 1 frames it, with a procfs, the pid
+// namespace for the app (ours: the host's, standing in for the apps') and
+// a /dev/shm.
 func (p *spareProc) brief(t *testing.T, spec []byte) {
 	t.Helper()
 	fs, err := unix.Fsopen("proc", unix.FSOPEN_CLOEXEC)
@@ -82,7 +83,15 @@ func (p *spareProc) brief(t *testing.T, spec []byte) {
 	ns, err := os.Open("/proc/self/ns/pid")
 	must(t, err)
 	defer ns.Close()
-	_, err = unix.SendmsgN(int(p.sock.Fd()), appexec.SpareBrief(spec), appexec.SpareBriefRights(procfs, int(ns.Fd())), nil, 0)
+	// The pod's /dev/shm: a detached tmpfs.
+	tfs, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	must(t, err)
+	defer unix.Close(tfs)
+	must(t, unix.FsconfigCreate(tfs))
+	shm, err := unix.Fsmount(tfs, unix.FSMOUNT_CLOEXEC, 0)
+	must(t, err)
+	defer unix.Close(shm)
+	_, err = unix.SendmsgN(int(p.sock.Fd()), appexec.SpareBrief(spec), appexec.SpareBriefRights(procfs, int(ns.Fd()), shm), nil, 0)
 	must(t, err)
 }
 

@@ -147,6 +147,14 @@ func isolation(cmd string, a []string) error {
 		}
 		err := unix.Mknod(arg(a, 3), mode|0o600, int(unix.Mkdev(uint32(major), uint32(minor))))
 		fmt.Printf("mknod %s %s\n", arg(a, 3), errnoOf(err))
+	case "statfs":
+		// The size of the file system at PATH, in bytes.
+		var st unix.Statfs_t
+		if err := unix.Statfs(arg(a, 0), &st); err != nil {
+			fmt.Printf("statfs %s %s\n", arg(a, 0), errnoOf(err))
+			return nil
+		}
+		fmt.Printf("statfs %s size=%d\n", arg(a, 0), uint64(st.Blocks)*uint64(st.Bsize))
 	case "rw":
 		// Opens PATH for reading and writing, writes a byte and reads
 		// four: through a device node, what the device does with them.
