@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/appexec"
 	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/podattach"
 	"github.com/pod1/pod1/podlog"
@@ -468,7 +469,50 @@ func (o *appOS) stdio(a *supervisor.App) (fds [3]int, close func(), err error) {
 			fds[i] = o.devNull
 		}
 	}
+	if err := giveStdio(phaseSpec(a), modes, fds); err != nil {
+		close()
+		return fds, nil, err
+	}
 	return fds, close, nil
+}
+
+// giveStdio makes the app's user the owner of the stdio ends PID 1 made
+// for it (log pipes, a stream's stdin pipe, its terminal), so that the app
+// can open them again by path (/dev/stdout, /proc/self/fd/1: nginx's log
+// files link there), which the kernel checks against the inode's owner
+// and mode: a pipe is its creator's, host root's, mode 0600. In a user
+// namespace host root is no uid at all, and even the namespace's root
+// gets EACCES; without one an app that is not root gets it too. runc
+// gives its containers' stdio to their user for the same reason.
+//
+// Who else can then open them: a pipe or PID 1's terminal has no path,
+// only /proc/<pid>/fd/<n> of a process holding it, which the kernel opens
+// for those who pass the ptrace check on that process: the app's own
+// processes (and PID 1, the host's root). Another app's processes in a
+// user namespace of their own fail it, whatever their uid; without user
+// namespaces an app of the same uid can ptrace this one anyway. The
+// caller's descriptors (interactive) and /dev/null are never changed.
+func giveStdio(s *appexec.Spec, modes [3]string, fds [3]int) error {
+	uid, gid := s.UID, s.GID
+	if s.UserNS != nil {
+		var err1, err2 error
+		uid, err1 = s.UserNS.ToHost(uid)
+		gid, err2 = s.UserNS.ToHost(gid)
+		if err := errors.Join(err1, err2); err != nil {
+			return err
+		}
+	}
+	for i, m := range modes {
+		switch m {
+		case podplan.StdioLog, podplan.StdioStream, podplan.StdioTTY:
+		default:
+			continue
+		}
+		if err := unix.Fchown(fds[i], uid, gid); err != nil {
+			return fmt.Errorf("give fd %d to the app's user: %w", i, err)
+		}
+	}
+	return nil
 }
 
 // appsPidsMax is the pod's pids.max, on its apps' cgroup (0 for none).
