@@ -79,6 +79,7 @@ type Forwarder struct {
 	mu         sync.Mutex
 	apps       map[string]*appLog
 	streams    sync.WaitGroup
+	syslog     syslogState
 }
 
 // New returns the pod's forwarder. dir and cri are open directory fds it
@@ -136,6 +137,9 @@ type appLog struct {
 	// stage1's stdout or stderr) did not take: it went away, or stayed
 	// full past writeAll's bound. They reached the other sinks.
 	consoleDropped atomic.Uint64
+	// syslogDropped counts the messages to its /dev/log the rate
+	// limit dropped.
+	syslogDropped atomic.Uint64
 	// jhdr are the journal fields of each stream but the message, in
 	// the native protocol's form.
 	jhdr [3][]byte
@@ -385,6 +389,15 @@ func AppendRecord(dst []byte, t time.Time, stream int, partial bool, line []byte
 	return append(dst, '\n')
 }
 
+// appendRecordPrefix appends what comes before the line in a full
+// line's record (AppendRecord).
+func appendRecordPrefix(dst []byte, t time.Time, stream int) []byte {
+	dst = t.UTC().AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, ' ')
+	dst = append(dst, StreamName(stream)...)
+	return append(dst, " F "...)
+}
+
 // writeAll writes b to our descriptor fd (the console), whole: raw
 // writes, so that a console that went away (EPIPE) is an error here and
 // never a SIGPIPE death of PID 1. It returns how many bytes of b the
@@ -417,6 +430,7 @@ func writeAll(fd int, b []byte) int {
 // take counts as dropped. The directory fds are closed.
 func (f *Forwarder) Close(timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
+	f.endAllSyslog()
 	done := make(chan struct{})
 	go func() { f.streams.Wait(); close(done) }()
 	ended := false

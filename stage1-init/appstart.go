@@ -15,6 +15,7 @@ import (
 
 	"github.com/pod1/pod1/appexec"
 	"github.com/pod1/pod1/cgroups"
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/podattach"
 	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podplan"
@@ -39,7 +40,7 @@ func (o *appOS) Start(a *supervisor.App) (p supervisor.Proc, err error) {
 		}
 	}()
 	r := o.resOf(a)
-	spec, err := json.Marshal(phaseSpec(a))
+	spec, err := json.Marshal(o.withDevLog(a, phaseSpec(a)))
 	if err != nil {
 		return p, err
 	}
@@ -108,6 +109,43 @@ func (o *appOS) Start(a *supervisor.App) (p supervisor.Proc, err error) {
 	o.awaitReport(a, r, rr)
 	r.pending = pendingStart{pw: pw, spec: spec, closeStdio: closeStdio}
 	return o.admit(a, r, pid, false)
+}
+
+// withDevLog returns a copy of s, the spec of a run of a, with the path of
+// a's /dev/log socket, made now if a has none yet (podlog.ListenSyslog).
+// An app whose socket cannot be made runs without /dev/log, said once
+// per run: its syslog messages are lost, as they were before pods had
+// one, and nothing else of it depends on it.
+func (o *appOS) withDevLog(a *supervisor.App, s *appexec.Spec) *appexec.Spec {
+	c := *s
+	var p string
+	var err error
+	switch early := o.earlyDevLog[a.Name]; {
+	case o.logs == nil:
+		// The spare's brief, before PID 1 has its forwarder: the
+		// socket is bound now, for the set-up to find, and read from
+		// the app's start on (what is sent before waits in it).
+		var sk *podlog.SyslogSocket
+		if sk, err = podlog.BindSyslog(a.Name, layout.DevLogDir); err == nil {
+			if o.earlyDevLog == nil {
+				o.earlyDevLog = map[string]*podlog.SyslogSocket{}
+			}
+			o.earlyDevLog[a.Name] = sk
+			p = sk.Path
+		}
+	case early != nil:
+		delete(o.earlyDevLog, a.Name)
+		o.logs.ServeSyslog(a.Name, early)
+		p = early.Path
+	default:
+		p, err = o.logs.ListenSyslog(a.Name, layout.DevLogDir)
+	}
+	if err != nil {
+		o.logf("app %q: /dev/log: %v", a.Name, err)
+		return &c
+	}
+	c.DevLog = p
+	return &c
 }
 
 // awaitReport reads, off the loop, the report of a's set-up process on

@@ -50,6 +50,26 @@ func syslogProbe(cmd string, a []string) (ok bool, err error) {
 			}
 			fmt.Printf("reopen-others %s\n", errnoOf(err))
 		}
+	case "syslog-others":
+		// syslog-others MARKER: sends a message to the /dev/log of
+		// every other process whose command line holds MARKER, through
+		// its /proc/PID/root.
+		self := strconv.Itoa(os.Getpid())
+		ents, err := os.ReadDir("/proc")
+		if err != nil {
+			return true, err
+		}
+		for _, e := range ents {
+			if _, err := strconv.Atoi(e.Name()); err != nil || e.Name() == self {
+				continue
+			}
+			b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+			if !strings.Contains(string(b), arg(a, 0)) {
+				continue
+			}
+			_, err := sendSyslog("/proc/"+e.Name()+"/root/dev/log", 1, func(int) string { return "<13>intruder: hello" }, 0, time.Time{})
+			fmt.Printf("syslog-others %s\n", errnoOf(err))
+		}
 	case "syslog":
 		// syslog PATH N TEXT [MS]: N datagrams "<13>Dec  6 10:00:00
 		// tag: TEXT i" to the socket PATH, as logger and glibc's
