@@ -398,27 +398,31 @@ func parse5424(b []byte, m *SyslogMsg) ([]byte, bool) {
 		}
 		f[k], rest = rest[:j], rest[j+1:]
 	}
+	switch {
+	case bytes.HasPrefix(rest, []byte("-")):
+		rest = rest[1:]
+	case bytes.HasPrefix(rest, []byte("[")):
+		var ok bool
+		if rest, ok = skipSD(rest); !ok {
+			return nil, false
+		}
+	default:
+		return nil, false
+	}
 	if v := string(f[2]); v != "-" && printableToken(v) {
 		m.Ident = v
 	}
 	if v := string(f[3]); v != "-" && printableToken(v) {
 		m.Pid = v
 	}
-	switch {
-	case bytes.HasPrefix(rest, []byte("-")):
-		rest = rest[1:]
-	case bytes.HasPrefix(rest, []byte("[")):
-		rest = skipSD(rest)
-	default:
-		return nil, false
-	}
 	rest = bytes.TrimPrefix(rest, []byte(" "))
 	return bytes.TrimPrefix(rest, []byte("\xef\xbb\xbf")), true
 }
 
 // skipSD skips the structured data's elements ("[id k="v"]..."), a
-// backslash escaping the next byte and quotes holding ']'.
-func skipSD(b []byte) []byte {
+// backslash escaping the next byte and quotes holding ']'; false if one
+// is not closed.
+func skipSD(b []byte) ([]byte, bool) {
 	for len(b) > 0 && b[0] == '[' {
 		quoted, i := false, 1
 		for ; i < len(b); i++ {
@@ -431,11 +435,11 @@ func skipSD(b []byte) []byte {
 				goto next
 			}
 		}
-		return nil
+		return nil, false
 	next:
 		b = b[i+1:]
 	}
-	return b
+	return b, true
 }
 
 // skip3164Time skips a leading "Mmm dd hh:mm:ss " (RFC 3164) or an RFC
@@ -456,14 +460,15 @@ func skip3164Time(b []byte) []byte {
 }
 
 // parseTag reads "tag: " or "tag[pid]: ": the tag runs to ':' or '['
-// without a blank or a control character; anything else is no tag.
+// without a blank or a control character, and does not start with '<'
+// (a header whose PRI was not one); anything else is no tag.
 func parseTag(b []byte) (ident, pid string, rest []byte, ok bool) {
 	const maxTag = 64
 	i := 0
 	for i < len(b) && i <= maxTag && b[i] != ':' && b[i] != '[' && b[i] > ' ' && b[i] != 0x7f {
 		i++
 	}
-	if i == 0 || i > maxTag || i >= len(b) || b[i] != ':' && b[i] != '[' {
+	if i == 0 || i > maxTag || i >= len(b) || b[i] != ':' && b[i] != '[' || b[0] == '<' {
 		return "", "", nil, false
 	}
 	ident, rest = string(b[:i]), b[i:]
