@@ -109,7 +109,7 @@ func BindSyslog(app, dir string) (*SyslogSocket, error) {
 	// Every uid of the app's, which may be any of a user namespace's,
 	// may send; no other process has a path to it.
 	if err := unix.Fchmodat(dfd, SocketName, 0o666, 0); err != nil {
-		c.Close()
+		_ = c.Close()
 		return nil, err
 	}
 	return &SyslogSocket{conn: c, Path: filepath.Join(own, SocketName), dir: own}, nil
@@ -189,7 +189,7 @@ func (f *Forwarder) SyslogDropped(app string) uint64 {
 func (f *Forwarder) readSyslog(a *appLog, sk *syslogSock) {
 	defer f.streams.Done()
 	defer f.release(a)
-	defer sk.conn.Close()
+	defer func() { _ = sk.conn.Close() }()
 	buf := make([]byte, syslogMax)
 	rec := make([]byte, 0, 128)
 	for {

@@ -94,7 +94,7 @@ func TestDevLogFloodIsBounded(t *testing.T) {
 	ns := newLogNS(t, false)
 	data := dataDir(t)
 	p := runInNS(t, ns, data,
-		[]string{"flood", "syslog-flood", "/dev/log", "4", "1000"},
+		[]string{"flood", "syslog-flood", "/dev/log", "4", "500"},
 		[]string{"calm", "sleep", "500ms", "+", "syslog", "/dev/log", "40", "calm", "50"})
 	pid := 0
 	waitFor(t, 10*time.Second, "PID 1's pid", func() bool {
