@@ -238,16 +238,17 @@ func (f *Forwarder) acquire(app, criPath string) *appLog {
 		}
 		f.apps[app] = a
 	}
-	if a.refs == 0 {
-		a.mu.Lock()
-		if f.dir >= 0 {
-			a.file = openRotating(f.dir, FileName(app), MaxFileSize)
-		}
-		if f.cri >= 0 && criPath != "" {
-			a.cri = openRotating(f.cri, criPath, 0)
-		}
-		a.mu.Unlock()
+	// Each file is opened by the first stream that needs it: the app's
+	// /dev/log, served for the app's life, needs no CRI file, and the
+	// app's stdout, which comes after, does.
+	a.mu.Lock()
+	if f.dir >= 0 && (a.file == nil || a.file.fd < 0) {
+		a.file = openRotating(f.dir, FileName(app), MaxFileSize)
 	}
+	if f.cri >= 0 && criPath != "" && (a.cri == nil || a.cri.fd < 0) {
+		a.cri = openRotating(f.cri, criPath, 0)
+	}
+	a.mu.Unlock()
 	a.refs++
 	return a
 }

@@ -67,23 +67,19 @@ type syslogState struct {
 // SyslogSocket is an app's /dev/log socket, bound and not yet read.
 type SyslogSocket struct {
 	conn *net.UnixConn
-	// Path is the socket's absolute path, dir is its directory's.
+	// Path is the socket's absolute path, as the set-up processes see
+	// it; dir is its directory as PID 1 writes it.
 	Path, dir string
 }
 
 // BindSyslog makes app's /dev/log socket in a directory of its own,
-// dir/<app>/log (dir relative to the cwd or absolute): PID 1 makes it
-// before the app's root is set up, whose /dev/log the set-up binds onto
-// it. Only that bind reaches it: the directory is out of every app's
-// root. A Forwarder reads it once given it (ServeSyslog).
-func BindSyslog(app, dir string) (*SyslogSocket, error) {
-	if !filepath.IsAbs(dir) {
-		wd, err := os.Getwd()
-		if err != nil {
-			return nil, err
-		}
-		dir = filepath.Join(wd, dir)
-	}
+// <app>/log in dir: PID 1 makes it before the app's root is set up, whose
+// /dev/log the set-up binds onto it. Only that bind reaches it: the
+// directory is out of every app's root. seen is dir as the set-up
+// processes name it, an absolute path (PID 1 may make it through another
+// path to it: its root shows dir read-only). A Forwarder reads it once
+// given it (ServeSyslog).
+func BindSyslog(app, dir, seen string) (*SyslogSocket, error) {
 	own := filepath.Join(dir, app)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -112,19 +108,19 @@ func BindSyslog(app, dir string) (*SyslogSocket, error) {
 		_ = c.Close()
 		return nil, err
 	}
-	return &SyslogSocket{conn: c, Path: filepath.Join(own, SocketName), dir: own}, nil
+	return &SyslogSocket{conn: c, Path: filepath.Join(seen, app, SocketName), dir: own}, nil
 }
 
 // ListenSyslog returns the path of app's /dev/log socket, made
 // (BindSyslog) and served now if it is not yet.
-func (f *Forwarder) ListenSyslog(app, dir string) (string, error) {
+func (f *Forwarder) ListenSyslog(app, dir, seen string) (string, error) {
 	f.syslog.mu.Lock()
 	sk := f.syslog.socks[app]
 	f.syslog.mu.Unlock()
 	if sk != nil {
 		return sk.Path, nil
 	}
-	s, err := BindSyslog(app, dir)
+	s, err := BindSyslog(app, dir, seen)
 	if err != nil {
 		return "", err
 	}

@@ -2,8 +2,12 @@ package podlog
 
 import (
 	"fmt"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseSyslog(t *testing.T) {
@@ -86,4 +90,68 @@ func TestSyslogRate(t *testing.T) {
 	if n != syslogRate/10 {
 		t.Fatalf("after 100 ms, %d taken, want %d", n, syslogRate/10)
 	}
+}
+
+// An app's /dev/log, served from before its first stream, costs the
+// stream nothing: its CRI file is still made, and a message sent to the
+// socket reaches the app's log file in order with its output.
+func TestSyslogBeforeStreams(t *testing.T) {
+	dir, dfd := openDir(t)
+	cdir, cfd := openDir(t)
+	sdir := t.TempDir()
+	f := New("u", false, dfd, cfd)
+	f.SetConsole(-1, -1)
+	p, err := f.ListenSyslog("web", sdir, "/seen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p != "/seen/web/log" {
+		t.Errorf("path %q", p)
+	}
+	c, err := net.Dial("unixgram", filepath.Join(sdir, "web", SocketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("<11>tag[3]: broken\n")); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	waitLines(t, filepath.Join(dir, FileName("web")), 1)
+	write(t, f, "web", Stdout, "web_0.log", "out\n")
+	if _, err := os.Stat(filepath.Join(sdir, "web")); err != nil {
+		t.Errorf("the socket's directory is gone before the app is: %v", err)
+	}
+	f.EndSyslog("web")
+	if _, err := os.Stat(filepath.Join(sdir, "web")); !os.IsNotExist(err) {
+		t.Errorf("the socket's directory is left after EndSyslog: %v", err)
+	}
+	f.Close(time.Second)
+	for file, want := range map[string][]string{
+		filepath.Join(dir, FileName("web")): {" stderr F user.err tag[3]: broken", " stdout F out"},
+		filepath.Join(cdir, "web_0.log"):    {" stdout out"},
+	} {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+		if len(got) != len(want) {
+			t.Fatalf("%s: %q", file, b)
+		}
+		for i := range want {
+			if !strings.HasSuffix(got[i], want[i]) {
+				t.Errorf("%s: line %d %q, want ...%q", file, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+func waitLines(t *testing.T, file string, n int) {
+	t.Helper()
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if b, _ := os.ReadFile(file); strings.Count(string(b), "\n") >= n {
+			return
+		}
+	}
+	t.Fatalf("%s: fewer than %d lines", file, n)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -119,14 +120,16 @@ func (o *appOS) Start(a *supervisor.App) (p supervisor.Proc, err error) {
 func (o *appOS) withDevLog(a *supervisor.App, s *appexec.Spec) *appexec.Spec {
 	c := *s
 	var p string
-	var err error
+	wd, err := os.Getwd()
+	seen := filepath.Join(wd, layout.DevLogDir)
 	switch early := o.earlyDevLog[a.Name]; {
+	case err != nil:
 	case o.logs == nil:
 		// The spare's brief, before PID 1 has its forwarder: the
 		// socket is bound now, for the set-up to find, and read from
 		// the app's start on (what is sent before waits in it).
 		var sk *podlog.SyslogSocket
-		if sk, err = podlog.BindSyslog(a.Name, layout.DevLogDir); err == nil {
+		if sk, err = podlog.BindSyslog(a.Name, written(layout.DevLogDir), seen); err == nil {
 			if o.earlyDevLog == nil {
 				o.earlyDevLog = map[string]*podlog.SyslogSocket{}
 			}
@@ -138,7 +141,9 @@ func (o *appOS) withDevLog(a *supervisor.App, s *appexec.Spec) *appexec.Spec {
 		o.logs.ServeSyslog(a.Name, early)
 		p = early.Path
 	default:
-		p, err = o.logs.ListenSyslog(a.Name, layout.DevLogDir)
+		// Through the directory PID 1 kept writable: its root shows
+		// the stage1's rkt/ read-only (keepWritable).
+		p, err = o.logs.ListenSyslog(a.Name, written(layout.DevLogDir), seen)
 	}
 	if err != nil {
 		o.logf("app %q: /dev/log: %v", a.Name, err)
