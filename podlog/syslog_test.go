@@ -1,6 +1,7 @@
 package podlog
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -122,7 +123,7 @@ func TestSyslogBeforeStreams(t *testing.T) {
 		t.Errorf("the socket's directory is gone before the app is: %v", err)
 	}
 	f.EndSyslog("web")
-	if _, err := os.Stat(filepath.Join(sdir, "web")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(sdir, "web")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the socket's directory is left after EndSyslog: %v", err)
 	}
 	f.Close(time.Second)
