@@ -52,3 +52,31 @@ func TestReopenStdio(t *testing.T) {
 		})
 	}
 }
+
+// The same for the stdio rkt attach serves, in a user namespace: a tty
+// app's terminal and a stream app's pipes.
+func TestReopenStdioAttachModes(t *testing.T) {
+	paths := []string{"/dev/stdout", "/proc/self/fd/1", "/dev/stderr"}
+	mode := func(m string) map[string]string {
+		return map[string]string{"coreos.com/rkt/stage2/stdin": m, "coreos.com/rkt/stage2/stdout": m, "coreos.com/rkt/stage2/stderr": m}
+	}
+	apps := []App{
+		{Name: "t", Annotations: mode("tty"), Exec: probe(append([]string{"reopen"}, paths...)...)},
+		{Name: "s", Annotations: mode("stream"), Exec: probe(append([]string{"reopen"}, paths...)...)},
+	}
+	p := newPod(t, apps, nil)
+	shiftOwnership(t, p, usersBase)
+	r := runPod(t, p, RunOpts{Args: []string{"--net=none", privateUsers}})
+	out := strings.ReplaceAll(r.Stdout.String()+r.Stderr.String(), "\r\n", "\n")
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%s", r.Code, out)
+	}
+	for _, p := range paths {
+		if n := strings.Count(out, "reopen "+p+" ok\n"); n != 2 {
+			t.Errorf("%d apps of 2 reopened %s:\n%s", n, p, out)
+		}
+		if n := strings.Count(out, "via "+p+"\n"); n != 2 {
+			t.Errorf("%d lines of 2 written through %s arrived:\n%s", n, p, out)
+		}
+	}
+}
