@@ -41,7 +41,7 @@ func setupRoot(s *Spec) error {
 				continue
 			}
 		}
-		if err := mountOne(root, &m); err != nil {
+		if err := mountOne(root, &m, s.DevLog); err != nil {
 			if m.Optional && errors.Is(err, errSymlinkTarget) {
 				continue
 			}
@@ -73,7 +73,7 @@ var errSymlinkTarget = errors.New("target is a symlink in the image")
 // attacker could swap in between (CVE-2021-30465, threats T5).
 func fdPath(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())) }
 
-func mountOne(root *os.File, m *Mount) error {
+func mountOne(root *os.File, m *Mount, devLog string) error {
 	switch m.Kind {
 	case KindProc:
 		return mountAppsProc(root, m.Target)
@@ -87,7 +87,7 @@ func mountOne(root *os.File, m *Mount) error {
 		if err := mountPseudo(root, m.Target, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC|unix.MS_STRICTATIME, "mode=755,size=65536k"); err != nil {
 			return err
 		}
-		return populateDev(root, m.Target)
+		return populateDev(root, m.Target, devLog)
 	case KindPodShm:
 		return mountPodShm(root, m.Target)
 	case KindBind:
@@ -138,7 +138,8 @@ var devLinks = [][2]string{
 
 // populateDev fills the fresh /dev tmpfs; every node is made relative to
 // the tmpfs we just mounted, so nothing in the image can redirect it.
-func populateDev(root *os.File, target string) error {
+// devLog, when set, is the socket bound as /dev/log.
+func populateDev(root *os.File, target, devLog string) error {
 	d, err := pseudoDir(root, target) // now the tmpfs root
 	if err != nil {
 		return err
@@ -153,6 +154,11 @@ func populateDev(root *os.File, target string) error {
 	for _, l := range devLinks {
 		if err := unix.Symlinkat(l[1], dfd, l[0]); err != nil {
 			return fmt.Errorf("symlink /dev/%s: %w", l[0], err)
+		}
+	}
+	if devLog != "" {
+		if err := bindDevLog(dfd, devLog); err != nil {
+			return fmt.Errorf("/dev/log: %w", err)
 		}
 	}
 	subs := []struct {
@@ -183,6 +189,38 @@ func populateDev(root *os.File, target string) error {
 		}
 	}
 	return nil
+}
+
+// bindDevLog binds the socket src onto a new file "log" in the /dev
+// directory dfd. The socket is the app's own (PID 1 made one per app, in
+// a directory of its own out of every app's root): this bind is the
+// app's only way to it.
+func bindDevLog(dfd int, src string) error {
+	sfd, err := unix.Open(src, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	s := os.NewFile(uintptr(sfd), src)
+	defer s.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(sfd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return fmt.Errorf("%s is not a socket", src)
+	}
+	fd, err := unix.Openat(dfd, "log", unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o666)
+	if err != nil {
+		return err
+	}
+	unix.Close(fd)
+	fd, err = unix.Openat(dfd, "log", unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	t := os.NewFile(uintptr(fd), "log")
+	defer t.Close()
+	return unix.Mount(fdPath(s), fdPath(t), "", unix.MS_BIND, "")
 }
 
 // mountBind bind-mounts a volume or file; the target is created and

@@ -48,6 +48,11 @@ type Spec struct {
 	// namespace of its own whose ids 0 to Size-1 are the host's HostID
 	// onwards: the app's root is not the host's.
 	UserNS *idmap.Range `json:"userns,omitempty"`
+	// DevLog, when set, is the datagram socket PID 1 reads the app's
+	// syslog messages from (podlog), bound as /dev/log in the app's
+	// /dev. PID 1 sets it when it starts the app; it is not part of the
+	// spec the host side builds.
+	DevLog string `json:"devLog,omitempty"`
 	// CtrlTTY makes fd 0, a pseudo-terminal PID 1 holds the master of
 	// (rkt's tty stdin), the controlling terminal of the app's session.
 	CtrlTTY bool `json:"ctrlTTY,omitempty"`

@@ -75,6 +75,10 @@ const (
 	// AttachDirIn holds one directory per app served to rkt attach:
 	// "endpoints" (JSON) and the sockets (rkt's iottymux layout).
 	AttachDirIn = RktDirIn + "/iottymux"
+	// DevLogDirIn holds one directory per app, each holding the socket
+	// PID 1 reads the app's syslog messages from, bound as the app's
+	// /dev/log (podlog.SocketName).
+	DevLogDirIn = RktDirIn + "/devlog"
 	Stage2DirIn = "opt/stage2"
 	// HostHostsIn and HostResolvIn are the host's files rkt's stage0
 	// copies in for --dns-conf-mode / --hosts-entry=host.
@@ -98,6 +102,7 @@ const (
 	SupervisorStatus = Stage1RootFS + "/" + SupervisorStatusIn
 	Stage2Dir        = Stage1RootFS + "/" + Stage2DirIn
 	AttachDir        = Stage1RootFS + "/" + AttachDirIn
+	DevLogDir        = Stage1RootFS + "/" + DevLogDirIn
 )
 
 // pod1's own files, out of every app's reach (the stage1 rootfs is not in

@@ -10,6 +10,9 @@ type journalEntry struct {
 	msg string
 	hdr []byte
 	app *appLog
+	// own is the size of hdr when it is the entry's own (a syslog
+	// message's), counted with the line's.
+	own int
 }
 
 // journalQueue feeds the journal from one goroutine: a send that waits
@@ -55,14 +58,24 @@ func (f *Forwarder) OnJournalError(report func(error)) {
 // The copy is made only once it fits: under a flood most lines do not,
 // and PID 1 would otherwise spend its time allocating them.
 func (j *journalQueue) put(line, hdr []byte, app *appLog) bool {
+	return j.putEntry(line, hdr, app, 0)
+}
+
+// putOwned is put for a line whose fields are its own, made for it: their
+// bytes count against the queue's bound too.
+func (j *journalQueue) putOwned(line, hdr []byte, app *appLog) bool {
+	return j.putEntry(line, hdr, app, len(hdr))
+}
+
+func (j *journalQueue) putEntry(line, hdr []byte, app *appLog, own int) bool {
 	j.mu.Lock()
-	if j.closed || j.n >= journalQueueLen || j.bytes+len(line) > journalQueueBytes {
+	if j.closed || j.n >= journalQueueLen || j.bytes+len(line)+own > journalQueueBytes {
 		j.mu.Unlock()
 		return false
 	}
-	j.q = append(j.q, journalEntry{msg: string(line), hdr: hdr, app: app})
+	j.q = append(j.q, journalEntry{msg: string(line), hdr: hdr, app: app, own: own})
 	j.n++
-	j.bytes += len(line)
+	j.bytes += len(line) + own
 	j.mu.Unlock()
 	select {
 	case j.wake <- struct{}{}:
@@ -101,7 +114,7 @@ func (j *journalQueue) run() {
 				return
 			}
 			for _, e := range batch[i : i+k] {
-				j.bytes -= len(e.msg)
+				j.bytes -= len(e.msg) + e.own
 			}
 			i += k
 			j.next = i

@@ -79,6 +79,7 @@ type Forwarder struct {
 	mu         sync.Mutex
 	apps       map[string]*appLog
 	streams    sync.WaitGroup
+	syslog     syslogState
 }
 
 // New returns the pod's forwarder. dir and cri are open directory fds it
@@ -136,6 +137,9 @@ type appLog struct {
 	// stage1's stdout or stderr) did not take: it went away, or stayed
 	// full past writeAll's bound. They reached the other sinks.
 	consoleDropped atomic.Uint64
+	// syslogDropped counts the messages to its /dev/log the rate
+	// limit dropped.
+	syslogDropped atomic.Uint64
 	// jhdr are the journal fields of each stream but the message, in
 	// the native protocol's form.
 	jhdr [3][]byte
@@ -234,16 +238,17 @@ func (f *Forwarder) acquire(app, criPath string) *appLog {
 		}
 		f.apps[app] = a
 	}
-	if a.refs == 0 {
-		a.mu.Lock()
-		if f.dir >= 0 {
-			a.file = openRotating(f.dir, FileName(app), MaxFileSize)
-		}
-		if f.cri >= 0 && criPath != "" {
-			a.cri = openRotating(f.cri, criPath, 0)
-		}
-		a.mu.Unlock()
+	// Each file is opened by the first stream that needs it: the app's
+	// /dev/log, served for the app's life, needs no CRI file, and the
+	// app's stdout, which comes after, does.
+	a.mu.Lock()
+	if f.dir >= 0 && (a.file == nil || a.file.fd < 0) {
+		a.file = openRotating(f.dir, FileName(app), MaxFileSize)
 	}
+	if f.cri >= 0 && criPath != "" && (a.cri == nil || a.cri.fd < 0) {
+		a.cri = openRotating(f.cri, criPath, 0)
+	}
+	a.mu.Unlock()
 	a.refs++
 	return a
 }
@@ -385,6 +390,15 @@ func AppendRecord(dst []byte, t time.Time, stream int, partial bool, line []byte
 	return append(dst, '\n')
 }
 
+// appendRecordPrefix appends what comes before the line in a full
+// line's record (AppendRecord).
+func appendRecordPrefix(dst []byte, t time.Time, stream int) []byte {
+	dst = t.UTC().AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, ' ')
+	dst = append(dst, StreamName(stream)...)
+	return append(dst, " F "...)
+}
+
 // writeAll writes b to our descriptor fd (the console), whole: raw
 // writes, so that a console that went away (EPIPE) is an error here and
 // never a SIGPIPE death of PID 1. It returns how many bytes of b the
@@ -417,6 +431,7 @@ func writeAll(fd int, b []byte) int {
 // take counts as dropped. The directory fds are closed.
 func (f *Forwarder) Close(timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
+	f.endAllSyslog()
 	done := make(chan struct{})
 	go func() { f.streams.Wait(); close(done) }()
 	ended := false

@@ -42,6 +42,9 @@ type appOS struct {
 	// console is the terminal of the interactive app's current or last
 	// run, joined to the caller's (pod.Console; console.go).
 	console atomic.Pointer[console.Console]
+	// earlyDevLog are the /dev/log sockets made for the spare's brief,
+	// before logs existed, until their app starts (withDevLog).
+	earlyDevLog map[string]*podlog.SyslogSocket
 	// reports carries the setup processes' reports to the loop
 	// (readReport); early holds the exits of reported processes that
 	// ended before their report was read (Adopt).
@@ -247,6 +250,7 @@ func (o *appOS) Release(a *supervisor.App) bool {
 func (o *appOS) WriteRecord(a *supervisor.App) {
 	a.Rec.LogDropped = o.logs.Dropped(a.Name)
 	a.Rec.ConsoleDropped = o.logs.ConsoleDropped(a.Name)
+	a.Rec.SyslogDropped = o.logs.SyslogDropped(a.Name)
 	if err := o.dir.WriteRecord(&a.Rec); err != nil {
 		o.logf("app %q: write record: %v", a.Name, err)
 	}
@@ -327,6 +331,7 @@ func (o *appOS) ClearStatus(name string) { _ = o.dir.Remove(name) }
 
 func (o *appOS) Forget(a *supervisor.App) {
 	o.attach.Remove(a.Name)
+	o.logs.EndSyslog(a.Name)
 	if cg := o.cg(a); cg != nil {
 		_ = cg.Remove()
 	}

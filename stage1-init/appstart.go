@@ -7,13 +7,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/appexec"
 	"github.com/pod1/pod1/cgroups"
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/podattach"
 	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podplan"
@@ -38,7 +41,7 @@ func (o *appOS) Start(a *supervisor.App) (p supervisor.Proc, err error) {
 		}
 	}()
 	r := o.resOf(a)
-	spec, err := json.Marshal(phaseSpec(a))
+	spec, err := json.Marshal(o.withDevLog(a, phaseSpec(a)))
 	if err != nil {
 		return p, err
 	}
@@ -107,6 +110,47 @@ func (o *appOS) Start(a *supervisor.App) (p supervisor.Proc, err error) {
 	o.awaitReport(a, r, rr)
 	r.pending = pendingStart{pw: pw, spec: spec, closeStdio: closeStdio}
 	return o.admit(a, r, pid, false)
+}
+
+// withDevLog returns a copy of s, the spec of a run of a, with the path of
+// a's /dev/log socket, made now if a has none yet (podlog.ListenSyslog).
+// An app whose socket cannot be made runs without /dev/log, said once
+// per run: its syslog messages are lost, as they were before pods had
+// one, and nothing else of it depends on it.
+func (o *appOS) withDevLog(a *supervisor.App, s *appexec.Spec) *appexec.Spec {
+	c := *s
+	var p string
+	wd, err := os.Getwd()
+	seen := filepath.Join(wd, layout.DevLogDir)
+	switch early := o.earlyDevLog[a.Name]; {
+	case err != nil:
+	case o.logs == nil:
+		// The spare's brief, before PID 1 has its forwarder: the
+		// socket is bound now, for the set-up to find, and read from
+		// the app's start on (what is sent before waits in it).
+		var sk *podlog.SyslogSocket
+		if sk, err = podlog.BindSyslog(a.Name, written(layout.DevLogDir), seen); err == nil {
+			if o.earlyDevLog == nil {
+				o.earlyDevLog = map[string]*podlog.SyslogSocket{}
+			}
+			o.earlyDevLog[a.Name] = sk
+			p = sk.Path
+		}
+	case early != nil:
+		delete(o.earlyDevLog, a.Name)
+		o.logs.ServeSyslog(a.Name, early)
+		p = early.Path
+	default:
+		// Through the directory PID 1 kept writable: its root shows
+		// the stage1's rkt/ read-only (keepWritable).
+		p, err = o.logs.ListenSyslog(a.Name, written(layout.DevLogDir), seen)
+	}
+	if err != nil {
+		o.logf("app %q: /dev/log: %v", a.Name, err)
+		return &c
+	}
+	c.DevLog = p
+	return &c
 }
 
 // awaitReport reads, off the loop, the report of a's set-up process on
@@ -482,7 +526,50 @@ func (o *appOS) stdio(a *supervisor.App) (fds [3]int, close func(), err error) {
 			fds[i] = o.devNull
 		}
 	}
+	if err := giveStdio(phaseSpec(a), modes, fds); err != nil {
+		close()
+		return fds, nil, err
+	}
 	return fds, close, nil
+}
+
+// giveStdio makes the app's user the owner of the stdio ends PID 1 made
+// for it (log pipes, a stream's stdin pipe, its terminal), so that the app
+// can open them again by path (/dev/stdout, /proc/self/fd/1: nginx's log
+// files link there), which the kernel checks against the inode's owner
+// and mode: a pipe is its creator's, host root's, mode 0600. In a user
+// namespace host root is no uid at all, and even the namespace's root
+// gets EACCES; without one an app that is not root gets it too. runc
+// gives its containers' stdio to their user for the same reason.
+//
+// Who else can then open them: a pipe or PID 1's terminal has no path,
+// only /proc/<pid>/fd/<n> of a process holding it, which the kernel opens
+// for those who pass the ptrace check on that process: the app's own
+// processes (and PID 1, the host's root). Another app's processes in a
+// user namespace of their own fail it, whatever their uid; without user
+// namespaces an app of the same uid can ptrace this one anyway. The
+// caller's descriptors (interactive) and /dev/null are never changed.
+func giveStdio(s *appexec.Spec, modes [3]string, fds [3]int) error {
+	uid, gid := s.UID, s.GID
+	if s.UserNS != nil {
+		var err1, err2 error
+		uid, err1 = s.UserNS.ToHost(uid)
+		gid, err2 = s.UserNS.ToHost(gid)
+		if err := errors.Join(err1, err2); err != nil {
+			return err
+		}
+	}
+	for i, m := range modes {
+		switch m {
+		case podplan.StdioLog, podplan.StdioStream, podplan.StdioTTY:
+		default:
+			continue
+		}
+		if err := unix.Fchown(fds[i], uid, gid); err != nil {
+			return fmt.Errorf("give fd %d to the app's user: %w", i, err)
+		}
+	}
+	return nil
 }
 
 // appsPidsMax is the pod's pids.max, on its apps' cgroup (0 for none).

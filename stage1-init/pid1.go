@@ -436,7 +436,8 @@ func (p *pid1) loop() int {
 	p.os.endConsole(true)
 	p.os.attach.Close()
 	for _, a := range p.sup.Apps() {
-		if a.Rec.LogDropped != p.os.logs.Dropped(a.Name) || a.Rec.ConsoleDropped != p.os.logs.ConsoleDropped(a.Name) {
+		if a.Rec.LogDropped != p.os.logs.Dropped(a.Name) || a.Rec.ConsoleDropped != p.os.logs.ConsoleDropped(a.Name) ||
+			a.Rec.SyslogDropped != p.os.logs.SyslogDropped(a.Name) {
 			p.os.WriteRecord(a)
 		}
 	}

@@ -23,6 +23,7 @@ var podTreeDirs = []string{
 	layout.EnvDir,
 	layout.AppSpecDir,
 	layout.AttachDir,
+	layout.DevLogDir,
 	layout.Stage2Dir,
 	layout.Stage1RootFS + "/etc",
 	layout.LogDir,

@@ -117,7 +117,7 @@ func (o *appOS) briefSpare(a *supervisor.App, procfs, shm int) {
 	if sp == nil || sp.in != a && o.pod.Cgroup != nil || a.Cfg.Spec.UserNS != nil || len(a.Cfg.PreStart) > 0 {
 		return
 	}
-	spec, err := json.Marshal(&a.Cfg.Spec)
+	spec, err := json.Marshal(o.withDevLog(a, &a.Cfg.Spec))
 	if err != nil {
 		return
 	}

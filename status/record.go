@@ -59,6 +59,9 @@ type Record struct {
 	// (the stdout or stderr of rkt run) did not take, because it went
 	// away or stayed full: they reached the log sinks only.
 	ConsoleDropped uint64 `json:"consoleDropped,omitempty"`
+	// SyslogDropped counts the app's messages to /dev/log dropped for
+	// coming faster than the rate an app may log at.
+	SyslogDropped uint64 `json:"syslogDropped,omitempty"`
 }
 
 // MarshalRecord encodes a record; times are RFC 3339 with nanoseconds

@@ -29,7 +29,8 @@ type nsPod struct {
 }
 
 // runInNS starts `pod1 run` in ns with the probe image; each app is
-// "--name=N -- probe args...", apps separated by "---".
+// "--name=N -- probe args...", apps separated by "---". N may be followed
+// by more of the app's flags, blank-separated ("web --user=1000").
 func runInNS(t *testing.T, ns *logNS, data string, apps ...[]string) *nsPod {
 	t.Helper()
 	uuidFile := filepath.Join(t.TempDir(), "uuid")
@@ -39,7 +40,8 @@ func runInNS(t *testing.T, ns *logNS, data string, apps ...[]string) *nsPod {
 		if i > 0 {
 			args = append(args, "---")
 		}
-		args = append(append(args, img, "--name="+a[0], "--exec=/bin/probe", "--"), a[1:]...)
+		f := strings.Fields(a[0])
+		args = append(append(append(append(args, img, "--name="+f[0]), f[1:]...), "--exec=/bin/probe", "--"), a[1:]...)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), eventDeadline)
 	cmd := ns.cmd(ctx, "/", args...)

@@ -213,6 +213,9 @@ func run(cmd string, a []string) error {
 		if ok, err := stdio(cmd, a); ok {
 			return err
 		}
+		if ok, err := syslogProbe(cmd, a); ok {
+			return err
+		}
 		if ok, err := attachClient(cmd, a); ok {
 			return err
 		}
