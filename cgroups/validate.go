@@ -11,13 +11,88 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// PodName is the name of a pod's cgroup, in every hierarchy.
-func PodName(uuid string) string { return "pod1-" + uuid }
+// PodName is the name of a pod's cgroup, in every hierarchy: the one rkt's
+// stage1 gives it, the scope systemd-machined makes for the machine
+// rkt-<uuid>, which rkt's API service and the tools that find rkt's pods by
+// cgroup look for. It is a systemd unit name, in which a '-' stands for a
+// '/', so the machine's own '-'s are escaped as systemd escapes them: the
+// directory's name holds backslashes.
+func PodName(uuid string) string {
+	return "machine-" + unitEscape("rkt-"+uuid) + ".scope"
+}
+
+// LegacyPodName is the name pod1's stage1 gave a pod's cgroup before
+// PodName: pods of such a stage1 may still be running, or waiting for gc,
+// when the host updates to this one, and gc must still remove their
+// cgroups.
+func LegacyPodName(uuid string) string { return "pod1-" + uuid }
+
+// PodUUID is the UUID a pod cgroup's name (PodName or LegacyPodName) is
+// for, or "" if name is neither.
+func PodUUID(name string) string {
+	u, ok := strings.CutPrefix(name, "pod1-")
+	if !ok {
+		esc, ok := strings.CutPrefix(name, `machine-rkt\x2d`)
+		if !ok {
+			return ""
+		}
+		esc, ok = strings.CutSuffix(esc, ".scope")
+		if !ok {
+			return ""
+		}
+		u = strings.ReplaceAll(esc, `\x2d`, "-")
+	}
+	if !isUUID(u) || (name != PodName(u) && name != LegacyPodName(u)) {
+		return ""
+	}
+	return u
+}
+
+// isUUID accepts the form rkt gives pod UUIDs: 8-4-4-4-12 lowercase hex
+// digits.
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, c := range s {
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// unitEscape escapes s for a systemd unit name as systemd does for a
+// string that is not a path: '/' becomes '-', and every other byte but
+// ASCII letters, digits, ':', '_' and a '.' not in first place \xNN.
+func unitEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == ':', c == '_', c == '.' && i > 0:
+			b.WriteByte(c)
+		case c == '/':
+			b.WriteByte('-')
+		default:
+			fmt.Fprintf(&b, `\x%02x`, c)
+		}
+	}
+	return b.String()
+}
 
 // CheckPod refuses a group read from a pod directory (the gc entry point
 // runs as host root on whatever the pod's cgroups.json says, and a pod may
 // have planted it) unless every directory it names is the cgroup of the
-// pod uuid: an absolute, clean path, named PodName(uuid), strictly below
+// pod uuid: an absolute, clean path, named PodName(uuid) (or
+// LegacyPodName(uuid), a pod of an older stage1), strictly below
 // the mount point of a hierarchy of the right kind (cgroup2 for the v2
 // directory, a v1 hierarchy of that controller for each v1 one) with no
 // other file system mounted in between, and, if it exists, a directory of
@@ -31,7 +106,7 @@ func CheckPod(g *Group, uuid string) error {
 		if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
 			return fmt.Errorf("%q is not a clean absolute path", dir)
 		}
-		if filepath.Base(dir) != PodName(uuid) {
+		if b := filepath.Base(dir); b != PodName(uuid) && b != LegacyPodName(uuid) {
 			return fmt.Errorf("%s is not this pod's cgroup (named %s)", dir, PodName(uuid))
 		}
 		// The innermost mount holding dir must be the hierarchy.

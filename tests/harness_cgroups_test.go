@@ -51,17 +51,11 @@ func ownPodsUnder(data string) {
 	}
 }
 
-// podCgroupUUID is the UUID a pod cgroup directory (pod1-<uuid>) is named
-// for, or "".
-func podCgroupUUID(name string) string {
-	u, ok := strings.CutPrefix(name, "pod1-")
-	if !ok || len(u) != 36 || strings.Count(u, "-") != 4 {
-		return ""
-	}
-	return u
-}
+// podCgroupUUID is the UUID a pod cgroup directory is named for (by this
+// stage1, cgroups.PodName, or an older one, cgroups.LegacyPodName), or "".
+func podCgroupUUID(name string) string { return cgroups.PodUUID(name) }
 
-// podCgroupsOnHost lists the cgroup directories of pods (pod1-<uuid>) in
+// podCgroupsOnHost lists the cgroup directories of pods (either name) in
 // every hierarchy, at any depth.
 func podCgroupsOnHost() []string {
 	dirs, err := cgroups.Find(func(name string) bool { return podCgroupUUID(name) != "" })

@@ -566,6 +566,31 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 
 func probe(args ...string) []string { return append([]string{"/bin/probe"}, args...) }
 
+// podCgroupsGlob lists what pattern (a filepath.Match pattern) matches
+// below each of the pod's cgroup directories (cgroupDirs). The pod's
+// cgroup's name holds backslashes, which a pattern would take as escapes:
+// only the part below it is a pattern.
+func podCgroupsGlob(p *Pod, pattern string) []string {
+	var out []string
+	for _, d := range cgroupDirs(p) {
+		m, _ := filepath.Glob(filepath.Join(escapeGlob(d), pattern))
+		out = append(out, m...)
+	}
+	return out
+}
+
+// escapeGlob quotes the characters filepath.Match treats specially.
+func escapeGlob(s string) string {
+	var b strings.Builder
+	for _, c := range s {
+		if strings.ContainsRune(`\*?[`, c) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
 // cgroupDirs lists the pod's cgroup directories that exist, in any
 // hierarchy, at any depth.
 func cgroupDirs(p *Pod) []string {

@@ -291,8 +291,10 @@ func TestGCActsOnlyOnThePodsCgroups(t *testing.T) {
 	must(t, os.MkdirAll(filepath.Join(p.Dir, layout.Pod1Dir), 0o700))
 	plain := filepath.Join(t.TempDir(), "x")
 	must(t, os.MkdirAll(filepath.Join(plain, "sub"), 0o755))
-	named := filepath.Join(t.TempDir(), "pod1-"+p.UUID)
+	named := filepath.Join(t.TempDir(), cgroups.PodName(p.UUID))
 	must(t, os.MkdirAll(filepath.Join(named, "sub"), 0o755))
+	legacy := filepath.Join(t.TempDir(), cgroups.LegacyPodName(p.UUID))
+	must(t, os.MkdirAll(filepath.Join(legacy, "sub"), 0o755))
 	// Another cgroup, with a process in it.
 	victim := "/sys/fs/cgroup/pids/pod1-test-victim-" + strconv.Itoa(os.Getpid())
 	if _, err := os.Stat("/sys/fs/cgroup/pids"); err != nil {
@@ -320,8 +322,9 @@ func TestGCActsOnlyOnThePodsCgroups(t *testing.T) {
 		"plain directory":          fmt.Sprintf(`{"v2":%q}`, plain),
 		"plain directory as v1":    fmt.Sprintf(`{"v1":{"pids":%q}}`, plain),
 		"pod's name, not a cgroup": fmt.Sprintf(`{"v2":%q,"v1":{"pids":%q}}`, named, named),
+		"old name, not a cgroup":   fmt.Sprintf(`{"v2":%q,"v1":{"pids":%q}}`, legacy, legacy),
 		"another cgroup":           group(victim),
-		"through ..":               group(filepath.Join(filepath.Dir(victim), "pod1-"+p.UUID, "..", filepath.Base(victim))),
+		"through ..":               group(filepath.Join(filepath.Dir(victim), cgroups.PodName(p.UUID), "..", filepath.Base(victim))),
 		"wrong hierarchy":          fmt.Sprintf(`{"v1":{"memory":%q}}`, victim),
 	} {
 		must(t, os.WriteFile(filepath.Join(p.Dir, layout.CgroupsFile), []byte(planted), 0o600))
@@ -330,7 +333,7 @@ func TestGCActsOnlyOnThePodsCgroups(t *testing.T) {
 			t.Errorf("%s: gc exit %d, output %q; want 254 and one line", name, code, out)
 		}
 	}
-	for _, d := range []string{filepath.Join(plain, "sub"), filepath.Join(named, "sub"), victim} {
+	for _, d := range []string{filepath.Join(plain, "sub"), filepath.Join(named, "sub"), filepath.Join(legacy, "sub"), victim} {
 		if _, err := os.Stat(d); err != nil {
 			t.Errorf("%s: %v", d, err)
 		}
@@ -428,7 +431,7 @@ func TestAppSeesItsOwnCgroupsReadOnly(t *testing.T) {
 			// Its own cgroup, not the pod's or the host's: no app's
 			// cgroup, no pod's, below what it sees.
 			for _, l := range r.Lines("ls /sys/fs/cgroup") {
-				if strings.Contains(l, "app-") || strings.Contains(l, "pod1-") || strings.Contains(l, " apps") {
+				if strings.Contains(l, "app-") || strings.Contains(l, "pod1-") || strings.Contains(l, "machine-") || strings.Contains(l, " apps") {
 					t.Errorf("the app sees other cgroups: %q", l)
 				}
 			}

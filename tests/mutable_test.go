@@ -208,7 +208,7 @@ func TestMutablePodAppLifecycle(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(p.Dir, layout.AppSpec("web"))); err == nil {
 		t.Error("spec left after rm")
 	}
-	if m, _ := filepath.Glob("/sys/fs/cgroup/*/pod1-" + p.UUID + "/apps/app-web"); len(m) != 0 {
+	if m := podCgroupsGlob(p, "apps/app-web"); len(m) != 0 {
 		t.Errorf("cgroups left after rm: %v", m)
 	}
 	// Re-add the name: it starts clean.
@@ -434,7 +434,7 @@ func TestManyAppCyclesLeakNothing(t *testing.T) {
 	if rss > rss1+2048 {
 		t.Errorf("PID 1 anonymous memory grew from %d kB to %d kB", rss1, rss)
 	}
-	if left, _ := filepath.Glob("/sys/fs/cgroup/*/pod1-" + p.UUID + "/apps/app-*"); len(left) != 0 {
+	if left := podCgroupsGlob(p, "apps/app-*"); len(left) != 0 {
 		t.Errorf("cgroups left: %v", left)
 	}
 	ents, _ := os.ReadDir(p.statusDir())

@@ -85,7 +85,7 @@ func TestRktSubcgroupFile(t *testing.T) {
 	if s == "" || strings.ContainsAny(s, "\n\x00") || strings.HasPrefix(s, "/") {
 		t.Fatalf("subcgroup %q: want a relative path without a newline", s)
 	}
-	m1, _ := filepath.Glob("/sys/fs/cgroup/*/" + s)
+	m1, _ := filepath.Glob("/sys/fs/cgroup/*/" + escapeGlob(s))
 	if _, err := os.Stat("/sys/fs/cgroup/" + s); err != nil && len(m1) == 0 {
 		t.Errorf("subcgroup %q names no cgroup", s)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/status"
 )
 
@@ -471,7 +472,7 @@ func TestSpareAppProcessLeavesNoTrace(t *testing.T) {
 			app := appPid(t, p, name)
 			b, err := os.ReadFile("/proc/" + strconv.Itoa(app) + "/cgroup")
 			must(t, err)
-			if !strings.Contains(string(b), "/pod1-"+p.UUID+"/apps/app-"+name+"\n") {
+			if !strings.Contains(string(b), "/"+cgroups.PodName(p.UUID)+"/apps/app-"+name+"\n") {
 				t.Errorf("app %s is not in its cgroup:\n%s", name, b)
 			}
 		}

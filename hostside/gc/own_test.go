@@ -13,6 +13,7 @@ import (
 
 	"github.com/moby/sys/mountinfo"
 
+	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/layout"
 )
 
@@ -93,8 +94,16 @@ func TestOwnStage1Recognised(t *testing.T) {
 
 // The gc of a pod of our own stage1 kills what is left in the pod's
 // cgroup and removes it in this process: executing the entry point here
-// (the test binary) would fail.
+// (the test binary) would fail. The cgroup has the name this stage1 gives
+// it, or the one an older pod1 stage1 gave it (a pod of the old stage1
+// collected by the new).
 func TestOwnStage1GCInProcess(t *testing.T) {
+	for name, cgName := range map[string]func(string) string{"current": cgroups.PodName, "legacy": cgroups.LegacyPodName} {
+		t.Run(name, func(t *testing.T) { ownStage1GCInProcess(t, cgName) })
+	}
+}
+
+func ownStage1GCInProcess(t *testing.T, cgName func(string) string) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root: makes a cgroup")
 	}
@@ -106,7 +115,7 @@ func TestOwnStage1GCInProcess(t *testing.T) {
 	ownStage1BuildID = id
 	defer func() { ownStage1BuildID = "" }()
 	dir := ownPod(t, exe)
-	cg := filepath.Join(infos[0].Mountpoint, "pod1-"+uuid)
+	cg := filepath.Join(infos[0].Mountpoint, cgName(uuid))
 	if err := os.Mkdir(cg, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +126,9 @@ func TestOwnStage1GCInProcess(t *testing.T) {
 	}
 	done := make(chan struct{})
 	go func() { _ = sleeper.Wait(); close(done) }() // killed: its status does not matter
-	t.Cleanup(func() { _ = sleeper.Process.Kill() })
+	// Before the cgroup's removal (cleanups run last first), and waited
+	// for: a cgroup that still holds it cannot be removed.
+	t.Cleanup(func() { _ = sleeper.Process.Kill(); <-done })
 	if err := os.WriteFile(filepath.Join(cg, "cgroup.procs"), []byte(strconv.Itoa(sleeper.Process.Pid)), 0); err != nil {
 		t.Fatal(err)
 	}
