@@ -529,6 +529,20 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 	if err := joinPlaced(); err != nil {
 		return abort(fmt.Errorf("cgroup: %w", err))
 	}
+	// PID 1 said it is ready before it read the configuration, so this
+	// does not wait on the start path; until then its runtime's
+	// defaults would exit on SIGTERM or drop SIGUSR1, so nobody learns
+	// its pid, and nothing is passed on to it, before. The pid file is
+	// there before hostReady, which PID 1 waits for before it starts an
+	// app or says the pod is ready: rkt stop, enter and app add, which
+	// read it once the pod is ready, never find it missing.
+	waitReady(rr)
+	pidErr := writePid(podDir, pid)
+	if pidErr != nil {
+		// Without it nobody can stop or enter the pod: PID 1 gets
+		// its configuration, and is stopped in order.
+		req.Raise(sigpolicy.ForceStop, "no pid file")
+	}
 	if werr == nil {
 		_, werr = pw.WriteString(hostReady)
 	}
@@ -537,17 +551,6 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 		// PID 1 died before reading its configuration; its exit
 		// status says why.
 		logx.Errorf("send pod configuration: %v", werr)
-	}
-	// PID 1 said it is ready before it read the configuration, so this
-	// does not wait on the start path; until then its runtime's
-	// defaults would exit on SIGTERM or drop SIGUSR1, so nobody learns
-	// its pid, and nothing is passed on to it, before.
-	waitReady(rr)
-	pidErr := writePid(podDir, pid)
-	if pidErr != nil {
-		// Without it nobody can stop or enter the pod: PID 1 has
-		// its configuration by now, so it is stopped in order.
-		req.Raise(sigpolicy.ForceStop, "no pid file")
 	}
 	// Opened before waitPid can reap PID 1: the pidfd names it and
 	// nothing else, however late a request comes.
