@@ -294,6 +294,9 @@ func become(s *Spec, g *gate) (int, error) {
 	if err != nil {
 		return setupFailed, err
 	}
+	if err := reopenConsole(s); err != nil {
+		return setupFailed, err
+	}
 	if s.UserNS != nil {
 		if err := joinAppsPidNS(appsPidNS); err != nil {
 			return setupFailed, err

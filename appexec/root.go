@@ -41,7 +41,7 @@ func setupRoot(s *Spec) error {
 				continue
 			}
 		}
-		if err := mountOne(root, &m, s.DevLog); err != nil {
+		if err := mountOne(root, &m, s); err != nil {
 			if m.Optional && errors.Is(err, errSymlinkTarget) {
 				continue
 			}
@@ -73,7 +73,7 @@ var errSymlinkTarget = errors.New("target is a symlink in the image")
 // attacker could swap in between (CVE-2021-30465, threats T5).
 func fdPath(f *os.File) string { return "/proc/self/fd/" + strconv.Itoa(int(f.Fd())) }
 
-func mountOne(root *os.File, m *Mount, devLog string) error {
+func mountOne(root *os.File, m *Mount, s *Spec) error {
 	switch m.Kind {
 	case KindProc:
 		return mountAppsProc(root, m.Target)
@@ -87,7 +87,7 @@ func mountOne(root *os.File, m *Mount, devLog string) error {
 		if err := mountPseudo(root, m.Target, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC|unix.MS_STRICTATIME, "mode=755,size=65536k"); err != nil {
 			return err
 		}
-		return populateDev(root, m.Target, devLog)
+		return populateDev(root, m.Target, s.DevLog, s.ConsolePts)
 	case KindPodShm:
 		return mountPodShm(root, m.Target)
 	case KindBind:
@@ -138,8 +138,9 @@ var devLinks = [][2]string{
 
 // populateDev fills the fresh /dev tmpfs; every node is made relative to
 // the tmpfs we just mounted, so nothing in the image can redirect it.
-// devLog, when set, is the socket bound as /dev/log.
-func populateDev(root *os.File, target, devLog string) error {
+// devLog, when set, is the socket bound as /dev/log; consolePts puts
+// the console's devpts on /dev/pts (Spec.ConsolePts).
+func populateDev(root *os.File, target, devLog string, consolePts bool) error {
 	d, err := pseudoDir(root, target) // now the tmpfs root
 	if err != nil {
 		return err
@@ -176,6 +177,12 @@ func populateDev(root *os.File, target, devLog string) error {
 	for _, s := range subs {
 		if err := unix.Mkdirat(dfd, s.name, s.mode); err != nil {
 			return fmt.Errorf("mkdir /dev/%s: %w", s.name, err)
+		}
+		if s.name == "pts" && consolePts {
+			if err := mountConsolePts(dfd, s.name); err != nil {
+				return fmt.Errorf("/dev/pts: %w", err)
+			}
+			continue
 		}
 		fd, err := unix.Openat(dfd, s.name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if err != nil {

@@ -56,7 +56,18 @@ type Spec struct {
 	// CtrlTTY makes fd 0, a pseudo-terminal PID 1 holds the master of
 	// (rkt's tty stdin), the controlling terminal of the app's session.
 	CtrlTTY bool `json:"ctrlTTY,omitempty"`
+	// ConsolePts: the app's /dev/pts is the devpts instance of the pod's
+	// console (ConsolePts, in PID 1's root) instead of one of its own,
+	// and its stdio, a terminal there, is opened again through it: the
+	// name ttyname(3) finds for it is then /dev/pts/N (an interactive
+	// pod's app, whose terminal PID 1 joins to the caller's).
+	ConsolePts bool `json:"consolePts,omitempty"`
 }
+
+// ConsolePts is where PID 1's root holds the devpts instance of an
+// interactive pod's console: the set-up of the pod's app copies it onto
+// the app's /dev/pts (Spec.ConsolePts).
+const ConsolePts = "/pod1-console-pts"
 
 // Mount kinds.
 const (

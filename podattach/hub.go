@@ -514,7 +514,14 @@ func (h *Hub) openPTY() (master, slave int, err error) {
 			return -1, -1, fmt.Errorf("devpts: %w", err)
 		}
 	}
-	master, err = unix.Openat(h.pts, "ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	return OpenPTYOn(h.pts)
+}
+
+// OpenPTYOn opens a new pseudo-terminal on the devpts instance open as
+// pts: its master, non-blocking, and its peer, opened from the master
+// (TIOCGPTPEER), never by a path.
+func OpenPTYOn(pts int) (master, slave int, err error) {
+	master, err = unix.Openat(pts, "ptmx", unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return -1, -1, fmt.Errorf("open ptmx: %w", err)
 	}

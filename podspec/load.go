@@ -296,7 +296,8 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 	if err != nil {
 		return nil, errorf(field("annotations"), "%w", err)
 	}
-	spec.CtrlTTY = sio.Stdin == StdioTTY || opts.Interactive && opts.Console && sio.Stdin == StdioInteractive
+	spec.ConsolePts = opts.Interactive && opts.Console && sio.Stdin == StdioInteractive
+	spec.CtrlTTY = sio.Stdin == StdioTTY || spec.ConsolePts
 	out := &App{Spec: *spec, Supervision: sup, Resources: res, Stdio: sio, EmptyVolumes: appVols, Devices: devs}
 	for i, eh := range app.EventHandlers {
 		f := field(fmt.Sprintf("eventHandlers[%d]", i))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -8,13 +9,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/appexec"
 	"github.com/pod1/pod1/console"
+	"github.com/pod1/pod1/podattach"
 )
 
 // The console of an interactive pod whose caller's stdin is a terminal
 // (podplan.Pod.Console): the app gets a pseudo-terminal of its own, on
-// PID 1's private devpts instance (the attach hub's, which no path leads
-// to), as its stdin, stdout, stderr and controlling terminal, its process
+// a devpts instance of the console's (consolePts), which the app sees as
+// its /dev/pts and no other app sees at all, as its stdin, stdout, stderr and controlling terminal, its process
 // group in the foreground; PID 1 copies between its master and the
 // caller's terminal, which is raw meanwhile. Ctrl-C and Ctrl-Z are then
 // bytes the app's terminal turns into signals for the app's foreground
@@ -39,7 +42,11 @@ const consoleDrain = 2 * time.Second
 // the ones found.
 func (o *appOS) openConsole() (int, error) {
 	o.endConsole(true)
-	master, slave, err := o.attach.OpenPTY()
+	open := o.attach.OpenPTY
+	if consolePts >= 0 {
+		open = func() (int, int, error) { return podattach.OpenPTYOn(consolePts) }
+	}
+	master, slave, err := open()
 	if err != nil {
 		return -1, fmt.Errorf("console: %w", err)
 	}
@@ -82,4 +89,47 @@ func watchWindowSize(cur interface{ Load() *console.Console }) {
 			}
 		}
 	}()
+}
+
+// consolePts is the devpts instance of the pod's console, -1 before
+// attachConsolePts: the app's terminal is made on it, and the app's set-up
+// puts a copy of it on the app's /dev/pts (appexec.Spec.ConsolePts), so
+// that the terminal is /dev/pts/N in the app, as ttyname(3) reads it. It
+// is the app's alone: the attach hub's instance serves the other apps'.
+var consolePts = -1
+
+// attachConsolePts makes the console's devpts instance and puts it at
+// appexec.ConsolePts under root (PID 1's new root, being built), where
+// the app's set-up finds it; consolePts keeps it for PID 1.
+func attachConsolePts(root string) error {
+	fsfd, err := unix.Fsopen("devpts", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("console devpts: %w", err)
+	}
+	defer unix.Close(fsfd)
+	// As the apps' own instances (appexec's /dev/pts): the app may make
+	// terminals of its own there too.
+	for k, v := range map[string]string{"mode": "0620", "ptmxmode": "0666", "gid": "5"} {
+		if err := unix.FsconfigSetString(fsfd, k, v); err != nil {
+			return fmt.Errorf("console devpts: %s: %w", k, err)
+		}
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return fmt.Errorf("console devpts: %w", err)
+	}
+	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return fmt.Errorf("console devpts: %w", err)
+	}
+	dst := root + appexec.ConsolePts
+	if err := unix.Mkdir(dst, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+		unix.Close(mfd)
+		return fmt.Errorf("console devpts: %w", err)
+	}
+	if err := unix.MoveMount(mfd, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		unix.Close(mfd)
+		return fmt.Errorf("console devpts: %w", err)
+	}
+	consolePts = mfd
+	return nil
 }

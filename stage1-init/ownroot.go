@@ -143,6 +143,11 @@ func enterOwnRoot(pod *podplan.Pod, appsProc, shm int) error {
 	if err := attachAppsProc(ownRootBase, appsProc); err != nil {
 		return fmt.Errorf("own root: %w", err)
 	}
+	if pod.Console {
+		if err := attachConsolePts(ownRootBase); err != nil {
+			return fmt.Errorf("own root: %w", err)
+		}
+	}
 	if err := attachPodShm(ownRootBase, shm); err != nil {
 		return fmt.Errorf("own root: %w", err)
 	}

@@ -135,8 +135,10 @@ func (tm *term) owned(t *testing.T, leader int) {
 
 // consoleLine is what the probe's console command prints for an app whose
 // stdin is a terminal of its own, its controlling terminal, with its
-// process group in the foreground, at the caller's window size.
-const consoleLine = `console tty=true ctty=true fg=true name=\S+ size=24x80`
+// process group in the foreground, at the caller's window size, named
+// /dev/pts/N where the app looks for it (ttyname(3): the link of fd 0,
+// which must name fd 0's terminal in the app's root), as `tty` prints it.
+const consoleLine = `console tty=true ctty=true fg=true name=/dev/pts/\d+ size=24x80`
 
 // An interactive pod on a terminal, run by pod1 run: the app has a
 // terminal of its own as its controlling one, in the foreground; Ctrl-C,
