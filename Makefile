@@ -48,17 +48,15 @@ bin/pod1-init: $(SRCS)
 	$(GO) build -trimpath -tags "netgo osusergo pod1init" -ldflags "-s -w -X main.version=$(VERSION)" -o $@ ./stage1-init
 # The waiter (waiter/waiter.c) is the run entry point: the process that holds
 # the pod's lock and waits is C, not a Go runtime; it starts the Go run as
-# its child. WAITER=0 makes the Go run the entry point again (the image's run
-# link, and the integration tests' through POD1_WAITER). Built static with
-# the system's gcc against musl (Debian's musl-tools): a static glibc program
-# probes the CPU (cpuid, for its string functions and cache sizes) before
-# main, which traps to the hypervisor on a paravirtualised machine, and
-# faults in more pages; the waiter and the lock keeper are on the pod's
-# start path, and stay resident (docs/design-start.md). Without musl-gcc, or
-# with WAITER_CC=gcc, it is built against glibc (libc6-dev) instead: it
-# works the same, slower to start and larger (TestWaiterAndKeeperAreSmall
-# says so).
-WAITER    ?= 1
+# its child, and is the lock keeper too. Built static with the system's gcc
+# against musl (Debian's musl-tools): a static glibc program probes the
+# CPU (cpuid, for its string functions and cache sizes) before main, which
+# traps to the hypervisor on a paravirtualised machine, and faults in more
+# pages; the waiter and the lock keeper are on the pod's start path, and
+# stay resident (docs/design-start.md). Without musl-gcc, or with
+# WAITER_CC=gcc, it is built against glibc (libc6-dev) instead: it works
+# the same, slower to start and larger (TestWaiterAndKeeperAreSmall says
+# so).
 WAITER_CC ?= $(if $(shell command -v musl-gcc 2>/dev/null),musl-gcc,gcc)
 # The waiter is rebuilt when the compiler changes (musl-tools installed
 # after a build against glibc): the stamp holds the one it was built with.
@@ -123,7 +121,7 @@ build/stage1.aci: bin/stage1-init bin/pod1-init bin/pod1-waiter bin/pod1-pause b
 	cp rootfs/net.d/*.conf build/stage1/rootfs/etc/rkt/net.d/
 	cp $(addprefix $(CNI_DIR)/,$(CNI_PLUGINS) flannel) build/stage1/rootfs/usr/lib/rkt/plugins/net/
 	for ep in stop gc enter app-add app-start app-stop app-rm attach; do ln -s stage1-init build/stage1/rootfs/$$ep; done
-	ln -s $(if $(filter 1,$(WAITER)),pod1-waiter,stage1-init) build/stage1/rootfs/run
+	ln -s pod1-waiter build/stage1/rootfs/run
 	tar --owner=0 --group=0 --numeric-owner -C build/stage1 -cf $@.tmp manifest rootfs && mv $@.tmp $@
 
 build/demo-hello.aci: bin/demo-hello demo/manifest.json demo/passwd demo/group Makefile
@@ -196,7 +194,7 @@ demo: deps all image
 # test-unit is what runs as any user).
 test: deps all image check-static $(RKT)
 	@if [ "$$(id -u)" != 0 ]; then echo "make test needs root (sudo make test): the tests start real pods"; exit 1; fi
-	POD1_RKT=$(abspath $(RKT)) POD1_WAITER=$(WAITER) $(GO) test -count=1 -timeout 14m ./...
+	POD1_RKT=$(abspath $(RKT)) $(GO) test -count=1 -timeout 14m ./...
 
 # The unit packages: every package but tests/, whose integration tests
 # start real pods from bin/ and build/.

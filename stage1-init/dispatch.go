@@ -11,7 +11,7 @@ import (
 	"github.com/pod1/pod1/status"
 )
 
-func init() { nameProcess(roleInit, roleLockKeeper) }
+func init() { nameProcess(roleInit) }
 
 func dispatch() int {
 	role := filepath.Base(os.Args[0])
@@ -28,8 +28,6 @@ func dispatch() int {
 		// Which build rkt took from its cache, for a --debug run.
 		logx.Debugf("pod1 stage1 %s", version)
 		return runMain(os.Args[1:])
-	case roleLockKeeper:
-		return lockKeeperMain()
 	case roleInit:
 		return initMain()
 	case roleApp:

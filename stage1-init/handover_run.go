@@ -43,18 +43,6 @@ func pid1Files(config *os.File, parent int, ready *os.File, logs [2]uintptr, com
 	return files
 }
 
-// openSelfPidfd returns a pidfd of the calling process for PID 1 to watch,
-// or -1 if the kernel has no pidfd_open (PID 1 then relies on
-// PR_SET_PDEATHSIG alone).
-func openSelfPidfd() int {
-	fd, err := unix.PidfdOpen(os.Getpid(), 0)
-	if err != nil {
-		return -1
-	}
-	unix.CloseOnExec(fd)
-	return fd
-}
-
 // waitReady waits until PID 1 says its signal handling is installed, or is
 // dead (EOF).
 func waitReady(r *os.File) {

@@ -2,13 +2,12 @@
 // role is chosen by the name it is run under. rkt's stage0 runs it as the
 // entry points named in the stage1 image manifest: "run", "stop", "gc",
 // "enter", "attach", "app-add", "app-start", "app-stop" and "app-rm".
-// "run" executes the start-path binary next to it, pod1-init (this package
-// built with the tag pod1init: dispatch_init.go), as the pod's PID 1, and,
-// if the image has no waiter binary (waiter/waiter.c, which plays that
-// role), itself as the lock keeper that holds the pod's lock outside its
-// pid namespace ("pod1-lock"). With the waiter (the default image), "run"
-// is the waiter, which starts this binary as "run" for the set-up. PID 1
-// re-executes its own binary as each app's first process ("pod1-app"),
+// The image's "run" is the waiter (waiter/waiter.c), which starts this
+// binary as "run" for the pod's set-up: it executes the start-path binary
+// next to it, pod1-init (this package built with the tag pod1init:
+// dispatch_init.go), as the pod's PID 1, and the waiter's binary as the
+// lock keeper that holds the pod's lock outside its pid namespace
+// ("pod1-lock"), both as the waiter's children. PID 1 re-executes its own binary as each app's first process ("pod1-app"),
 // which becomes the app. Networking is the image's other binary, net-setup
 // (stage1-net).
 
@@ -66,10 +65,10 @@ func main() {
 }
 
 // nameProcess gives the process its role's name when it runs as one of
-// roles. PID 1 and the lock keeper are run from read-only copies of the
-// binary by their paths in /proc/self/fd, which would name them after the
-// fd's number in ps, top and pgrep. Called from an init function: the
-// runtime runs those on the main thread, whose name is the process's.
+// roles. PID 1 is run from a read-only copy of its binary by its path in
+// /proc/self/fd, which would name it after the fd's number in ps, top and
+// pgrep. Called from an init function: the runtime runs those on the main
+// thread, whose name is the process's.
 func nameProcess(roles ...string) {
 	role := filepath.Base(os.Args[0])
 	if slices.Contains(roles, role) {

@@ -147,3 +147,16 @@ func setMetadataURL(podDir string, pod *podspec.Pod, token string) error {
 	}
 	return nil
 }
+
+// waitPid waits for our child pid, net-setup, and returns how it ended. It
+// is the only child run and gc wait for (PID 1 and the lock keeper are the
+// waiter's children), so this competes with no other reaper.
+func waitPid(pid int) unix.WaitStatus {
+	var ws unix.WaitStatus
+	for {
+		_, err := unix.Wait4(pid, &ws, 0, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return ws
+		}
+	}
+}

@@ -7,13 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -29,18 +27,24 @@ import (
 	"github.com/pod1/pod1/status"
 )
 
-// runMain is the run entry point (contract §2-§4). It validates everything
-// before it changes anything, then clones the pod's PID 1 into new
-// namespaces and stays outside them, holding the lock, until PID 1 has
-// been reaped: by then the kernel has killed and reaped every other process
-// of the pod's pid namespace and PID 1 has written every status, so the
-// lock is released only when the pod is really over.
+// runMain is the pod's set-up, which the run entry point (contract §2-§4),
+// the waiter (waiter/waiter.c), starts as its child. It validates
+// everything before it changes anything, then clones the pod's PID 1 into
+// new namespaces, and the lock keeper, both as the waiter's children, and
+// hands them over to the waiter once PID 1 is ready: the waiter holds the
+// lock and passes stop requests on until PID 1 has been reaped.
 func runMain(args []string) int {
 	// Installed first: a stop request that arrives while we set up
 	// must not kill us before PID 1 exists; it is kept and passed on
 	// once PID 1 can act on it.
 	req := sigpolicy.Listen()
 
+	// Only the waiter holds the lock and passes stop signals on for the
+	// pod's whole life; without it nothing would, once we hand over.
+	w, err := takeWaiter()
+	if err != nil {
+		return fail(err)
+	}
 	f, err := parseRunFlags(args)
 	if err != nil {
 		return fail(err)
@@ -55,20 +59,6 @@ func runMain(args []string) int {
 		return fail(err)
 	}
 	defer runtime.KeepAlive(lock)
-	// While the pod is read and checked: the kernel's wait before the
-	// first cgroup move (cgroups.Prime), which PID 1's would pay. The
-	// waiter, when it started us, made it already, sooner (waiter.c,
-	// prime_cgroups). With our one P the goroutine would wait for this
-	// one to block; it is let run at once, and the P comes back when it
-	// blocks in the kernel.
-	if os.Getenv(waiterFdEnv) == "" {
-		go func() {
-			if err := cgroups.Prime(); err != nil {
-				logx.Debugf("cgroups: prime: %v", err)
-			}
-		}()
-		runtime.Gosched()
-	}
 	if err := closeOnExecFrom3(); err != nil {
 		return fail(fmt.Errorf("close_range: %w", err))
 	}
@@ -94,20 +84,7 @@ func runMain(args []string) int {
 	if f.opts.MDSToken != "" && !f.opts.NetHost() && !wantsNetworks(f.opts.Net) {
 		logx.Warnf("--mds-token: with --net=none the apps cannot reach the metadata service; AC_METADATA_URL is not set")
 	}
-	w, err := takeWaiter()
-	if err != nil {
-		return fail(err)
-	}
-	if w == nil && f.opts.Console {
-		// We hold the caller's terminal and outlive the pod: its
-		// settings are put back as found, whatever became of PID 1,
-		// which makes it raw (console.go). Under the waiter, the
-		// waiter does it.
-		if t, err := unix.IoctlGetTermios(0, unix.TCGETS); err == nil {
-			defer func() { _ = unix.IoctlSetTermios(0, unix.TCSETS, t) }()
-		}
-	}
-	return cloneInitAndWait(pod, f, podDir, lock, req, w)
+	return cloneInitAndHandOver(pod, f, podDir, lock, req, w)
 }
 
 // makePodDirs makes the directories of the pod directory that run, PID 1
@@ -276,12 +253,12 @@ func cloneFlags(f *runFlags) uintptr {
 	return fl
 }
 
-// cloneInitAndWait is run's last part: it clones the pod's PID 1 into the
-// pod's namespaces, prepares what is left (cgroups, the pid file) while
-// PID 1's runtime starts, sends it its configuration, and waits for it:
-// PID 1's exit code is the pod's. The supervision itself is PID 1's
-// (pid1.go, package supervisor).
-func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, req *sigpolicy.Requests, w *waiter) int {
+// cloneInitAndHandOver is run's last part: it clones the pod's PID 1 into
+// the pod's namespaces, prepares what is left (cgroups, the pid file)
+// while PID 1's runtime starts, sends it its configuration, and hands
+// PID 1 over to the waiter, whose exit code is then PID 1's, the pod's.
+// The supervision itself is PID 1's (pid1.go, package supervisor).
+func cloneInitAndHandOver(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, req *sigpolicy.Requests, w *waiter) int {
 	if pod.Mutable {
 		// Before PID 1 is cloned: its mount namespace copies this.
 		undo, err := shareStage2(podDir)
@@ -326,7 +303,7 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 		return fail(fmt.Errorf("commit pipe: %w", err))
 	}
 	commitR, commitW := commitPipe[0], commitPipe[1]
-	self := w.parentPidfd()
+	self := w.pidfdCopy()
 	// syscall.ForkExec, not os.StartProcess: the latter's first call in a
 	// process forks and reaps a throwaway child to probe clone(CLONE_PIDFD)
 	// (os.checkPidfd), a whole fork+exit+wait on the pod's start path
@@ -354,9 +331,9 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 		Env:   pid1Env(os.Environ()),
 		Files: files,
 		Sys: &syscall.SysProcAttr{
-			Cloneflags: cloneFlags(f) | w.cloneFlags(),
+			Cloneflags: cloneFlags(f) | unix.CLONE_PARENT,
 			// A process group of its own: the terminal's signals
-			// (Ctrl-C, Ctrl-\) reach run alone, which passes each on
+			// (Ctrl-C, Ctrl-\) reach the waiter alone, which passes each on
 			// once, as it does every other stop request. With a
 			// console, a session of its own: PID 1 reads and sets the
 			// caller's terminal, which in the caller's session, from
@@ -396,7 +373,7 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 		keeperDone <- fmt.Errorf("lock keeper: pidfd of PID 1: %w", err)
 	} else {
 		go func() {
-			k, err := startLockKeeper(lock, kpidfd, commitR, kextra, w.cloneFlags())
+			k, err := startLockKeeper(lock, kpidfd, commitR, kextra)
 			unix.Close(kpidfd)
 			unix.Close(commitR)
 			closeFds(kextra)
@@ -412,19 +389,13 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 		}
 		return kerr
 	}
-	defer func() {
-		if joinKeeper() == nil {
-			// Once PID 1 is gone, so is the keeper, at once: run
-			// returns only after it, with the lock free.
-			waitPid(keeper)
-		}
-	}()
-	// abort ends PID 1, which has started nothing yet, and fails.
+	// abort ends PID 1, which has started nothing yet, and fails. PID 1
+	// and the keeper are the waiter's children: it reaps them, and
+	// exits once both are gone (the keeper when PID 1 is).
 	abort := func(err error) int {
-		// The keeper knows PID 1 before PID 1 is reaped.
+		// The keeper knows PID 1 before PID 1 is killed.
 		_ = joinKeeper()
 		_ = unix.Kill(pid, unix.SIGKILL)
-		waitPid(pid)
 		pw.Close()
 		rr.Close()
 		if errors.Is(err, errReported) {
@@ -552,38 +523,20 @@ func cloneInitAndWait(pod *podspec.Pod, f *runFlags, podDir string, lock *os.Fil
 		// status says why.
 		logx.Errorf("send pod configuration: %v", werr)
 	}
-	// Opened before waitPid can reap PID 1: the pidfd names it and
-	// nothing else, however late a request comes.
+	// Opened while PID 1 is surely unreaped (the waiter reaps it only
+	// after our report, or our exit): the pidfd names it and nothing
+	// else, however late a request comes.
 	pidfd, perr := unix.PidfdOpen(pid, 0)
-	if w != nil {
-		return waitUnderWaiter(w, req, pid, pidfd, perr, pidErr, keeper, podDir, pod)
-	}
-	go forwardStop(req, pid, pidfd, perr)
-	if f.opts.Console && perr == nil {
-		forwardWindowSize(pidfd)
-	}
-	time.AfterFunc(shedDelay, shedUnusedMemory)
-	holdNetns(pid)
-	ws := waitPid(pid)
-	switch {
-	case pidErr != nil:
-		return fail(pidErr)
-	case ws.Exited():
-		return ws.ExitStatus()
-	case ws.Signaled():
-		logx.Errorf("pod init killed by signal %v", ws.Signal())
-		return status.CodeStage1Failure
-	}
-	return status.CodeStage1Failure
+	return handOverOrWait(w, req, pid, pidfd, perr, pidErr, keeper, podDir, pod)
 }
 
-// waitUnderWaiter is cloneInitAndWait's end when the waiter started us:
-// once PID 1 is ready and named in the pid file, the waiter takes over
-// (waiter.handOver) and we exit at once, leaving what is left to undo to
-// it. If the pid file could not be written, or the waiter is gone (PID 1
-// then stops the pod: its parent died), we pass our stop requests on,
-// wait for PID 1 to end and fail, undoing what we made.
-func waitUnderWaiter(w *waiter, req *sigpolicy.Requests, pid, pidfd int, perr, pidErr error, keeper int, podDir string, pod *podspec.Pod) int {
+// handOverOrWait is cloneInitAndHandOver's end: once PID 1 is ready and
+// named in the pid file, the waiter takes over (waiter.handOver) and we
+// exit at once, leaving what is left to undo to it. If the pid file could
+// not be written, or the waiter is gone (PID 1 then stops the pod: its
+// parent died), we pass our stop requests on, wait for PID 1 to end and
+// fail, undoing what we made.
+func handOverOrWait(w *waiter, req *sigpolicy.Requests, pid, pidfd int, perr, pidErr error, keeper int, podDir string, pod *podspec.Pod) int {
 	if pidErr == nil && perr == nil {
 		err := w.handOver(pid, keeper, podDir, pod)
 		if err == nil {
@@ -601,13 +554,6 @@ func waitUnderWaiter(w *waiter, req *sigpolicy.Requests, pid, pidfd int, perr, p
 	return status.CodeStage1Failure
 }
 
-// holdNetns keeps PID 1's network namespace, unless it is ours
-// (--net=host), open until this process exits, as the waiter does
-// (waiter.c, hold_netns): the kernel's deferred teardown of it then starts
-// after the lock is released, not during the pod's end. The fd is a plain
-// one, never closed: an *os.File's finalizer would close it early.
-func holdNetns(pid int) { podNetnsFd(pid) }
-
 // podNetnsFd opens PID 1's network namespace, or returns -1 if it is ours
 // (--net=host) or cannot be opened.
 func podNetnsFd(pid int) int {
@@ -623,12 +569,12 @@ func podNetnsFd(pid int) int {
 	return fd
 }
 
-// forwardStop passes each stop request to the run process (rkt run being
-// interrupted, a signal sent to the pid stage0 exec'd) on to PID 1, at the
-// level it has reached (sigpolicy.Forward), including those that arrived
-// before PID 1 existed. It signals through pidfd (unless pidfdErr), so a
-// request that comes after waitPid has reaped PID 1 never reaches a
-// process that took its pid.
+// forwardStop passes each stop request that reaches us, when we could not
+// hand PID 1 over to the waiter, on to PID 1, at the level it has reached
+// (sigpolicy.Forward), including those that arrived before PID 1 existed.
+// It signals through pidfd (unless pidfdErr), so a request that comes
+// after the waiter has reaped PID 1 never reaches a process that took its
+// pid.
 func forwardStop(req *sigpolicy.Requests, pid, pidfd int, pidfdErr error) {
 	for range req.C {
 		sig := sigpolicy.Forward(req.Level())
@@ -636,33 +582,6 @@ func forwardStop(req *sigpolicy.Requests, pid, pidfd int, pidfdErr error) {
 			_ = unix.PidfdSendSignal(pidfd, sig, nil, 0)
 		} else {
 			_ = unix.Kill(pid, sig)
-		}
-	}
-}
-
-// forwardWindowSize passes each SIGWINCH, which the caller's terminal
-// sends its foreground process group (ours, not PID 1's), on to PID 1,
-// which copies the new size to the app's terminal (console.go).
-func forwardWindowSize(pidfd int) {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, unix.SIGWINCH)
-	go func() {
-		for range ch {
-			_ = unix.PidfdSendSignal(pidfd, unix.SIGWINCH, nil, 0)
-		}
-	}()
-}
-
-// waitPid waits for one of our two children, PID 1 and the lock keeper.
-// The run process starts no other child, so this is not a second reaper
-// competing with one. Under the waiter they are the waiter's children,
-// and it returns at once (ECHILD): the waiter reaps them.
-func waitPid(pid int) unix.WaitStatus {
-	var ws unix.WaitStatus
-	for {
-		_, err := unix.Wait4(pid, &ws, 0, nil)
-		if !errors.Is(err, unix.EINTR) {
-			return ws
 		}
 	}
 }

@@ -11,34 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// readOnlySelf returns our own binary as a detached, read-only mount of
-// that one file, and the path that executes it while the file is open, in
-// a child that syscall.ForkExec starts with files (execFd).
-//
-// The binary is the pod's stage1/rootfs/<entry point>, which rkt's gc
-// later runs as host root (threats G3, T3). A process started from this
-// copy has a /proc/PID/exe that leads only there: opening it for writing,
-// or reopening an O_PATH descriptor of it, fails with EROFS, during the
-// pod's life and after it, whoever holds the descriptor (CVE-2019-5736,
-// where a process re-executing the runtime rewrote it through that link).
-func readOnlySelf(files []uintptr) (*os.File, string, error) {
-	fd, err := unix.OpenTree(unix.AT_FDCWD, "/proc/self/exe", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
-	if err != nil {
-		return nil, "", fmt.Errorf("read-only stage1 binary: open_tree: %w", err)
-	}
-	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOSUID}
-	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
-		unix.Close(fd)
-		return nil, "", fmt.Errorf("read-only stage1 binary: mount_setattr: %w", err)
-	}
-	high, err := execFd(fd, files)
-	unix.Close(fd)
-	if err != nil {
-		return nil, "", fmt.Errorf("read-only stage1 binary: %w", err)
-	}
-	return os.NewFile(uintptr(high), "stage1-binary"), "/proc/self/fd/" + strconv.Itoa(high), nil
-}
-
 // selfDir is a detached, read-only copy of the directory holding our own
 // binary (not its subdirectories' mounts), and the binary's name in it.
 type selfDir struct {
@@ -79,9 +51,15 @@ func openSelfDir() (*selfDir, error) {
 }
 
 // readOnlySibling opens the binary name next to our own as a detached,
-// read-only mount of that one file (as readOnlySelf does ours), and
-// returns the path that executes it while the file is open, in a child
-// started with files (execFd).
+// read-only mount of that one file, and returns the path that executes it
+// while the file is open, in a child started with files (execFd).
+//
+// The binaries are the pod's stage1/rootfs/ ones, which rkt's gc
+// later runs as host root (threats G3, T3). A process started from this
+// copy has a /proc/PID/exe that leads only there: opening it for writing,
+// or reopening an O_PATH descriptor of it, fails with EROFS, during the
+// pod's life and after it, whoever holds the descriptor (CVE-2019-5736,
+// where a process re-executing the runtime rewrote it through that link).
 func readOnlySibling(name string, files []uintptr) (*os.File, string, error) {
 	tree, err := readOnlyTree(name)
 	if err != nil {
@@ -126,8 +104,3 @@ const pauseBinaryName = "pod1-pause"
 // initBinary is the start-path binary next to ours (this package built
 // with the tag pod1init): the pod's PID 1 and the apps' first processes.
 const initBinary = "pod1-init"
-
-// readOnlyWaiter is the waiter next to our binary (readOnlySibling).
-func readOnlyWaiter(files []uintptr) (*os.File, string, error) {
-	return readOnlySibling(waiterBinary, files)
-}

@@ -3,7 +3,9 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -133,4 +135,26 @@ func itoa(n int) string {
 		b = append([]byte{byte('0' + n%10)}, b...)
 	}
 	return string(b)
+}
+
+// readOnlySelf returns the test binary as a detached, read-only mount of
+// that one file, as readOnlySibling does a binary next to it, and the path
+// that executes it while the file is open, in a child that
+// syscall.ForkExec starts with files (execFd).
+func readOnlySelf(files []uintptr) (*os.File, string, error) {
+	fd, err := unix.OpenTree(unix.AT_FDCWD, "/proc/self/exe", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return nil, "", fmt.Errorf("read-only test binary: open_tree: %w", err)
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOSUID}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		unix.Close(fd)
+		return nil, "", fmt.Errorf("read-only test binary: mount_setattr: %w", err)
+	}
+	high, err := execFd(fd, files)
+	unix.Close(fd)
+	if err != nil {
+		return nil, "", fmt.Errorf("read-only test binary: %w", err)
+	}
+	return os.NewFile(uintptr(high), "test-binary"), "/proc/self/fd/" + strconv.Itoa(high), nil
 }

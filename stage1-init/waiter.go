@@ -17,19 +17,18 @@ import (
 )
 
 // waiterFdEnv names, in the Go run's environment, the pipe on which it
-// reports to the waiter (waiter/waiter.c) when the waiter is the run entry
-// point and started it. The waiter is then the process stage0 exec'd: it
-// holds the lock, receives the stop requests and outlives us, and PID 1
-// and the lock keeper are its children (CLONE_PARENT), not ours.
+// reports to the waiter (waiter/waiter.c), the run entry point, which
+// started it. The waiter is the process stage0 exec'd: it holds the lock,
+// receives the stop requests and outlives us, and PID 1 and the lock
+// keeper are its children (CLONE_PARENT), not ours.
 const waiterFdEnv = "POD1_WAITER_FD"
 
-// waiter is the Go run's link to the waiter, nil when run is the entry
-// point itself.
+// waiter is the Go run's link to the waiter.
 type waiter struct {
 	report *os.File
 	// done is the write end of the pipe the waiter watches for the
-	// lock keeper's end of duty (its fd 6), -1 if the waiter passed
-	// none; it is the keeper's (keeperExtra).
+	// lock keeper's end of duty (its fd 6), -1 once it is the
+	// keeper's (keeperExtra).
 	done int
 	// pidfd is the waiter's, opened while it was surely our parent:
 	// PID 1 watches it, and so learns of the waiter's death even if
@@ -38,12 +37,15 @@ type waiter struct {
 	pidfd int
 }
 
-// takeWaiter takes the report pipe the waiter passed, if any, out of the
-// environment (PID 1 gets run's environment).
+// takeWaiter takes the report pipe, the waiter's pid and the keeper's done
+// pipe, which the waiter passed, out of the environment (PID 1 gets run's
+// environment). Without them we were not started by the waiter, and
+// nothing would hold the lock or pass stop requests on once we hand over:
+// we refuse to start.
 func takeWaiter() (*waiter, error) {
 	v, ok := os.LookupEnv(waiterFdEnv)
 	if !ok {
-		return nil, nil
+		return nil, fmt.Errorf("%s: not set: run must be started as the image's run, the waiter (%s)", waiterFdEnv, waiterBinary)
 	}
 	_ = os.Unsetenv(waiterFdEnv)
 	fdv, rest, _ := strings.Cut(v, ",")
@@ -60,15 +62,11 @@ func takeWaiter() (*waiter, error) {
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
 		return nil, fmt.Errorf("%s=%d: not a pipe", waiterFdEnv, fd)
 	}
-	done := -1
-	if donev != "" {
-		d, err := strconv.Atoi(donev)
-		if err != nil || d <= 2 || d == fd || unix.Fstat(d, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
-			return nil, fmt.Errorf("%s=%q: the done pipe is not a pipe above stderr", waiterFdEnv, v)
-		}
-		unix.CloseOnExec(d)
-		done = d
+	done, err := strconv.Atoi(donev)
+	if err != nil || done <= 2 || done == fd || unix.Fstat(done, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return nil, fmt.Errorf("%s=%q: the done pipe is not a pipe above stderr", waiterFdEnv, v)
 	}
+	unix.CloseOnExec(done)
 	unix.CloseOnExec(fd)
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err == nil && os.Getppid() != pid {
@@ -82,8 +80,8 @@ func takeWaiter() (*waiter, error) {
 	return &waiter{report: os.NewFile(uintptr(fd), "waiter-report"), pidfd: pidfd, done: done}, nil
 }
 
-// keeperExtra is what the lock keeper gets from fd 6 on, under the
-// waiter: the done pipe's write end, then copies of the pod's detached log
+// keeperExtra is what the lock keeper gets from fd 6 on: the done pipe's
+// write end, then copies of the pod's detached log
 // directories (logs, as PID 1 gets them; noFd where the pod has none),
 // then PID 1's network namespace (pid; noFd if it is ours, or PID 1 could
 // not be started: cloneErr). The keeper outlives the waiter
@@ -92,11 +90,9 @@ func takeWaiter() (*waiter, error) {
 // 0.1-4.6 ms traced in PID 1's end), a network namespace's (deferred work
 // that took a CPU from the waiter's exit and its caller's wake-up on this
 // 2-CPU host). Held by the keeper too, that comes after the pod's end.
-// Without the waiter's done pipe it is nil: the Go run waits for the
-// keeper's exit, which would then pay for it. The caller closes what it
-// returns once the keeper has its copies.
+// The caller closes what it returns once the keeper has its copies.
 func (w *waiter) keeperExtra(logs [2]uintptr, pid int, cloneErr error) []uintptr {
-	if w == nil || w.done < 0 {
+	if w.done < 0 {
 		return nil
 	}
 	extra := []uintptr{uintptr(w.done), noFd, noFd, noFd}
@@ -117,21 +113,9 @@ func (w *waiter) keeperExtra(logs [2]uintptr, pid int, cloneErr error) []uintptr
 	return extra
 }
 
-// cloneFlags adds what the children run starts need under the waiter: the
-// waiter as their parent.
-func (w *waiter) cloneFlags() uintptr {
-	if w == nil {
-		return 0
-	}
-	return unix.CLONE_PARENT
-}
-
-// parentPidfd is the pidfd PID 1 watches: the waiter's, or run's; the
+// pidfdCopy is a copy of the waiter's pidfd, for PID 1 to watch; the
 // caller closes it.
-func (w *waiter) parentPidfd() int {
-	if w == nil {
-		return openSelfPidfd()
-	}
+func (w *waiter) pidfdCopy() int {
 	fd, err := unix.FcntlInt(uintptr(w.pidfd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return -1
@@ -166,8 +150,8 @@ func (w *waiter) handOver(pid, keeper int, podDir string, pod *podspec.Pod) erro
 	return err
 }
 
-// waitGone waits until PID 1 (pidfd) has exited when it is not our child
-// (under the waiter, which reaps it): its status is the waiter's to read.
+// waitGone waits until PID 1 (pidfd), the waiter's child, has exited: its
+// status is the waiter's to read.
 func waitGone(pidfd int) {
 	p := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
 	for {

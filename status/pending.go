@@ -28,8 +28,9 @@ import (
 const PendingSuffix = ".commit"
 
 // MaxPending is how many app names the lock keeper takes from PID 1 in a
-// pod's life: PID 1 commits itself the statuses it would name past it.
-// The keeper keeps no list; it commits each name as it reads it.
+// pod's life (waiter.c, MAX_PENDING): PID 1 commits itself the statuses it
+// would name past it. The keeper keeps no list; it commits each name as it
+// reads it.
 const MaxPending = 1024
 
 // maxPendingApp is the longest app name whose pending name is still a
@@ -38,8 +39,8 @@ const maxPendingApp = 255 - len(PendingSuffix)
 
 // PendingApp reports whether name may be sent to the lock keeper: an
 // ACName (lower-case letters and digits, in groups joined by single
-// dashes) whose pending name fits a file name. waiter.c's pending_app is
-// its twin.
+// dashes) whose pending name fits a file name. The keeper, in C, drops
+// every line that is not one (waiter.c, pending_app).
 func PendingApp(name string) bool {
 	if name == "" || len(name) > maxPendingApp || name[0] == '-' || name[len(name)-1] == '-' {
 		return false
@@ -63,44 +64,6 @@ func (d *Dir) WritePending(app string, code int) error {
 	return d.d.WriteReservedAs(app, app+PendingSuffix, Format(code), filePerm, safefile.Volatile)
 }
 
-// PendingLines splits what PID 1 writes on the commit pipe into the app
-// names it sent: a line each. A line that is not a PendingApp is dropped,
-// and so is every name past MaxPending; Dropped counts them. It holds at
-// most one line, the one a read cut.
-type PendingLines struct {
-	line    []byte
-	long    bool // the current line is too long: dropped up to its end
-	taken   int
-	Dropped int
-}
-
-// Full reports whether MaxPending names were taken: the rest is not read.
-func (p *PendingLines) Full() bool { return p.taken >= MaxPending }
-
-// Feed takes what a read returned and returns the names it completed.
-func (p *PendingLines) Feed(b []byte) []string {
-	var names []string
-	for _, c := range b {
-		if c != '\n' {
-			if !p.long && len(p.line) < maxPendingApp {
-				p.line = append(p.line, c)
-			} else {
-				p.long = true
-			}
-			continue
-		}
-		switch name := string(p.line); {
-		case p.long || !PendingApp(name) || p.Full():
-			p.Dropped++
-		default:
-			p.taken++
-			names = append(names, name)
-		}
-		p.line, p.long = p.line[:0], false
-	}
-	return names
-}
-
 // ErrFinalInPlace is returned by CommitPending for an app whose final
 // status is already there: it is never replaced.
 var ErrFinalInPlace = errors.New("a final status is already in place")
@@ -110,9 +73,9 @@ var ErrFinalInPlace = errors.New("a final status is already in place")
 // status is already there, then the directory is fsynced once. It returns
 // the apps committed. A pending name that is not a regular file of one
 // link (planted: a symlink, a FIFO, a device, a hard link) is neither
-// opened nor moved, and one longer than a status is refused unread. The
-// lock keeper (its C twin is in waiter/waiter.c) calls it with the names
-// PID 1 sent it; PID 1 with the one it could not send.
+// opened nor moved, and one longer than a status is refused unread. PID 1
+// calls it for a status it could not send to the lock keeper, which
+// commits those it is sent the same way (waiter.c, commit_sent).
 func CommitPending(dirfd int, apps []string) ([]string, error) {
 	var done []string
 	var first error

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -153,26 +152,5 @@ func TestCommitPendingOnlyNamedNeverReplaces(t *testing.T) {
 	}
 	if _, err := d.Read("ghost"); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a name not asked for was committed: %v", err)
-	}
-}
-
-// The commit pipe's lines: names are taken whole across reads; a line
-// that is not an app name, too long, or past MaxPending is dropped.
-func TestPendingLines(t *testing.T) {
-	var p PendingLines
-	long := strings.Repeat("a", maxPendingApp+1)
-	var got []string
-	for _, chunk := range []string{"web\nd", "b\n", "../etc\nUpper\na--b\n-a\n\n", long + "\n", strings.Repeat("a", maxPendingApp) + "\n"} {
-		got = append(got, p.Feed([]byte(chunk))...)
-	}
-	want := []string{"web", "db", strings.Repeat("a", maxPendingApp)}
-	if !slices.Equal(got, want) || p.Dropped != 6 {
-		t.Fatalf("names %q, dropped %d; want %q, 6", got, p.Dropped, want)
-	}
-	for range MaxPending {
-		p.Feed([]byte("x\n"))
-	}
-	if !p.Full() || p.Dropped != 6+len(want) {
-		t.Fatalf("past MaxPending: full %v, dropped %d", p.Full(), p.Dropped)
 	}
 }

@@ -213,3 +213,20 @@ func lockedDir(t *testing.T, p *Pod) *os.File {
 	must(t, unix.Flock(int(f.Fd()), unix.LOCK_EX))
 	return f
 }
+
+// The Go run is the pod's set-up, which the waiter starts; the waiter is
+// what holds the lock and passes stop requests on for the pod's whole
+// life. Run as the entry point itself (an image whose run links to
+// stage1-init), nothing would, once it handed over: it refuses, naming
+// what it missed, before it starts anything.
+func TestGoRunRefusesToStartWithoutTheWaiter(t *testing.T) {
+	p := newPod(t, []App{okApp("a")}, nil)
+	run := filepath.Join(p.Dir, layout.Stage1RootFS, "run")
+	must(t, os.Remove(run))
+	must(t, os.Symlink(bin("stage1-init"), run))
+	r := runPod(t, p, RunOpts{})
+	assertRefused(t, p, r, "POD1_WAITER_FD: not set: run must be started as the image's run, the waiter (pod1-waiter)")
+	if len(cgroupDirs(p)) > 0 {
+		t.Errorf("cgroups made: %v", cgroupDirs(p))
+	}
+}

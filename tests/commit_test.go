@@ -11,12 +11,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/status"
 )
 
 // keeperOf finds the lock keeper among the children of the run process
-// pid (the waiter's, through CLONE_PARENT, or the Go run's).
+// pid, the waiter (the Go run starts it with CLONE_PARENT).
 func keeperOf(t *testing.T, pid int) int {
 	t.Helper()
 	var k int
@@ -39,85 +38,63 @@ func keeperOf(t *testing.T, pid int) int {
 // fsyncs no longer come before PID 1's end). Seen with the keeper stopped:
 // PID 1 is gone, the status is still pending, invisible under the app's
 // name, and the lock is held; once the keeper goes on, the status is
-// there before the lock is free. Both keepers: the waiter's C one, and the
-// Go one of an image without the waiter.
+// there before the lock is free.
 func TestLastStatusCommittedByTheLockKeeper(t *testing.T) {
-	for _, keeper := range []string{"C", "Go"} {
-		t.Run(keeper, func(t *testing.T) {
-			p := newPod(t, []App{
-				{Name: "a", Exec: probe("sleep", "1h")},
-				{Name: "b", Exec: probe("exit", "3")},
-			}, nil)
-			if keeper == "Go" {
-				imageWithoutWaiter(t, p)
-			}
-			r := start(t, p, RunOpts{})
-			pid1 := podPid(t, p)
-			k := keeperOf(t, r.Cmd.Process.Pid)
-			// Its binary is a detached read-only copy, with no path to
-			// tell by, but the same file: a thread count would not do,
-			// since a Go keeper just exec'd has one thread too.
-			exe, err := os.Stat(fmt.Sprintf("/proc/%d/exe", k))
-			must(t, err)
-			waiterBin, err := os.Stat(bin("pod1-waiter"))
-			must(t, err)
-			if isC := os.SameFile(exe, waiterBin); isC != (keeper == "C") {
-				t.Fatalf("the keeper is not the %s one", keeper)
-			}
-			pidfd, err := unix.PidfdOpen(pid1, 0)
-			must(t, err)
-			defer unix.Close(pidfd)
-			// b's status comes while a still runs: durable at once,
-			// as before.
-			waitFor(t, eventDeadline, "b's status", func() bool { return p.Status(t, "b") == 3 })
-			must(t, unix.Kill(k, unix.SIGSTOP))
-			stopped := true
-			defer func() {
-				if stopped {
-					_ = unix.Kill(k, unix.SIGCONT)
-				}
-			}()
-			must(t, r.Cmd.Process.Signal(unix.SIGTERM))
-			fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
-			if n, err := unix.Poll(fds, int(eventDeadline/time.Millisecond)); n != 1 || err != nil {
-				t.Fatalf("PID 1 did not end: %d, %v; stderr %s", n, err, r.Stderr)
-			}
-			if got := p.Status(t, "a"); got != -1 {
-				t.Fatalf("a's status %d visible before the keeper committed it", got)
-			}
-			pending, err := status.Read(p.statusDir(), "a"+status.PendingSuffix)
-			if err != nil || pending != 143 {
-				t.Fatalf("a's pending status: %d, %v; want 143", pending, err)
-			}
-			if !locked(t, p.Dir) {
-				t.Fatal("the lock is free while a status is pending")
-			}
-			must(t, unix.Kill(k, unix.SIGCONT))
-			stopped = false
-			if code := r.Wait(t); code != 3 {
-				t.Fatalf("pod exit %d, want b's 3; stderr %s", code, r.Stderr)
-			}
-			if got := p.Status(t, "a"); got != 143 {
-				t.Fatalf("a's status %d after the commit, want 143", got)
-			}
-			if _, err := os.Lstat(filepath.Join(p.statusDir(), "a"+status.PendingSuffix)); !errors.Is(err, os.ErrNotExist) {
-				t.Fatalf("the pending status is left: %v", err)
-			}
-		})
+	p := newPod(t, []App{
+		{Name: "a", Exec: probe("sleep", "1h")},
+		{Name: "b", Exec: probe("exit", "3")},
+	}, nil)
+	r := start(t, p, RunOpts{})
+	pid1 := podPid(t, p)
+	k := keeperOf(t, r.Cmd.Process.Pid)
+	// Its binary is a detached read-only copy, with no path to
+	// tell by, but the same file as the waiter's.
+	exe, err := os.Stat(fmt.Sprintf("/proc/%d/exe", k))
+	must(t, err)
+	waiterBin, err := os.Stat(bin("pod1-waiter"))
+	must(t, err)
+	if !os.SameFile(exe, waiterBin) {
+		t.Fatal("the keeper is not the waiter's binary")
 	}
-}
-
-// imageWithoutWaiter makes the pod's run the Go binary with nothing named
-// pod1-waiter beside it, so that its lock keeper is the Go one.
-func imageWithoutWaiter(t *testing.T, p *Pod) {
-	t.Helper()
-	dir := t.TempDir()
-	for _, b := range []string{"stage1-init", "pod1-init", "pod1-pause"} {
-		linkOrCopy(t, bin(b), filepath.Join(dir, b))
+	pidfd, err := unix.PidfdOpen(pid1, 0)
+	must(t, err)
+	defer unix.Close(pidfd)
+	// b's status comes while a still runs: durable at once,
+	// as before.
+	waitFor(t, eventDeadline, "b's status", func() bool { return p.Status(t, "b") == 3 })
+	must(t, unix.Kill(k, unix.SIGSTOP))
+	stopped := true
+	defer func() {
+		if stopped {
+			_ = unix.Kill(k, unix.SIGCONT)
+		}
+	}()
+	must(t, r.Cmd.Process.Signal(unix.SIGTERM))
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	if n, err := unix.Poll(fds, int(eventDeadline/time.Millisecond)); n != 1 || err != nil {
+		t.Fatalf("PID 1 did not end: %d, %v; stderr %s", n, err, r.Stderr)
 	}
-	run := filepath.Join(p.Dir, layout.Stage1RootFS, "run")
-	must(t, os.Remove(run))
-	must(t, os.Symlink(filepath.Join(dir, "stage1-init"), run))
+	if got := p.Status(t, "a"); got != -1 {
+		t.Fatalf("a's status %d visible before the keeper committed it", got)
+	}
+	pending, err := status.Read(p.statusDir(), "a"+status.PendingSuffix)
+	if err != nil || pending != 143 {
+		t.Fatalf("a's pending status: %d, %v; want 143", pending, err)
+	}
+	if !locked(t, p.Dir) {
+		t.Fatal("the lock is free while a status is pending")
+	}
+	must(t, unix.Kill(k, unix.SIGCONT))
+	stopped = false
+	if code := r.Wait(t); code != 3 {
+		t.Fatalf("pod exit %d, want b's 3; stderr %s", code, r.Stderr)
+	}
+	if got := p.Status(t, "a"); got != 143 {
+		t.Fatalf("a's status %d after the commit, want 143", got)
+	}
+	if _, err := os.Lstat(filepath.Join(p.statusDir(), "a"+status.PendingSuffix)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the pending status is left: %v", err)
+	}
 }
 
 // A keeper that is gone (SIGKILLed) commits nothing: PID 1, told so by
@@ -145,38 +122,31 @@ func TestLastStatusWithTheKeeperGone(t *testing.T) {
 }
 
 // What is planted in the status directory under a pending name is neither
-// followed nor opened by either keeper: a symlink to a host file is not
+// followed nor opened by the keeper: a symlink to a host file is not
 // made an app's status, a FIFO does not block the commit, and the pod ends
 // with its own status committed.
 func TestKeeperLeavesPlantedPendingNames(t *testing.T) {
-	for _, keeper := range []string{"C", "Go"} {
-		t.Run(keeper, func(t *testing.T) {
-			p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
-			if keeper == "Go" {
-				imageWithoutWaiter(t, p)
-			}
-			r := start(t, p, RunOpts{})
-			podPid(t, p)
-			waitSupervisorReady(t, p)
-			secret := filepath.Join(t.TempDir(), "secret")
-			must(t, os.WriteFile(secret, []byte("0\n"), 0o600))
-			dir := p.statusDir()
-			must(t, os.Symlink(secret, filepath.Join(dir, "link"+status.PendingSuffix)))
-			must(t, unix.Mkfifo(filepath.Join(dir, "fifo"+status.PendingSuffix), 0o600))
-			must(t, r.Cmd.Process.Signal(unix.SIGTERM))
-			r.Wait(t)
-			if got := p.Status(t, "a"); got != 143 {
-				t.Fatalf("a's status %d, want 143; stderr %s", got, r.Stderr)
-			}
-			for _, n := range []string{"link", "fifo"} {
-				if _, err := os.Lstat(filepath.Join(dir, n)); !errors.Is(err, os.ErrNotExist) {
-					t.Errorf("planted %s%s was moved to %s", n, status.PendingSuffix, n)
-				}
-				if _, err := os.Lstat(filepath.Join(dir, n+status.PendingSuffix)); err != nil {
-					t.Errorf("planted %s%s: %v", n, status.PendingSuffix, err)
-				}
-			}
-		})
+	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
+	r := start(t, p, RunOpts{})
+	podPid(t, p)
+	waitSupervisorReady(t, p)
+	secret := filepath.Join(t.TempDir(), "secret")
+	must(t, os.WriteFile(secret, []byte("0\n"), 0o600))
+	dir := p.statusDir()
+	must(t, os.Symlink(secret, filepath.Join(dir, "link"+status.PendingSuffix)))
+	must(t, unix.Mkfifo(filepath.Join(dir, "fifo"+status.PendingSuffix), 0o600))
+	must(t, r.Cmd.Process.Signal(unix.SIGTERM))
+	r.Wait(t)
+	if got := p.Status(t, "a"); got != 143 {
+		t.Fatalf("a's status %d, want 143; stderr %s", got, r.Stderr)
+	}
+	for _, n := range []string{"link", "fifo"} {
+		if _, err := os.Lstat(filepath.Join(dir, n)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("planted %s%s was moved to %s", n, status.PendingSuffix, n)
+		}
+		if _, err := os.Lstat(filepath.Join(dir, n+status.PendingSuffix)); err != nil {
+			t.Errorf("planted %s%s: %v", n, status.PendingSuffix, err)
+		}
 	}
 }
 
@@ -281,117 +251,103 @@ func TestKeeperHoldsTheLogDirectoryAndNetns(t *testing.T) {
 // pod runs stays where it is: a forged pending status for an app whose
 // final status is in place does not replace it, pending names of apps the
 // pod never had, a huge file and a symlink do not become statuses, and
-// the app still running at the end gets its own status. Both keepers.
+// the app still running at the end gets its own status.
 func TestKeeperCommitsOnlyWhatPID1Sent(t *testing.T) {
-	for _, keeper := range []string{"C", "Go"} {
-		t.Run(keeper, func(t *testing.T) {
-			// b's end does not end the pod: a is its main app.
-			apps := []App{
-				{Name: "a", Exec: probe("sleep", "1h")},
-				{Name: "b", Exec: probe("exit", "3")},
-			}
-			p := newPodRaw(t, manifestAnn(apps, nil, map[string]string{"pod1/exit-policy": "main-app", "pod1/main-app": "a"}), apps)
-			if keeper == "Go" {
-				imageWithoutWaiter(t, p)
-			}
-			r := start(t, p, RunOpts{})
-			podPid(t, p)
-			waitSupervisorReady(t, p)
-			waitFor(t, eventDeadline, "b's status", func() bool { return p.Status(t, "b") == 3 })
-			dir := p.statusDir()
-			plant := func(name, body string) {
-				must(t, os.WriteFile(filepath.Join(dir, name+status.PendingSuffix), []byte(body), 0o644))
-			}
-			plant("a", "0\n")
-			plant("b", "0\n")
-			var ghosts []string
-			for i := range 300 {
-				ghosts = append(ghosts, fmt.Sprintf("ghost%d", i))
-				plant(ghosts[i], "0\n")
-			}
-			plant("huge", "")
-			must(t, os.Truncate(filepath.Join(dir, "huge"+status.PendingSuffix), 4<<30))
-			secret := filepath.Join(t.TempDir(), "secret")
-			must(t, os.WriteFile(secret, []byte("0\n"), 0o600))
-			must(t, os.Symlink(secret, filepath.Join(dir, "link"+status.PendingSuffix)))
-			must(t, r.Cmd.Process.Signal(unix.SIGTERM))
-			r.Wait(t)
-			if got := p.Status(t, "a"); got != 143 {
-				t.Errorf("a's status %d, want its own 143; stderr %s", got, r.Stderr)
-			}
-			if got := p.Status(t, "b"); got != 3 {
-				t.Errorf("b's final status %d, want 3: a planted one replaced it", got)
-			}
-			for _, n := range append(ghosts, "huge", "link") {
-				if _, err := os.Lstat(filepath.Join(dir, n)); !errors.Is(err, os.ErrNotExist) {
-					t.Errorf("planted %s%s became a status: %v", n, status.PendingSuffix, err)
-					break
-				}
-			}
-			if b, err := os.ReadFile(secret); err != nil || string(b) != "0\n" {
-				t.Errorf("the symlink's target: %q, %v", b, err)
-			}
-		})
+	// b's end does not end the pod: a is its main app.
+	apps := []App{
+		{Name: "a", Exec: probe("sleep", "1h")},
+		{Name: "b", Exec: probe("exit", "3")},
+	}
+	p := newPodRaw(t, manifestAnn(apps, nil, map[string]string{"pod1/exit-policy": "main-app", "pod1/main-app": "a"}), apps)
+	r := start(t, p, RunOpts{})
+	podPid(t, p)
+	waitSupervisorReady(t, p)
+	waitFor(t, eventDeadline, "b's status", func() bool { return p.Status(t, "b") == 3 })
+	dir := p.statusDir()
+	plant := func(name, body string) {
+		must(t, os.WriteFile(filepath.Join(dir, name+status.PendingSuffix), []byte(body), 0o644))
+	}
+	plant("a", "0\n")
+	plant("b", "0\n")
+	var ghosts []string
+	for i := range 300 {
+		ghosts = append(ghosts, fmt.Sprintf("ghost%d", i))
+		plant(ghosts[i], "0\n")
+	}
+	plant("huge", "")
+	must(t, os.Truncate(filepath.Join(dir, "huge"+status.PendingSuffix), 4<<30))
+	secret := filepath.Join(t.TempDir(), "secret")
+	must(t, os.WriteFile(secret, []byte("0\n"), 0o600))
+	must(t, os.Symlink(secret, filepath.Join(dir, "link"+status.PendingSuffix)))
+	must(t, r.Cmd.Process.Signal(unix.SIGTERM))
+	r.Wait(t)
+	if got := p.Status(t, "a"); got != 143 {
+		t.Errorf("a's status %d, want its own 143; stderr %s", got, r.Stderr)
+	}
+	if got := p.Status(t, "b"); got != 3 {
+		t.Errorf("b's final status %d, want 3: a planted one replaced it", got)
+	}
+	for _, n := range append(ghosts, "huge", "link") {
+		if _, err := os.Lstat(filepath.Join(dir, n)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("planted %s%s became a status: %v", n, status.PendingSuffix, err)
+			break
+		}
+	}
+	if b, err := os.ReadFile(secret); err != nil || string(b) != "0\n" {
+		t.Errorf("the symlink's target: %q, %v", b, err)
 	}
 }
 
 // A pending status PID 1 named but that is no longer what it wrote when
 // the keeper commits it (swapped while the keeper is stopped: a huge file,
 // a symlink to a host file) is refused, neither read whole nor followed:
-// the app's status stays unknown. Both keepers.
+// the app's status stays unknown.
 func TestKeeperRefusesASwappedPendingStatus(t *testing.T) {
-	for _, keeper := range []string{"C", "Go"} {
-		t.Run(keeper, func(t *testing.T) {
-			p := newPod(t, []App{
-				{Name: "a", Exec: probe("sleep", "1h")},
-				{Name: "c", Exec: probe("sleep", "1h")},
-			}, nil)
-			if keeper == "Go" {
-				imageWithoutWaiter(t, p)
-			}
-			r := start(t, p, RunOpts{})
-			pid1 := podPid(t, p)
-			waitSupervisorReady(t, p)
-			k := keeperOf(t, r.Cmd.Process.Pid)
-			pidfd, err := unix.PidfdOpen(pid1, 0)
-			must(t, err)
-			defer unix.Close(pidfd)
-			must(t, unix.Kill(k, unix.SIGSTOP))
-			stopped := true
-			defer func() {
-				if stopped {
-					_ = unix.Kill(k, unix.SIGCONT)
-				}
-			}()
-			must(t, r.Cmd.Process.Signal(unix.SIGTERM))
-			fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
-			if n, err := unix.Poll(fds, int(eventDeadline/time.Millisecond)); n != 1 || err != nil {
-				t.Fatalf("PID 1 did not end: %d, %v; stderr %s", n, err, r.Stderr)
-			}
-			dir := p.statusDir()
-			for _, n := range []string{"a", "c"} {
-				if _, err := status.Read(dir, n+status.PendingSuffix); err != nil {
-					t.Fatalf("%s's pending status: %v", n, err)
-				}
-			}
-			huge := filepath.Join(dir, "a"+status.PendingSuffix)
-			must(t, os.Truncate(huge, 4<<30))
-			secret := filepath.Join(t.TempDir(), "secret")
-			must(t, os.WriteFile(secret, []byte("0\n"), 0o600))
-			must(t, os.Remove(filepath.Join(dir, "c"+status.PendingSuffix)))
-			must(t, os.Symlink(secret, filepath.Join(dir, "c"+status.PendingSuffix)))
-			must(t, unix.Kill(k, unix.SIGCONT))
-			stopped = false
-			r.Wait(t)
-			for _, n := range []string{"a", "c"} {
-				if _, err := os.Lstat(filepath.Join(dir, n)); !errors.Is(err, os.ErrNotExist) {
-					t.Errorf("%s's swapped pending status was committed: %v", n, err)
-				}
-			}
-			if st, err := os.Stat(huge); err != nil || st.Size() != 4<<30 {
-				t.Errorf("the huge pending status: %v", err)
-			}
-		})
+	p := newPod(t, []App{
+		{Name: "a", Exec: probe("sleep", "1h")},
+		{Name: "c", Exec: probe("sleep", "1h")},
+	}, nil)
+	r := start(t, p, RunOpts{})
+	pid1 := podPid(t, p)
+	waitSupervisorReady(t, p)
+	k := keeperOf(t, r.Cmd.Process.Pid)
+	pidfd, err := unix.PidfdOpen(pid1, 0)
+	must(t, err)
+	defer unix.Close(pidfd)
+	must(t, unix.Kill(k, unix.SIGSTOP))
+	stopped := true
+	defer func() {
+		if stopped {
+			_ = unix.Kill(k, unix.SIGCONT)
+		}
+	}()
+	must(t, r.Cmd.Process.Signal(unix.SIGTERM))
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	if n, err := unix.Poll(fds, int(eventDeadline/time.Millisecond)); n != 1 || err != nil {
+		t.Fatalf("PID 1 did not end: %d, %v; stderr %s", n, err, r.Stderr)
+	}
+	dir := p.statusDir()
+	for _, n := range []string{"a", "c"} {
+		if _, err := status.Read(dir, n+status.PendingSuffix); err != nil {
+			t.Fatalf("%s's pending status: %v", n, err)
+		}
+	}
+	huge := filepath.Join(dir, "a"+status.PendingSuffix)
+	must(t, os.Truncate(huge, 4<<30))
+	secret := filepath.Join(t.TempDir(), "secret")
+	must(t, os.WriteFile(secret, []byte("0\n"), 0o600))
+	must(t, os.Remove(filepath.Join(dir, "c"+status.PendingSuffix)))
+	must(t, os.Symlink(secret, filepath.Join(dir, "c"+status.PendingSuffix)))
+	must(t, unix.Kill(k, unix.SIGCONT))
+	stopped = false
+	r.Wait(t)
+	for _, n := range []string{"a", "c"} {
+		if _, err := os.Lstat(filepath.Join(dir, n)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s's swapped pending status was committed: %v", n, err)
+		}
+	}
+	if st, err := os.Stat(huge); err != nil || st.Size() != 4<<30 {
+		t.Errorf("the huge pending status: %v", err)
 	}
 }
 
@@ -399,21 +355,14 @@ func TestKeeperRefusesASwappedPendingStatus(t *testing.T) {
 // committed: a pending status planted for a running app does not become
 // its status, which stays unknown (no file), as rkt reads a pod that died.
 func TestKeeperCommitsNothingAfterPID1Died(t *testing.T) {
-	for _, keeper := range []string{"C", "Go"} {
-		t.Run(keeper, func(t *testing.T) {
-			p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
-			if keeper == "Go" {
-				imageWithoutWaiter(t, p)
-			}
-			r := start(t, p, RunOpts{})
-			pid1 := podPid(t, p)
-			waitSupervisorReady(t, p)
-			must(t, os.WriteFile(filepath.Join(p.statusDir(), "a"+status.PendingSuffix), []byte("0\n"), 0o644))
-			must(t, unix.Kill(pid1, unix.SIGKILL))
-			r.Wait(t)
-			if got := p.Status(t, "a"); got != -1 {
-				t.Errorf("a's status %d after PID 1 died, want none", got)
-			}
-		})
+	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
+	r := start(t, p, RunOpts{})
+	pid1 := podPid(t, p)
+	waitSupervisorReady(t, p)
+	must(t, os.WriteFile(filepath.Join(p.statusDir(), "a"+status.PendingSuffix), []byte("0\n"), 0o644))
+	must(t, unix.Kill(pid1, unix.SIGKILL))
+	r.Wait(t)
+	if got := p.Status(t, "a"); got != -1 {
+		t.Errorf("a's status %d after PID 1 died, want none", got)
 	}
 }

@@ -218,13 +218,8 @@ func newPodRaw(t *testing.T, podManifest []byte, apps []App) *Pod {
 	for _, ep := range []string{"stop", "gc", "enter", "app-add", "app-start", "app-stop", "app-rm", "attach"} {
 		must(t, os.Symlink(bin("stage1-init"), filepath.Join(s1, ep)))
 	}
-	// The waiter is the run entry point, as in the image, unless
-	// POD1_WAITER=0 (make test WAITER=0).
-	run := "pod1-waiter"
-	if os.Getenv("POD1_WAITER") == "0" {
-		run = "stage1-init"
-	}
-	must(t, os.Symlink(bin(run), filepath.Join(s1, "run")))
+	// The waiter is the run entry point, as in the image.
+	must(t, os.Symlink(bin("pod1-waiter"), filepath.Join(s1, "run")))
 	must(t, os.WriteFile(filepath.Join(p.Dir, layout.PodManifest), podManifest, 0o640))
 	must(t, os.WriteFile(filepath.Join(p.Dir, layout.PodCreated), nil, 0o644))
 	for _, a := range apps {

@@ -443,17 +443,15 @@ func realStage1Image(t *testing.T, p *Pod) {
 		must(t, err)
 		must(t, os.WriteFile(filepath.Join(s1, name), b, 0o755))
 	}
-	for _, ep := range []string{"run", "stop", "gc", "enter", "app-add", "app-start", "app-stop", "app-rm", "attach"} {
+	for _, ep := range []string{"stop", "gc", "enter", "app-add", "app-start", "app-stop", "app-rm", "attach"} {
 		_ = os.Remove(filepath.Join(s1, ep))
 		must(t, os.Symlink("stage1-init", filepath.Join(s1, ep)))
 	}
-	if os.Getenv("POD1_WAITER") != "0" {
-		w, err := os.ReadFile(bin("pod1-waiter"))
-		must(t, err)
-		must(t, os.WriteFile(filepath.Join(s1, "pod1-waiter"), w, 0o755))
-		must(t, os.Remove(filepath.Join(s1, "run")))
-		must(t, os.Symlink("pod1-waiter", filepath.Join(s1, "run")))
-	}
+	w, err := os.ReadFile(bin("pod1-waiter"))
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(s1, "pod1-waiter"), w, 0o755))
+	must(t, os.Remove(filepath.Join(s1, "run")))
+	must(t, os.Symlink("pod1-waiter", filepath.Join(s1, "run")))
 	m, err := os.ReadFile(filepath.Join(repoRoot, "rootfs/manifest.json"))
 	must(t, err)
 	must(t, os.WriteFile(filepath.Join(p.Dir, "stage1/manifest"), m, 0o644))

@@ -15,23 +15,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/cgroups"
-	"github.com/pod1/pod1/layout"
 )
 
-// useWaiter makes the waiter (waiter/waiter.c) the pod's run entry point.
-func useWaiter(t *testing.T, p *Pod) {
-	t.Helper()
-	run := filepath.Join(p.Dir, layout.Stage1RootFS, "run")
-	must(t, os.Remove(run))
-	must(t, os.Symlink(bin("pod1-waiter"), run))
-}
-
-// startUnderWaiter starts the pod with the waiter as its run entry point
-// and returns once PID 1 is ready and the Go run has handed over, with the
+// startUnderWaiter starts the pod and returns once PID 1 is ready and the Go run has handed over, with the
 // waiter's pid.
 func startUnderWaiter(t *testing.T, p *Pod) (*Run, int) {
 	t.Helper()
-	useWaiter(t, p)
 	r := start(t, p, RunOpts{})
 	pid := r.Cmd.Process.Pid
 	waitSupervisorReady(t, p)
@@ -121,7 +110,6 @@ func TestWaiter(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			apps := []App{{Name: "a", Exec: probe("sleep", "1h")}, {Name: "b", Exec: probe("sleep", "1h")}}
 			p := newPod(t, apps, nil)
-			useWaiter(t, p)
 			r := start(t, p, RunOpts{})
 			pid := r.Cmd.Process.Pid
 			waitSupervisorReady(t, p)
@@ -200,7 +188,6 @@ func TestWaiter(t *testing.T) {
 	t.Run("exit-code", func(t *testing.T) {
 		apps := []App{{Name: "a", Exec: probe("sleep", "300ms", "+", "exit", "3")}, {Name: "b", Exec: probe("sleep", "1h")}}
 		p := newPod(t, apps, nil)
-		useWaiter(t, p)
 		r := start(t, p, RunOpts{})
 		waitFor(t, 10*time.Second, "the hand-over", func() bool { return handedOver(r.Cmd.Process.Pid) })
 		ns := holdNS(t, podPid(t, p))
@@ -235,7 +222,6 @@ func TestWaiterHandoverSweep(t *testing.T) {
 					t.Run(strconv.Itoa(i), func(t *testing.T) {
 						apps := []App{{Name: "a", Exec: probe("sleep", "1h")}, {Name: "b", Exec: probe("sleep", "1h")}}
 						p := newPod(t, apps, nil)
-						useWaiter(t, p)
 						r := start(t, p, RunOpts{})
 						pid := r.Cmd.Process.Pid
 						// Even steps from run's start, in steps of
@@ -346,7 +332,6 @@ func TestWaiterAndKeeperAreSmall(t *testing.T) {
 	const maxKiB = 150
 	apps := []App{{Name: "a", Exec: probe("sleep", "1h")}}
 	p := newPod(t, apps, nil)
-	useWaiter(t, p)
 	r := start(t, p, RunOpts{})
 	pid := r.Cmd.Process.Pid
 	init := podPid(t, p)
@@ -375,53 +360,44 @@ func TestWaiterAndKeeperAreSmall(t *testing.T) {
 // by their paths in /proc/self/fd: without names of their own they would
 // show in ps, top and pgrep as the fd's number ("256").
 func TestStage1ProcessesAreNamed(t *testing.T) {
-	for _, waiter := range []bool{true, false} {
-		t.Run(map[bool]string{true: "waiter", false: "Go run"}[waiter], func(t *testing.T) {
-			p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
-			if waiter {
-				useWaiter(t, p)
-			} else {
-				imageWithoutWaiter(t, p)
+	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
+	r := start(t, p, RunOpts{})
+	pid := r.Cmd.Process.Pid
+	init := podPid(t, p)
+	ns := holdNS(t, init)
+	waitSupervisorReady(t, p)
+	for _, w := range []struct {
+		pid  int
+		want string
+	}{{pid, "run"}, {init, "pod1-init"}, {keeperOf(t, pid), "pod1-lock"}} {
+		// The keeper names itself first thing in main, which it
+		// may not have reached yet.
+		var got string
+		deadline := time.Now().Add(eventDeadline)
+		for got != w.want && time.Now().Before(deadline) {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", w.pid))
+			must(t, err)
+			if got = strings.TrimSpace(string(b)); got != w.want {
+				time.Sleep(5 * time.Millisecond)
 			}
-			r := start(t, p, RunOpts{})
-			pid := r.Cmd.Process.Pid
-			init := podPid(t, p)
-			ns := holdNS(t, init)
-			waitSupervisorReady(t, p)
-			for _, w := range []struct {
-				pid  int
-				want string
-			}{{pid, "run"}, {init, "pod1-init"}, {keeperOf(t, pid), "pod1-lock"}} {
-				// A Go keeper names itself in its runtime's init,
-				// which may not have run yet.
-				var got string
-				deadline := time.Now().Add(eventDeadline)
-				for got != w.want && time.Now().Before(deadline) {
-					b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", w.pid))
-					must(t, err)
-					if got = strings.TrimSpace(string(b)); got != w.want {
-						time.Sleep(5 * time.Millisecond)
-					}
-				}
-				if got != w.want {
-					t.Errorf("pid %d is named %q, want %q", w.pid, got, w.want)
-				}
-			}
-			// PID 1's threads too, once it is settled (it names those
-			// the runtime started before it named itself then).
-			var names []string
-			waitFor(t, eventDeadline, "PID 1's threads named", func() bool {
-				names = names[:0]
-				tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", init))
-				for _, task := range tasks {
-					b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/comm", init, task.Name()))
-					names = append(names, strings.TrimSpace(string(b)))
-				}
-				return len(names) > 1 && !slices.ContainsFunc(names, func(n string) bool { return n != "pod1-init" })
-			})
-			stopPod(t, p, r, ns)
-		})
+		}
+		if got != w.want {
+			t.Errorf("pid %d is named %q, want %q", w.pid, got, w.want)
+		}
 	}
+	// PID 1's threads too, once it is settled (it names those
+	// the runtime started before it named itself then).
+	var names []string
+	waitFor(t, eventDeadline, "PID 1's threads named", func() bool {
+		names = names[:0]
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", init))
+		for _, task := range tasks {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/comm", init, task.Name()))
+			names = append(names, strings.TrimSpace(string(b)))
+		}
+		return len(names) > 1 && !slices.ContainsFunc(names, func(n string) bool { return n != "pod1-init" })
+	})
+	stopPod(t, p, r, ns)
 }
 
 // codeRssKiB sums what pid keeps resident of its own executable's
@@ -488,27 +464,6 @@ func TestStopRestoresPID1Code(t *testing.T) {
 	}
 }
 
-// The Go run, as the entry point (make WAITER=0), holds PID 1's network
-// namespace until it exits, as the waiter does (TestWaiter): the kernel's
-// teardown of it then starts after the lock's release.
-func TestGoRunHoldsThePodsNetworkNamespace(t *testing.T) {
-	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h")}}, nil)
-	imageWithoutWaiter(t, p)
-	r := start(t, p, RunOpts{})
-	pid := r.Cmd.Process.Pid
-	init := podPid(t, p)
-	ns := holdNS(t, init)
-	waitSupervisorReady(t, p)
-	podNet, shared := podNetns(init, pid)
-	if shared {
-		t.Skip("the pod shares run's network namespace")
-	}
-	waitFor(t, eventDeadline, "run holding PID 1's network namespace", func() bool {
-		return slices.ContainsFunc(fdsOf(pid), func(s string) bool { return strings.HasSuffix(s, "="+podNet) })
-	})
-	stopPod(t, p, r, ns)
-}
-
 // The waiter primes the kernel's cgroup move path while the pod starts by
 // writing itself to its own cgroup.procs, again and again
 // (prime_cgroups): that must move it nowhere. Started from a cgroup v2
@@ -534,7 +489,6 @@ func TestWaiterPrimingMovesNothing(t *testing.T) {
 			t.Errorf("remove %s: %v", caller, err)
 		}
 	})
-	useWaiter(t, p)
 	r := start(t, p, RunOpts{Wrapper: []string{"sh", "-c", `echo $$ >"$0/cgroup.procs" && exec "$@"`, caller}})
 	pid := r.Cmd.Process.Pid
 	waitSupervisorReady(t, p)

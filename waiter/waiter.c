@@ -1,29 +1,29 @@
 /*
- * pod1-waiter: the stage1's run entry point when it is on (issue 16; see
- * WAITER in the Makefile). It is what rkt's stage0 execs, and so the
- * process rkt run (or pod1 run) is, holding the pod's lock through the fd
- * stage0 left it, for the pod's whole life. It is a small C program so
- * that the process that only waits does not carry a Go runtime.
+ * pod1-waiter: the stage1's run entry point, and its lock keeper. It is
+ * what rkt's stage0 execs, and so the process rkt run (or pod1 run) is,
+ * holding the pod's lock through the fd stage0 left it, for the pod's
+ * whole life. It is a small C program so that the process that only waits
+ * does not carry a Go runtime.
  *
  * Before anything else it blocks every signal: a stop signal sent at any
  * moment from its first instruction on is read from its signalfd, never
- * lost. It starts the Go run (stage1-init, as "run") as its child, which validates and sets up everything as before
- * and clones the pod's PID 1 and the lock keeper as children of this
- * process (CLONE_PARENT), then reports on a pipe what it made and exits.
- * From then on this process does what run did: passes each stop request
- * on to PID 1 as sigpolicy says (SIGHUP, SIGINT, SIGTERM: a graceful stop,
- * sent as SIGTERM; SIGQUIT, SIGUSR1: a forced stop, sent as SIGUSR1; a
- * request only ever rises, and one that came before PID 1 was ready is
- * passed on once it is), passes SIGWINCH on to PID 1 and puts the
- * caller's terminal settings back at its exit in an interactive pod with
- * a terminal (restore_tty), ignores every other signal it can, reaps PID 1,
- * empties the pod's cgroups (whatever is left in them is killed; the
- * directories stay for gc, as the Go run leaves them), waits for the lock
- * keeper to have committed the last statuses and let go of the lock (its
- * done pipe), undoes the shared bind of a mutable
- * pod's app directory, and exits with PID 1's code, or 254 if PID 1 was
- * killed. If the Go run ends without a report (a bad flag, a failed set-up)
- * its code is the pod's, once every child is gone.
+ * lost. It starts the Go run (stage1-init, as "run") as its child, which
+ * validates and sets up everything and clones the pod's PID 1 and the
+ * lock keeper as children of this process (CLONE_PARENT), then reports on
+ * a pipe what it made and exits. From then on this process passes each
+ * stop request on to PID 1 as sigpolicy says (SIGHUP, SIGINT, SIGTERM: a
+ * graceful stop, sent as SIGTERM; SIGQUIT, SIGUSR1: a forced stop, sent
+ * as SIGUSR1; a request only ever rises, and one that came before PID 1
+ * was ready is passed on once it is), passes SIGWINCH on to PID 1 and
+ * puts the caller's terminal settings back at its exit in an interactive
+ * pod with a terminal (restore_tty), ignores every other signal it can,
+ * reaps PID 1, empties the pod's cgroups (whatever is left in them is
+ * killed; the directories stay for gc), waits for the lock keeper to have
+ * committed the last statuses and let go of the lock (its done pipe),
+ * undoes the shared bind of a mutable pod's app directory, and exits with
+ * PID 1's code, or 254 if PID 1 was killed. If the Go run ends without a
+ * report (a bad flag, a failed set-up) its code is the pod's, once every
+ * child is gone.
  *
  * The report, NUL-terminated fields: PID 1's pid, the keeper's pid, the
  * bind to undo or "-", then the pod's cgroup in each hierarchy.
@@ -462,10 +462,16 @@ static ssize_t read_small(const char *path, char *buf, size_t size)
 	return got;
 }
 
-/* Priming the kernel's cgroup move path for the pod's moves, as the Go
- * run's cgroups.Prime does when it is the entry point (which says why):
- * a write of "0" (ourselves) to the cgroup.procs of the cgroup v2 group
- * we are in. That moves nothing, and waits for the RCU grace period the
+/* Priming the kernel's cgroup move path for the pod's moves (PID 1 into
+ * its cgroup, each app into its own): a write of "0" (ourselves) to the
+ * cgroup.procs of the cgroup v2 group we are in. Every write to a
+ * cgroup.procs takes the writer's side of the kernel's global
+ * cgroup_threadgroup_rwsem, which first waits for an RCU grace period
+ * (rcu_sync_enter), unless another writer was there within about a grace
+ * period before (or favordynmods is set on the cgroup2 mount); the moves
+ * hold cgroup_mutex during that wait as this write does, so priming adds
+ * no waiting, it moves it earlier (docs/design-start.md). The write moves
+ * nothing, and waits for the RCU grace period the
  * pod's first move would otherwise wait for on the start path; made here,
  * as soon as the Go run is started, the wait overlaps the Go run's start
  * and its checks of the pod. The kernel keeps the path quick for about
@@ -731,10 +737,9 @@ static int move_no_replace(int dir, const char *from, const char *to)
 	return unlinkat(dir, from, 0);
 }
 
-/* What the keeper read of the commit pipe (status.PendingLines is the Go
- * twin): the line a read cut, whether it is too long to be a name, the
- * names taken, whether a dropped line was told, and whether the pipe may
- * bring more. */
+/* What the keeper read of the commit pipe: the line a read cut, whether
+ * it is too long to be a name, the names taken, whether a dropped line
+ * was told, and whether the pipe may bring more. */
 static struct {
 	char line[MAX_PENDING_APP + 1];
 	size_t len;
@@ -843,8 +848,7 @@ static void commit_sent(const char *rel)
  * may queue the woken task on the waker's CPU, behind the waker), and we
  * exit only once the waiter has (its end of the pipe closed), not during
  * its end: traced, our exit there delayed the waiter by 0.3 ms. Without a
- * done pipe (no waiter: the Go run waits for our exit) or with the waiter
- * gone (EPIPE), we exit at once. */
+ * done pipe or with the waiter gone (EPIPE), we exit at once. */
 static void done_with_lock(void)
 {
 	close(3);
