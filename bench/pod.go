@@ -34,9 +34,6 @@ type podApp struct {
 type podOpts struct {
 	// ann are the pod manifest's annotations (besides mutable=false).
 	ann map[string]string
-	// goRun makes the Go stage1-init the run entry point, as
-	// POD1_WAITER=0 and make image WAITER=0 do, instead of the waiter.
-	goRun bool
 	// repo, if set, is another pod1 tree whose binaries run the pod
 	// (-vs), in place of the bench's own -repo.
 	repo string
@@ -116,14 +113,12 @@ func (b *bench) newPodOpts(apps []podApp, o podOpts) (*pod, error) {
 			return nil, err
 		}
 	}
-	// The run entry point is the waiter, as in the image (make image
-	// WAITER=1, the default), unless POD1_WAITER=0 or the pod asks for
-	// the Go run.
+	// The run entry point is the waiter, as in the image; a tree from
+	// before the waiter (-vs, a step of bench-ab) has only stage1-init.
 	run := stage1Init
-	if w := filepath.Join(repo, "bin/pod1-waiter"); os.Getenv("POD1_WAITER") != "0" && !o.goRun {
-		if _, err := os.Stat(w); err == nil {
-			run = w
-		}
+	w := filepath.Join(repo, "bin/pod1-waiter")
+	if _, err := os.Stat(w); err == nil {
+		run = w
 	}
 	if err := os.Symlink(run, filepath.Join(s1, "run")); err != nil {
 		return nil, err

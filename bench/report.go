@@ -16,20 +16,12 @@ type target struct {
 	met      string // "met", "**no**", or why it could not be judged
 }
 
-// goRunRow is the start row of the Go run as entry point (make image
-// WAITER=0), beside the waiter build's: the targets are the waiter's; the
-// two side by side are what the waiter's hand-over costs.
-const goRunRow = "pod1 stage1, Go run as entry point (WAITER=0)"
-
 func (b *bench) find(section, rowPrefix string) *row {
 	for _, s := range b.sections {
 		if s.id != section {
 			continue
 		}
 		for _, r := range s.rows {
-			if r.name == goRunRow && rowPrefix != goRunRow {
-				continue
-			}
 			if strings.HasPrefix(r.name, rowPrefix) && len(r.m[0].vals) > 0 {
 				return r
 			}
@@ -123,11 +115,6 @@ func (b *bench) evaluateTargets() {
 	if !missing("12", w, stage1) {
 		m, met := b.stepsTarget(func(sec, name string, col int) float64 { v, _ := med(sec, name, col); return v })
 		add("12", w, m, met)
-	}
-	w = "The waiter's hand-over: the waiter build's start to exit against the Go run as entry point, same run"
-	if !missing("16", w, stage1, [2]string{"start", goRunRow}) {
-		goRun, _ := med("start", goRunRow, 0)
-		add("16", w, fmt.Sprintf("waiter %s ms, Go run %s ms (waiter = %s Go run)", num(pod1), num(goRun), ratio(pod1, goRun)), "measured")
 	}
 	rss, _ := med("memory", "pod1", 0)
 	pss, _ := med("memory", "pod1", 1)

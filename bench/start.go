@@ -84,8 +84,7 @@ func (b *bench) measureStart() *section {
 		"129-byte static `true` (exit_group(0)) in every peer. pod1's stage1 alone: a pod directory prepared as " +
 		"rkt's stage0 leaves it (contract §5), then exec of `stage1/rootfs/run --net=none UUID` with the pod dir " +
 		"flock'd on RKT_LOCK_FD; the app's status file is checked after each run. The run entry point is the C waiter, " +
-		"as in the image; the row \"Go run as entry point\" is the same pod with the Go stage1-init as run (make image WAITER=0), " +
-		"so the waiter's gain is a ratio of one run. pod1 end to end: `pod1 run` " +
+		"as in the image. pod1 end to end: `pod1 run` " +
 		"from an ACI (image store warm, overlays mounted as rkt does; unmounted after, untimed). crun and runc run " +
 		"a default `crun spec` bundle on the same rootfs (pid, mount, ipc, uts and network namespaces). " +
 		"systemd-nspawn runs the app as its PID 1 with a private network; nspawn + systemd boots the host's " +
@@ -98,14 +97,6 @@ func (b *bench) measureStart() *section {
 	peers := []*peer{
 		{name: "pod1 stage1 (prepared pod)", pod1: true, round: func(r *row) error {
 			return b.truePodRound(r, trueArgv, podOpts{})
-		}},
-		{name: goRunRow, pod1: true, setup: func() error {
-			if _, err := os.Stat(filepath.Join(b.repo, "bin/pod1-waiter")); err != nil || os.Getenv("POD1_WAITER") == "0" {
-				return fmt.Errorf("the row above already has the Go run as entry point (no bin/pod1-waiter, or POD1_WAITER=0)")
-			}
-			return nil
-		}, round: func(r *row) error {
-			return b.truePodRound(r, trueArgv, podOpts{goRun: true})
 		}},
 	}
 	trees := stepTrees(b.abDir)
@@ -134,7 +125,6 @@ func (b *bench) measureStart() *section {
 		b.nspawnBootPeer(),
 	)
 	b.interleave(s, peers, b.rounds, b.warmup)
-	s.row(goRunRow, true).vs = "pod1 stage1 (prepared pod)"
 	for _, r := range s.rows {
 		switch {
 		case strings.HasPrefix(r.name, "floor") && len(r.m[0].vals) > 0:
