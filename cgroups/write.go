@@ -38,8 +38,8 @@ func writeFd(fd int, path string, b []byte) error {
 	}
 }
 
-// readFile reads a small cgroup file whole: writeFile's twin, for the same
-// reason. Process lists and event counters are read at every app's end.
+// readFile reads a small cgroup file whole, as writeFile writes one, for the
+// same reason. Process lists and event counters are read at every app's end.
 func readFile(path string) ([]byte, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
