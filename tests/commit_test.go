@@ -1,9 +1,12 @@
 package tests
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -364,5 +367,87 @@ func TestKeeperCommitsNothingAfterPID1Died(t *testing.T) {
 	r.Wait(t)
 	if got := p.Status(t, "a"); got != -1 {
 		t.Errorf("a's status %d after PID 1 died, want none", got)
+	}
+}
+
+// The lock keeper (the waiter's binary as pod1-lock) reads the commit
+// pipe a line at a time, whatever the reads cut: a name split across two
+// reads is taken whole; a line that is not an app name (upper case, a
+// doubled or edge dash, empty, longer than a pending name may be) is
+// dropped, and so is every name past the MaxPending it takes in a pod's
+// life. Driven directly, with a child of the test standing in for PID 1:
+// the names are sent as PID 1 never would.
+func TestKeeperReadsTheCommitPipeLineByLine(t *testing.T) {
+	pod := t.TempDir()
+	dir := filepath.Join(pod, "st")
+	must(t, os.Mkdir(dir, 0o755))
+	longest := strings.Repeat("a", 255-len(status.PendingSuffix))
+	for _, n := range []string{"web", "db", "a--b", "-a", "Upper", "x", "late", longest} {
+		must(t, os.WriteFile(filepath.Join(dir, n+status.PendingSuffix), []byte("7\n"), 0o644))
+	}
+	lockDir, err := os.Open(pod)
+	must(t, err)
+	defer lockDir.Close()
+	pid1 := exec.Command("sleep", "1h")
+	must(t, pid1.Start())
+	killed := false
+	defer func() {
+		if !killed {
+			_ = pid1.Process.Kill()
+			_ = pid1.Wait()
+		}
+	}()
+	pidfd, err := unix.PidfdOpen(pid1.Process.Pid, 0)
+	must(t, err)
+	pidfdFile := os.NewFile(uintptr(pidfd), "pidfd")
+	defer pidfdFile.Close()
+	pr, pw, err := os.Pipe()
+	must(t, err)
+	defer pw.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*eventDeadline)
+	defer cancel()
+	k := exec.CommandContext(ctx, bin("pod1-waiter"), "st")
+	k.Args[0] = "pod1-lock"
+	k.ExtraFiles = []*os.File{lockDir, pidfdFile, pr}
+	var stderr bytes.Buffer
+	k.Stderr = &stderr
+	must(t, k.Start())
+	pr.Close()
+	send := func(s string) {
+		t.Helper()
+		if _, err := pw.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	committed := func(n string) bool {
+		_, err := os.Lstat(filepath.Join(dir, n))
+		return err == nil
+	}
+	// "d" waits in the keeper for the rest of its line: web is
+	// committed from the read that held both.
+	send("web\nd")
+	waitFor(t, eventDeadline, "web committed", func() bool { return committed("web") })
+	send("b\na--b\n-a\n\nUpper\n" + longest + "a\n" + longest + "\n")
+	waitFor(t, eventDeadline, "the longest name committed", func() bool { return committed(longest) })
+	// Three names taken so far: x fills MaxPending, late is past it.
+	send(strings.Repeat("x\n", status.MaxPending-3) + "late\n")
+	must(t, pid1.Process.Kill())
+	_ = pid1.Wait()
+	killed = true
+	if err := k.Wait(); err != nil {
+		t.Fatalf("the keeper: %v; stderr %s", err, stderr.String())
+	}
+	for _, n := range []string{"web", "db", longest, "x"} {
+		if b, err := os.ReadFile(filepath.Join(dir, n)); err != nil || string(b) != "7\n" {
+			t.Errorf("%.20s: committed %q, %v; want 7", n, b, err)
+		}
+	}
+	for _, n := range []string{"a--b", "-a", "Upper", "late"} {
+		if committed(n) {
+			t.Errorf("%s was committed", n)
+		}
+	}
+	if !strings.Contains(stderr.String(), "lock keeper: commit pipe: a line that names no app, or past the names taken, dropped") {
+		t.Errorf("no line about the dropped lines; stderr %s", stderr.String())
 	}
 }
