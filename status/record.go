@@ -49,6 +49,12 @@ type Record struct {
 	StartedAt    *time.Time `json:"startedAt,omitempty"`
 	FinishedAt   *time.Time `json:"finishedAt,omitempty"`
 	RestartCount int        `json:"restartCount"`
+	// StoppedByPod: the pod stopped this run because another app
+	// failed; StatusCode is then what the plain status file records
+	// (0, as rkt's stage1 records such an app), while ExitCode and
+	// Signal say how the run really ended.
+	StoppedByPod bool `json:"stoppedByPod,omitempty"`
+	StatusCode   *int `json:"statusCode,omitempty"`
 	// LastFailure is the reason of the last run that failed, if any.
 	LastFailure string `json:"lastFailure,omitempty"`
 	// LogDropped counts the app's output lines a log sink could not

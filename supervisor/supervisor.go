@@ -215,6 +215,8 @@ type App struct {
 	// stopAsked: the pod's stop came while the run was starting; its
 	// deadline is then the grace period's.
 	stopAsked bool
+	// podStopped: the run was under way when the pod's stop began.
+	podStopped bool
 	// waiters are answered when the app is finished (app/stop, app/rm);
 	// started when it leaves Starting (app/start).
 	waiters []func(error)
@@ -280,6 +282,9 @@ type Supervisor struct {
 	apps       []*App
 	stopping   bool
 	podCode    int
+	// failStop: the pod is stopping because an app failed (rkt's
+	// default exit policy).
+	failStop bool
 	// final: the pod is over (Flush); no handler starts any more.
 	final bool
 }
@@ -404,6 +409,9 @@ func (s *Supervisor) Report(a *App, pid int) {
 func (s *Supervisor) StopPod(why string, force bool) {
 	if !s.stopping {
 		s.os.Debugf("stopping the pod: %s", why)
+		for _, a := range s.apps {
+			a.podStopped = a.Active() && a.state != Backoff
+		}
 	}
 	s.stopping = true
 	e := PodStop
@@ -721,6 +729,7 @@ func (s *Supervisor) finish(a *App, code int) {
 	if a.Rec.ExitCode == nil {
 		a.Rec.ExitCode = &code
 	}
+	code = s.statusCode(a, code)
 	// The record first: the status's durable write (fsync of the file
 	// and of the directory) then makes both durable at once. One of the
 	// pod's last statuses comes first instead: its commit, the lock
@@ -761,9 +770,26 @@ func (s *Supervisor) finish(a *App, code int) {
 	default:
 		if code != 0 {
 			s.podCode = code
+			s.failStop = !s.stopping
 			s.StopPod(fmt.Sprintf("app %q failed with %d", a.Name, code), false)
 		}
 	}
+}
+
+// statusCode is the code the app's status file records for a run that
+// ended with code. A sibling the pod stopped because another app failed,
+// and that the pod's signal ended, records 0, as rkt's stage1 records it
+// (rkt status, TestExitCodeWithSeveralApps): the failure is the other
+// app's, whose code is the pod's. The record keeps the truth: the code
+// and signal it ended with, that the pod stopped it, and the status
+// file's code.
+func (s *Supervisor) statusCode(a *App, code int) int {
+	if !s.failStop || !a.podStopped || a.Rec.Signal != unix.SignalName(unix.SIGTERM) && a.Rec.Signal != unix.SignalName(unix.SIGKILL) {
+		return code
+	}
+	zero := 0
+	a.Rec.StoppedByPod, a.Rec.StatusCode = true, &zero
+	return 0
 }
 
 // lastStatus reports whether the final status of a, which has just

@@ -163,8 +163,10 @@ func TestRestartStartsClean(t *testing.T) {
 	}
 }
 
-// An app that ignores SIGTERM is killed when its grace period is over and
-// records 137; one that handles SIGTERM records its own code.
+// An app that ignores SIGTERM is killed when its grace period is over;
+// one that handles SIGTERM records its own code. The pod stopped them
+// because an app failed: the one the pod's SIGKILL ended records 0 in its
+// status file, as rkt's stage1 records it, and 137 in its record.
 func TestGracePeriod(t *testing.T) {
 	p := newPod(t, []App{
 		{Name: "stubborn", Exec: probe("ignore-term", "+", "sleep", "1h"), Annotations: map[string]string{"pod1/stop-grace-period": "300ms"}},
@@ -188,11 +190,14 @@ func TestGracePeriod(t *testing.T) {
 	if !strings.Contains(r.Stderr.String(), `app "stubborn": grace period of 300ms over, killing it`) {
 		t.Errorf("no line of the stubborn app's 300ms grace period: %s", r.Stderr)
 	}
-	want := map[string]int{"stubborn": 137, "polite": 42, "failing": 2}
+	want := map[string]int{"stubborn": 0, "polite": 42, "failing": 2}
 	for a, c := range want {
 		if got := p.Status(t, a); got != c {
 			t.Errorf("%s: status %d, want %d", a, got, c)
 		}
+	}
+	if rec, err := status.ReadRecord(p.statusDir(), "stubborn"); err != nil || rec.ExitCode == nil || *rec.ExitCode != 137 || rec.Signal != "SIGKILL" || !rec.StoppedByPod {
+		t.Errorf("stubborn's record: %+v, %v; want 137 by SIGKILL, stopped by the pod", rec, err)
 	}
 }
 

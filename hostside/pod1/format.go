@@ -86,7 +86,8 @@ type jsonMount struct {
 
 // jsonRecord is an app's status.Record: the app's own start and finish
 // times (nanoseconds), its host pid while it runs, how its last run ended
-// and how often it was restarted.
+// (stopped_by_pod: the pod stopped it because another app failed, and the
+// app's exit_code above is then rkt's 0), and how often it was restarted.
 type jsonRecord struct {
 	State        string `json:"state"`
 	Pid          int    `json:"pid,omitempty"`
@@ -96,6 +97,7 @@ type jsonRecord struct {
 	Signal       string `json:"signal,omitempty"`
 	RestartCount int    `json:"restart_count"`
 	LastFailure  string `json:"last_failure,omitempty"`
+	StoppedByPod bool   `json:"stopped_by_pod,omitempty"`
 }
 
 func toJSON(p *pods.Pod) *jsonPod {
@@ -130,7 +132,7 @@ func toJSON(p *pods.Pod) *jsonPod {
 			ja.Record = &jsonRecord{
 				State: r.State, Pid: r.Pid, ExitCode: r.ExitCode, Signal: r.Signal,
 				StartedAt: unixNanoPtr(r.StartedAt), FinishedAt: unixNanoPtr(r.FinishedAt),
-				RestartCount: r.RestartCount, LastFailure: r.LastFailure,
+				RestartCount: r.RestartCount, LastFailure: r.LastFailure, StoppedByPod: r.StoppedByPod,
 			}
 		}
 		jp.Apps = append(jp.Apps, ja)
