@@ -12,9 +12,13 @@ package reaper
 
 import (
 	"errors"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,6 +29,10 @@ type Exit struct {
 	Tag    any
 	Status unix.WaitStatus
 	Time   time.Time
+	// NSPid is the pid the child had in the innermost pid namespace it
+	// was in (what it saw as its own), 0 if not read: read only for a
+	// child not registered while a claim is expected (Expect).
+	NSPid int
 }
 
 // Reaper tracks registered children. Its methods are safe for concurrent
@@ -144,11 +152,25 @@ func (r *Reaper) Reap() []Exit {
 	var out []Exit
 	for {
 		var ws unix.WaitStatus
+		// While a claim is expected, the next child to collect is
+		// looked at first, as a zombie, so that a child not yet
+		// registered (an app's process, whose pid its set-up has not
+		// reported yet) keeps the pid it saw as its own: once
+		// collected, /proc has nothing of it.
+		target, nsPid := -1, 0
+		if r.expecting > 0 {
+			if pid := peekZombie(); pid > 0 {
+				target = pid
+				if _, ok := r.procs[pid]; !ok {
+					nsPid = InnermostPid(pid)
+				}
+			}
+		}
 		// The syscall package's wait4, not x/sys/unix's: this runs at
 		// every sweep of an idle pod, and PID 1's loop otherwise needs
 		// no code of x/sys/unix then, whose pages it has shed
 		// (stage1-init's shedUnusedMemory).
-		pid, err := syscall.Wait4(-1, (*syscall.WaitStatus)(&ws), syscall.WNOHANG, nil)
+		pid, err := syscall.Wait4(target, (*syscall.WaitStatus)(&ws), syscall.WNOHANG, nil)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -158,6 +180,9 @@ func (r *Reaper) Reap() []Exit {
 			return out
 		}
 		e := Exit{Pid: pid, Status: ws, Time: time.Now()}
+		if pid == target {
+			e.NSPid = nsPid
+		}
 		tag, ok := r.procs[pid]
 		if !ok {
 			// An orphan re-parented to us: reaped so it does not
@@ -201,6 +226,63 @@ func (r *Reaper) Kept(pid int) bool {
 	defer r.mu.Unlock()
 	_, ok := r.unclaimed[pid]
 	return ok
+}
+
+// KeptNSPid is the pid a child not registered, whose exit is kept for a
+// Claim, had in its innermost pid namespace; 0 if none is kept or it was
+// not read.
+func (r *Reaper) KeptNSPid(pid int) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.unclaimed[pid].NSPid
+}
+
+// peekZombie is the pid of a child waiting to be collected, left for
+// wait4 (waitid with WNOWAIT), or 0 if none is.
+func peekZombie() int {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return 0
+		}
+		return siginfoPid(&info)
+	}
+}
+
+// siginfoPid is si_pid of a child's siginfo, which x/sys/unix does not
+// name: the first field of the union after si_signo, si_errno and
+// si_code, aligned as a pointer (its first member holds one).
+func siginfoPid(info *unix.Siginfo) int {
+	off := uintptr(16)
+	if unsafe.Sizeof(uintptr(0)) == 4 {
+		off = 12
+	}
+	return int(*(*int32)(unsafe.Add(unsafe.Pointer(info), off)))
+}
+
+// InnermostPid is the last pid of /proc/PID/status's NSpid: pid's in the
+// innermost pid namespace it is in (a zombie's too); 0 if it cannot be
+// read.
+func InnermostPid(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "NSpid:"); ok {
+			f := strings.Fields(v)
+			if len(f) == 0 {
+				return 0
+			}
+			n, _ := strconv.Atoi(f[len(f)-1])
+			return n
+		}
+	}
+	return 0
 }
 
 // Expect opens a window in which the exits of children not registered

@@ -5,6 +5,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -387,5 +388,38 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A child not registered, collected while a claim is expected, keeps the
+// pid it saw as its own (in a pid namespace of its own here: 1), read
+// before its exit was collected.
+func TestKeptExitKeepsItsInnermostPid(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("a new pid namespace needs root")
+	}
+	r := New()
+	r.Expect()
+	defer r.Unexpect()
+	pid, err := syscall.ForkExec("/proc/self/exe", []string{"x", "0"}, &syscall.ProcAttr{
+		Env: []string{helperEnv + "=exit"},
+		Sys: &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !r.Kept(pid) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+		r.Reap()
+	}
+	if !r.Kept(pid) {
+		t.Fatalf("the exit of %d was not kept", pid)
+	}
+	if got := r.KeptNSPid(pid); got != 1 {
+		t.Errorf("kept NSPid %d, want 1", got)
+	}
+	if e, ok := r.Claim(pid, "x"); !ok || e.NSPid != 1 {
+		t.Errorf("claim: %+v %v", e, ok)
 	}
 }
