@@ -23,6 +23,8 @@ trap cleanup EXIT
 
 echo "== pod1 run: two apps from build/demo-hello.aci, stage1 build/stage1.aci"
 echo "   greeter sleeps 200ms and exits 0; worker sleeps 500ms and exits 3"
+echo "   each line reaches the console as <app>[<pid>]: <line>, the pid the app"
+echo "   sees itself as (rkt's console format; pod1/console-format=raw: as written)"
 echo
 bin/pod1 run --dir="$DATA" --uuid-file-save="$DATA/uuid" --net=none \
 	build/demo-hello.aci --name=greeter -- 200ms \

@@ -15,6 +15,7 @@ package podlog
 import (
 	"errors"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,16 +77,25 @@ type Forwarder struct {
 	// criKubelet writes the CRI files in kubelet's tagged format
 	// instead of rkt's.
 	criKubelet bool
-	mu         sync.Mutex
-	apps       map[string]*appLog
-	streams    sync.WaitGroup
-	syslog     syslogState
+	// prefixed: the console gets each line as "<app>[<pid>]: <line>\n"
+	// (SetConsolePrefixed), not the bytes as they come.
+	prefixed bool
+	// consoleMu[stream] serializes the console's line writes, one lock
+	// for both streams when they are one file, so that lines of
+	// different apps never mix within a line.
+	consoleMu [3]*sync.Mutex
+	mu        sync.Mutex
+	apps      map[string]*appLog
+	streams   sync.WaitGroup
+	syslog    syslogState
 }
 
 // New returns the pod's forwarder. dir and cri are open directory fds it
 // takes over (-1: none); toJournal sends every line to the journal.
 func New(uuid string, toJournal bool, dir, cri int) *Forwarder {
 	f := &Forwarder{uuid: uuid, dir: dir, cri: cri, console: [3]int{-1, Stdout, Stderr}, apps: map[string]*appLog{}}
+	mu := &sync.Mutex{}
+	f.consoleMu = [3]*sync.Mutex{nil, mu, mu}
 	if toJournal {
 		f.journal = newJournalQueue()
 	}
@@ -96,6 +106,70 @@ func New(uuid string, toJournal bool, dir, cri int) *Forwarder {
 // stderr by default, -1 for nowhere. It must be called before Pipe.
 func (f *Forwarder) SetConsole(stdout, stderr int) {
 	f.console[Stdout], f.console[Stderr] = stdout, stderr
+}
+
+// SetConsolePrefixed makes the console line-based, in the format rkt's
+// default stage1 prints its apps' output in (its journald forwards each
+// line to the console so): "<app>[<pid>]: <line>\n", pid being the app's
+// process as the app sees itself (Run.SetPid). A line is written once
+// whole: at its newline, at lineMax bytes (a piece of a longer line is a
+// line of its own), or when the stream ends without a newline (then with
+// one added, so that the next line starts on a line of its own). The
+// lines of one read reach the console in one write, under a lock per
+// console file: the lines of every app and stream stay whole. It must be
+// called before Pipe.
+func (f *Forwarder) SetConsolePrefixed(on bool) {
+	f.prefixed = on
+	if on && !f.ConsoleIsOne() {
+		f.consoleMu[Stderr] = &sync.Mutex{}
+	}
+}
+
+// Run is one process of an app whose output the console prefixes with
+// its pid: each run of the app, and each of its event handlers, has its
+// own. The streams made after BeginRun are the run's.
+type Run struct {
+	pid   atomic.Int64
+	known chan struct{}
+	once  sync.Once
+}
+
+// runPidWait bounds how long a run's first line waits for its pid: the
+// set-up process reports it as it clones the app's process, so it is
+// there by the time the app writes, but for a set-up that never reports.
+const runPidWait = time.Second
+
+// SetPid gives the run's pid (0 or less: none, the set-up reported no
+// process). Only the first call counts.
+func (r *Run) SetPid(pid int) {
+	if r == nil {
+		return
+	}
+	r.once.Do(func() {
+		r.pid.Store(int64(pid))
+		close(r.known)
+	})
+}
+
+// Pid is the run's pid, 0 if none is known; it waits a bounded while
+// for SetPid.
+func (r *Run) Pid() int {
+	select {
+	case <-r.known:
+	case <-time.After(runPidWait):
+	}
+	return int(r.pid.Load())
+}
+
+// BeginRun starts a run of app: the streams Pipe and Carry make from now
+// on prefix their console lines with its pid.
+func (f *Forwarder) BeginRun(app string) *Run {
+	r := &Run{known: make(chan struct{})}
+	f.mu.Lock()
+	a := f.app(app)
+	a.run = r
+	f.mu.Unlock()
+	return r
 }
 
 // ConsoleIsOne reports whether the console's stdout and stderr are one
@@ -150,6 +224,9 @@ type appLog struct {
 	mu   sync.Mutex
 	file *rotatingFile
 	cri  *rotatingFile
+	// run is the current run (BeginRun), nil before the first; under
+	// Forwarder.mu.
+	run *Run
 }
 
 // counter reads one of app's counters, 0 for an app it never saw.
@@ -216,15 +293,33 @@ func (f *Forwarder) PipeTee(app string, stream int, criPath string, tee Tee) (*o
 // app, until it ends (EOF, or EIO once a terminal's last user is gone).
 func (f *Forwarder) Carry(app string, stream int, criPath string, fd int, tee Tee) {
 	r := os.NewFile(uintptr(fd), app+"-"+StreamName(stream))
-	a := f.acquire(app, criPath)
+	a, run := f.acquire(app, criPath)
 	f.streams.Add(1)
-	go f.carry(a, stream, r, tee)
+	go f.carry(a, stream, r, tee, run)
 }
 
-// acquire returns app's state with its files open.
-func (f *Forwarder) acquire(app, criPath string) *appLog {
+// acquire returns app's state with its files open, and its current run.
+func (f *Forwarder) acquire(app, criPath string) (*appLog, *Run) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	a := f.app(app)
+	// Each file is opened by the first stream that needs it: the app's
+	// /dev/log, served for the app's life, needs no CRI file, and the
+	// app's stdout, which comes after, does.
+	a.mu.Lock()
+	if f.dir >= 0 && (a.file == nil || a.file.fd < 0) {
+		a.file = openRotating(f.dir, FileName(app), MaxFileSize)
+	}
+	if f.cri >= 0 && criPath != "" && (a.cri == nil || a.cri.fd < 0) {
+		a.cri = openRotating(f.cri, criPath, 0)
+	}
+	a.mu.Unlock()
+	a.refs++
+	return a, a.run
+}
+
+// app returns app's state, made on first use (under f.mu).
+func (f *Forwarder) app(app string) *appLog {
 	a := f.apps[app]
 	if a == nil {
 		a = &appLog{name: app}
@@ -238,18 +333,6 @@ func (f *Forwarder) acquire(app, criPath string) *appLog {
 		}
 		f.apps[app] = a
 	}
-	// Each file is opened by the first stream that needs it: the app's
-	// /dev/log, served for the app's life, needs no CRI file, and the
-	// app's stdout, which comes after, does.
-	a.mu.Lock()
-	if f.dir >= 0 && (a.file == nil || a.file.fd < 0) {
-		a.file = openRotating(f.dir, FileName(app), MaxFileSize)
-	}
-	if f.cri >= 0 && criPath != "" && (a.cri == nil || a.cri.fd < 0) {
-		a.cri = openRotating(f.cri, criPath, 0)
-	}
-	a.mu.Unlock()
-	a.refs++
 	return a
 }
 
@@ -272,7 +355,7 @@ func (f *Forwarder) release(a *appLog) {
 // carried when the stream ends, as a partial line: no newline follows
 // it, and kubelet, which appends one to full lines only, gives back the
 // bytes the app wrote.
-func (f *Forwarder) carry(a *appLog, stream int, r *os.File, tee Tee) {
+func (f *Forwarder) carry(a *appLog, stream int, r *os.File, tee Tee, run *Run) {
 	defer f.streams.Done()
 	defer f.release(a)
 	defer r.Close()
@@ -283,11 +366,43 @@ func (f *Forwarder) carry(a *appLog, stream int, r *os.File, tee Tee) {
 	// to lineMax when a line does not fit.
 	buf := make([]byte, 2<<10)
 	rec := make([]byte, 0, 128)
+	// The console's prefix, made at the stream's first line, and the
+	// lines of one read, written together: one write per read, as the
+	// raw console has, not one per line.
+	var prefix, cbuf []byte
+	console := func(b []byte) {
+		if !f.prefixed || f.console[stream] < 0 {
+			return
+		}
+		if prefix == nil {
+			prefix = consolePrefix(a.name, run)
+		}
+		cbuf = append(append(append(cbuf, prefix...), b...), '\n')
+	}
+	flush := func() {
+		if len(cbuf) == 0 {
+			return
+		}
+		// Under the console's lock, whole: another stream's lines
+		// come before or after, never within.
+		mu := f.consoleMu[stream]
+		mu.Lock()
+		lost := writeAll(f.console[stream], cbuf)
+		mu.Unlock()
+		if lost > 0 {
+			a.consoleDropped.Add(uint64(lost))
+		}
+		// A flood's buffer is not kept for a quiet stream.
+		if cap(cbuf) > lineMax+len(prefix)+1 {
+			cbuf = nil
+		}
+		cbuf = cbuf[:0]
+	}
 	n := 0
 	for {
 		m, err := r.Read(buf[n:])
 		if m > 0 {
-			if fd := f.console[stream]; fd >= 0 {
+			if fd := f.console[stream]; fd >= 0 && !f.prefixed {
 				if lost := writeAll(fd, buf[n:n+m]); lost > 0 {
 					a.consoleDropped.Add(uint64(lost))
 				}
@@ -300,6 +415,7 @@ func (f *Forwarder) carry(a *appLog, stream int, r *os.File, tee Tee) {
 			start := 0
 			for i := start; i < n; i++ {
 				if buf[i] == '\n' {
+					console(buf[start:i])
 					rec = f.line(a, stream, buf[start:i], false, now, rec)
 					start = i + 1
 				}
@@ -310,6 +426,7 @@ func (f *Forwarder) carry(a *appLog, stream int, r *os.File, tee Tee) {
 			full := n == len(buf)
 			switch {
 			case start == 0 && full && n == lineMax:
+				console(buf[:n])
 				rec = f.line(a, stream, buf[:n], true, now, rec)
 				n = 0
 			case start > 0:
@@ -318,14 +435,32 @@ func (f *Forwarder) carry(a *appLog, stream int, r *os.File, tee Tee) {
 			if full && len(buf) < lineMax {
 				buf = append(buf, make([]byte, min(len(buf), lineMax-len(buf)))...)
 			}
+			flush()
 		}
 		if err != nil {
 			if n > 0 {
+				console(buf[:n])
+				flush()
 				f.line(a, stream, buf[:n], true, time.Now(), rec)
 			}
 			return
 		}
 	}
+}
+
+// consolePrefix is "<app>[<pid>]: ", or "<app>: " for output of no known
+// process of the app (its set-up's words when it could not start it, or
+// an app gone before PID 1 read its pid).
+func consolePrefix(app string, run *Run) []byte {
+	pid := 0
+	if run != nil {
+		pid = run.Pid()
+	}
+	b := append([]byte(nil), app...)
+	if pid > 0 {
+		b = append(append(append(b, '['), strconv.Itoa(pid)...), ']')
+	}
+	return append(b, ": "...)
 }
 
 // line hands one line (without its newline) to the sinks. partial marks

@@ -3,8 +3,10 @@ package podlog
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -417,5 +419,103 @@ func TestConsoleIsOne(t *testing.T) {
 		if got := f.ConsoleIsOne(); got != c.want {
 			t.Errorf("%s: ConsoleIsOne %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// The console's lines in rkt's format: "<app>[<pid>]: <line>", a line
+// split across writes joined, a line longer than lineMax in pieces, a last
+// line without a newline given one, "<app>: " when no pid is known, and
+// the lines of two apps writing at once never mixed.
+func TestConsolePrefixed(t *testing.T) {
+	cr, cw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cr.Close()
+	got := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(cr); got <- string(b) }()
+	f := New("u", false, -1, -1)
+	f.SetConsole(int(cw.Fd()), int(cw.Fd()))
+	f.SetConsolePrefixed(true)
+
+	run := f.BeginRun("web")
+	w, err := f.Pipe("web", Stdout, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run.SetPid(7)
+	long := strings.Repeat("x", lineMax+100)
+	for _, s := range []string{"a\nbb", "c\n", long + "\n", "tail"} {
+		if _, err := w.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	w.Close()
+	f.Close(5 * time.Second)
+
+	h := New("u", false, -1, -1)
+	h.SetConsole(int(cw.Fd()), int(cw.Fd()))
+	h.SetConsolePrefixed(true)
+	h.BeginRun("web").SetPid(0)
+	w, err = h.Pipe("web", Stderr, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteString("no pid\n"); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	h.Close(5 * time.Second)
+
+	want := "web[7]: a\nweb[7]: bbc\nweb[7]: " + long[:lineMax] + "\nweb[7]: " + long[lineMax:] + "\nweb[7]: tail\nweb: no pid\n"
+	// Two apps at once: their lines whole, each app's in order.
+	g := New("u", false, -1, -1)
+	g.SetConsole(int(cw.Fd()), int(cw.Fd()))
+	g.SetConsolePrefixed(true)
+	var ws []*os.File
+	for i, app := range []string{"one", "two"} {
+		g.BeginRun(app).SetPid(10 + i)
+		w, err := g.Pipe(app, Stdout, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, w)
+	}
+	done := make(chan struct{})
+	for i, w := range ws {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			line := strings.Repeat(strconv.Itoa(i), 3000)
+			for n := range 300 {
+				fmt.Fprintf(w, "%d %s\n", n, line)
+			}
+			w.Close()
+		}()
+	}
+	<-done
+	<-done
+	g.Close(5 * time.Second)
+	cw.Close()
+	out := <-got
+	if !strings.HasPrefix(out, want) {
+		i := 0
+		for i < len(out) && i < len(want) && out[i] == want[i] {
+			i++
+		}
+		t.Fatalf("console differs at byte %d: %.80q, want %.80q", i, out[i:], want[i:])
+	}
+	next := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSuffix(out[len(want):], "\n"), "\n") {
+		app, rest, ok := strings.Cut(l, ": ")
+		digit := map[string]string{"one[10]": "0", "two[11]": "1"}[app]
+		num, body, _ := strings.Cut(rest, " ")
+		if !ok || digit == "" || num != strconv.Itoa(next[app]) || body != strings.Repeat(digit, 3000) {
+			t.Fatalf("a mixed or misordered line: %.80q", l)
+		}
+		next[app]++
+	}
+	if next["one[10]"] != 300 || next["two[11]"] != 300 {
+		t.Errorf("lines: %v", next)
 	}
 }

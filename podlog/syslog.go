@@ -142,7 +142,7 @@ func (f *Forwarder) ServeSyslog(app string, s *SyslogSocket) {
 	}
 	sk := &syslogSock{SyslogSocket: *s, tokens: syslogBurst, last: time.Now()}
 	st.socks[app] = sk
-	a := f.acquire(app, "")
+	a, _ := f.acquire(app, "")
 	f.streams.Add(1)
 	go f.readSyslog(a, sk)
 }

@@ -65,6 +65,9 @@ type Pod struct {
 	// CRIFormat is the CRI files' format: CRIFormatRkt or
 	// CRIFormatKubelet (pod1/cri-log-format).
 	CRIFormat string `json:"criFormat,omitempty"`
+	// ConsoleRaw: the apps' lines reach the console as they wrote them,
+	// not as "<app>[<pid>]: <line>" (pod1/console-format).
+	ConsoleRaw bool `json:"consoleRaw,omitempty"`
 	// Logs says where PID 1 sends the apps' output lines besides the
 	// console; the run entry point decides it.
 	Logs LogSinks `json:"logs"`
@@ -127,6 +130,19 @@ const (
 	// CRIFormatKubelet is "<time> <stream> <F|P> <line>", what current
 	// kubelets read.
 	CRIFormatKubelet = "kubelet"
+)
+
+// pod1's console option.
+const (
+	// AnnConsoleFormat (pod) chooses how the apps' lines reach the
+	// console of rkt run: ConsoleFormatRkt, the default, or
+	// ConsoleFormatRaw.
+	AnnConsoleFormat = "pod1/console-format"
+	// ConsoleFormatRkt is "<app>[<pid>]: <line>", what rkt's default
+	// stage1 prints (journald forwarding to the console).
+	ConsoleFormatRkt = "rkt"
+	// ConsoleFormatRaw is the bytes as the app wrote them.
+	ConsoleFormatRaw = "raw"
 )
 
 // Stdio modes of one stream of an app.

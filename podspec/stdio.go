@@ -102,6 +102,19 @@ func checkCRIPath(p string) error {
 	return nil
 }
 
+// consoleRaw reads pod1/console-format: whether the apps' lines reach
+// the console raw.
+func consoleRaw(pod types.Annotations) (bool, error) {
+	v, ok := pod.Get(podplan.AnnConsoleFormat)
+	switch {
+	case !ok || v == podplan.ConsoleFormatRkt:
+		return false, nil
+	case v == podplan.ConsoleFormatRaw:
+		return true, nil
+	}
+	return false, fmt.Errorf("annotation %s: %q is not one of %s, %s", podplan.AnnConsoleFormat, v, podplan.ConsoleFormatRkt, podplan.ConsoleFormatRaw)
+}
+
 // criLogs returns the pod's CRI log directory ("" when the pod does not
 // use rkt's k8s-plain log mode) and the files' format, validated.
 func criLogs(pod types.Annotations) (dir, format string, err error) {

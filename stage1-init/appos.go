@@ -78,6 +78,9 @@ type appRes struct {
 	// the app's process it clones); a report that is not this one is
 	// of a run since replaced.
 	handover *handover
+	// logRun is the console's run of the process being started: its
+	// report gives it the pid the console's lines show.
+	logRun *podlog.Run
 	// oom: the kernel's OOM killer killed in the cgroup Sweep last found
 	// empty (read before it was removed).
 	oom bool

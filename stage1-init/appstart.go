@@ -20,6 +20,7 @@ import (
 	"github.com/pod1/pod1/podattach"
 	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podplan"
+	"github.com/pod1/pod1/reaper"
 	"github.com/pod1/pod1/supervisor"
 )
 
@@ -156,7 +157,7 @@ func (o *appOS) withDevLog(a *supervisor.App, s *appexec.Spec) *appexec.Spec {
 // awaitReport reads, off the loop, the report of a's set-up process on
 // rr (readReport).
 func (o *appOS) awaitReport(a *supervisor.App, r *appRes, rr *os.File) {
-	h := &handover{app: a}
+	h := &handover{app: a, run: r.logRun}
 	r.handover = h
 	go o.readReport(h, rr)
 }
@@ -278,6 +279,8 @@ func (o *appOS) forkInUserNS(a *supervisor.App, r *appRes, files []uintptr, attr
 type handover struct {
 	app *supervisor.App
 	pid int
+	// run takes the app's pid as the app sees it, for the console.
+	run *podlog.Run
 }
 
 // readReport reads a setup process's report, off the loop (a goroutine
@@ -289,11 +292,22 @@ func (o *appOS) readReport(h *handover, rr *os.File) {
 	// One line, not to the pipe's end: the app's process, cloned while
 	// the set-up held the pipe, may hold it until its execve.
 	line, _ := bufio.NewReaderSize(io.LimitReader(rr, 32), 32).ReadString('\n')
-	if n, err := strconv.Atoi(strings.TrimSpace(line)); err == nil && n > 0 && o.isAppProcess(h.app.Name, n) {
+	n, err := strconv.Atoi(strings.TrimSpace(line))
+	if err == nil && n > 0 && o.isAppProcess(h.app.Name, n) {
 		h.pid = n
+		// The pid the app sees as its own (its last NSpid), for the
+		// console: from /proc while the process exists (a zombie
+		// too), else from the reaper, which read it before it
+		// collected the exit.
+		inner := reaper.InnermostPid(n)
+		if inner == 0 {
+			inner = o.reaper.KeptNSPid(n)
+		}
+		h.run.SetPid(inner)
 	} else if err == nil {
 		o.logf("app %q: its set-up reported pid %d, which is not a process of the app: ignored", h.app.Name, n)
 	}
+	h.run.SetPid(0)
 	o.reports <- h
 }
 
@@ -474,6 +488,9 @@ func (o *appOS) stdio(a *supervisor.App) (fds [3]int, close func(), err error) {
 			att.Started()
 		}
 	}
+	// The console's lines of this run show its process's pid, which
+	// its set-up reports (readReport).
+	o.resOf(a).logRun = o.logs.BeginRun(a.Name)
 	if att, err = o.attach.Begin(a.Name, a.Cfg.Stdio); err != nil {
 		return fds, nil, err
 	}

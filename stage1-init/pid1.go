@@ -460,6 +460,7 @@ func newForwarder(pod *podplan.Pod) *podlog.Forwarder {
 	}
 	f := podlog.New(pod.UUID, pod.Logs.Journal, dir, cri)
 	f.SetCRIFormat(pod.CRIFormat == podplan.CRIFormatKubelet)
+	f.SetConsolePrefixed(!pod.ConsoleRaw)
 	return f
 }
 

@@ -126,13 +126,26 @@ func annotationList(m map[string]string) []map[string]string {
 	return out
 }
 
+const consoleFormatAnn = "pod1/console-format"
+
 // manifest renders the pod manifest for apps.
 func manifest(apps []App, volumes []map[string]any) []byte {
 	return manifestAnn(apps, volumes, nil)
 }
 
-// manifestAnn renders the pod manifest with pod annotations.
+// manifestAnn renders the pod manifest with pod annotations. The pods the
+// harness lays out print the apps' bytes to the console as they wrote them
+// (pod1/console-format=raw), which its tests of output read; a test of the
+// default console format gives the annotation as "" (none).
 func manifestAnn(apps []App, volumes []map[string]any, podAnns map[string]string) []byte {
+	anns := map[string]string{consoleFormatAnn: "raw"}
+	for k, v := range podAnns {
+		anns[k] = v
+	}
+	if anns[consoleFormatAnn] == "" {
+		delete(anns, consoleFormatAnn)
+	}
+	podAnns = anns
 	var as []map[string]any
 	for _, a := range apps {
 		env := []map[string]string{}

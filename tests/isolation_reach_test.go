@@ -178,7 +178,7 @@ func TestRktStage1OutOfTheAppsReach(t *testing.T) {
 		t.Fatalf("rkt stop --force: exit %d: %s", code, errOut)
 	}
 	p.wait(t)
-	out := p.out.String()
+	out := unprefixed(p.out.String())
 	checkSpyLines(t, out)
 	// Entered as root: the app's bounding set, no more.
 	for _, l := range entered {

@@ -4,11 +4,21 @@ package tests
 // rkt: issue 35's decisions (docs/conformance.md).
 
 import (
+	"archive/tar"
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/pod1/pod1/status"
 )
@@ -96,5 +106,209 @@ func TestRktMountTargetThroughSymlinks(t *testing.T) {
 			_ = os.RemoveAll(p)
 			t.Errorf("made outside the app's root: %s", p)
 		}
+	}
+}
+
+// The console prints each line of an app that does not hold the terminal
+// as "<app>[<pid>]: <line>", rkt's default stage1's format (its journald
+// forwards the apps' lines so), pid being the app's process as the app
+// sees itself: a line written in two pieces is one line; a line longer
+// than 16 KiB is printed in 16 KiB pieces, each a line; a last line
+// without a newline gets one; stderr's lines go to stderr; the lines of
+// two apps writing at once never mix. The logs keep the raw lines.
+func TestRktConsoleFormat(t *testing.T) {
+	r := newRkt(t)
+	long := strings.Repeat("x", 20000)
+	alpha := r.aci("alpha", map[string]any{"exec": []string{"/bin/probe", "pid", "+", "raw", "1", "par", "+", "sleep", "200ms",
+		"+", "raw", "1", "tial\n", "+", "raw", "1", long + "\n", "+", "raw", "2", "to stderr\n",
+		"+", "out", "1", "300", "alpha-line", "+", "raw", "1", "no newline at the end"}}, nil)
+	beta := r.aci("beta", map[string]any{"exec": []string{"/bin/probe", "out", "1", "500", "beta-line"}}, nil)
+	uf := filepath.Join(r.dir, "uuid")
+	out, errOut, code := r.run("--uuid-file-save="+uf, alpha, beta)
+	if code != 0 {
+		t.Fatalf("rkt run: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	m := regexp.MustCompile(`(?m)^alpha\[(\d+)\]: pid (\d+) ppid \d+$`).FindStringSubmatch(out)
+	if m == nil || m[1] != m[2] {
+		t.Fatalf("want alpha[<its pid>]: pid <its pid>, got %q in\n%.2000s", m, out)
+	}
+	pfx := "alpha[" + m[1] + "]: "
+	want := []string{pfx + "partial", pfx + long[:16384], pfx + long[16384:], pfx + "no newline at the end"}
+	all := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	for _, w := range want {
+		if !slices.Contains(all, w) {
+			t.Errorf("no line %.60q... on the console", w)
+		}
+	}
+	if !strings.HasSuffix(out, "\n") {
+		t.Errorf("the console's output does not end with a newline: %q", out[max(0, len(out)-80):])
+	}
+	if !slices.Contains(strings.Split(errOut, "\n"), pfx+"to stderr") {
+		t.Errorf("stderr: want %q in\n%s", pfx+"to stderr", errOut)
+	}
+	line := regexp.MustCompile(`^(alpha\[\d+\]: (pid \d+ ppid \d+|partial|x+|alpha-line \d+|no newline at the end)|beta\[\d+\]: beta-line \d+)$`)
+	n := map[string]int{}
+	for _, l := range all {
+		if !line.MatchString(l) {
+			t.Errorf("a console line mixed or malformed: %.100q", l)
+			continue
+		}
+		n[strings.Fields(strings.SplitN(l, ": ", 2)[1])[0]]++
+	}
+	if n["alpha-line"] != 300 || n["beta-line"] != 500 {
+		t.Errorf("lines on the console: %v, want 300 alpha-line and 500 beta-line", n)
+	}
+	// The logs keep the raw line.
+	b, err := os.ReadFile(uf)
+	must(t, err)
+	logs, _, code := pod1(t, r.data, "logs", "--app=alpha", strings.TrimSpace(string(b)))
+	if code != 0 || !slices.Contains(strings.Split(logs, "\n"), "partial") || strings.Contains(logs, pfx) {
+		t.Errorf("pod1 logs --app=alpha: exit %d, want the raw line \"partial\":\n%.2000s", code, logs)
+	}
+}
+
+// pod1/console-format=raw gives the console the bytes as the apps wrote
+// them (rkt app sandbox --annotation); a value that is neither raw nor rkt
+// refuses the pod with 254, naming the annotation.
+func TestRktConsoleFormatRaw(t *testing.T) {
+	r := newRkt(t)
+	img := r.aci("rawapp", map[string]any{"exec": []string{"/bin/probe", "raw", "1", "par", "+", "sleep", "100ms", "+", "raw", "1", "tial\nend"}}, nil)
+	p := r.start("app", "sandbox", "--stage1-path="+filepath.Join(repoRoot, "build/stage1.aci"), "--net=none",
+		"--annotation=pod1/console-format=raw")
+	r.rkt("fetch", img)
+	r.rkt("app", "add", p.UUID, "pod1.test/rawapp", "--name=rawapp")
+	r.rkt("app", "start", p.UUID, "--app=rawapp")
+	waitFor(t, 20*time.Second, "rawapp's output", func() bool { return strings.Contains(p.out.String(), "end") })
+	r.rkt("stop", p.UUID)
+	p.wait(t)
+	if out := p.out.String(); !strings.Contains(out, "partial\nend") || strings.Contains(out, "rawapp[") {
+		t.Errorf("raw console: %q, want the app's bytes as written", out)
+	}
+
+	out, errOut, code := r.exec(rktTimeout, nil, "app", "sandbox", "--stage1-path="+filepath.Join(repoRoot, "build/stage1.aci"),
+		"--net=none", "--annotation=pod1/console-format=bogus")
+	if code != 254 || !strings.Contains(errOut, `pod1/console-format: "bogus"`) {
+		t.Errorf("console-format=bogus: exit %d, want 254 naming the annotation\n%s%s", code, out, errOut)
+	}
+}
+
+// mdsSocket is where rkt run --mds-register finds rkt's metadata service.
+const mdsSocket = "/run/rkt/metadata-svc.sock"
+
+// metadataService makes sure rkt's metadata service runs: one already
+// serving the socket (another test's, rkt's suite's) is used as it is;
+// else ours is started, and stopped when the test ends.
+func metadataService(t *testing.T, r *rktEnv) {
+	t.Helper()
+	c, err := net.Dial("unix", mdsSocket)
+	if err == nil {
+		c.Close()
+		return
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		// A service killed before it could remove its socket: rkt's
+		// own harness removes it too.
+		_ = os.Remove(mdsSocket)
+	}
+	// The service makes its socket's directory; one it made goes with
+	// it (rmdir: only if empty).
+	if _, err := os.Stat(filepath.Dir(mdsSocket)); errors.Is(err, os.ErrNotExist) {
+		t.Cleanup(func() { _ = os.Remove(filepath.Dir(mdsSocket)) })
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, r.bin, "metadata-service")
+	// SIGTERM: it removes its socket as it exits.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.Env = r.env
+	var logb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logb, &logb
+	cmd.WaitDelay = 5 * time.Second
+	must(t, cmd.Start())
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("rkt metadata-service:\n%s", logb.String())
+		}
+	})
+	waitFor(t, 20*time.Second, "rkt metadata-service serving "+mdsSocket, func() bool {
+		c, err := net.Dial("unix", mdsSocket)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+}
+
+// aceImage packs appc's ACE validator (github.com/appc/spec/ace, built
+// from the module pod1 already requires) as rkt's suite packs it:
+// /ace-validator and the manifest the spec ships for kind (main,
+// sidekick).
+func aceImage(t *testing.T, r *rktEnv, bin, kind string) string {
+	t.Helper()
+	dir, err := exec.Command("go", "list", "-f", "{{.Dir}}", "github.com/appc/spec/ace").Output()
+	must(t, err)
+	m, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(dir)), "image_manifest_"+kind+".json.in"))
+	must(t, err)
+	m = bytes.ReplaceAll(bytes.ReplaceAll(m, []byte("@ACI_OS@"), []byte("linux")), []byte("@ACI_ARCH@"), []byte("amd64"))
+	exe, err := os.ReadFile(bin)
+	must(t, err)
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, f := range []struct {
+		name string
+		mode int64
+		body []byte
+		dir  bool
+	}{
+		{"manifest", 0o644, m, false}, {"rootfs", 0o755, nil, true}, {"rootfs/opt", 0o755, nil, true},
+		{"rootfs/opt/acvalidator", 0o755, nil, true}, {"rootfs/ace-validator", 0o755, exe, false},
+	} {
+		h := &tar.Header{Name: f.name, Mode: f.mode, Typeflag: tar.TypeReg, Size: int64(len(f.body))}
+		if f.dir {
+			h.Name, h.Typeflag, h.Size = f.name+"/", tar.TypeDir, 0
+		}
+		must(t, tw.WriteHeader(h))
+		_, err := tw.Write(f.body)
+		must(t, err)
+	}
+	must(t, tw.Close())
+	p := filepath.Join(r.dir, "ace-validator-"+kind+".aci")
+	must(t, os.WriteFile(p, buf.Bytes(), 0o644))
+	return p
+}
+
+// appc's ACE validator passes through the real rkt, as rkt's
+// TestAceValidator runs it: a pod of its main and sidekick apps on rkt's
+// default network, registered with rkt's metadata service, which the apps
+// reach at the network's gateway (AC_METADATA_URL). Every check it makes
+// (the eventHandlers in their order, the environment, the working
+// directory, the shared volume, the mount points, the pod's and apps'
+// metadata and annotations, signing through the metadata service)
+// passes: a failed check exits 1, which would be the pod's code; each
+// stage prints "<stage> OK" in the console's "<app>[<pid>]: " format,
+// which rkt's test matches.
+func TestRktAceValidator(t *testing.T) {
+	r := newRkt(t)
+	bin := filepath.Join(r.dir, "ace")
+	b := exec.Command("go", "build", "-trimpath", "-o", bin, "github.com/appc/spec/ace")
+	b.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := b.CombinedOutput(); err != nil {
+		t.Fatalf("build appc's ace validator: %v\n%s", err, out)
+	}
+	main, sidekick := aceImage(t, r, bin, "main"), aceImage(t, r, bin, "sidekick")
+	metadataService(t, r)
+	out, errOut, code := r.run("--net=default", "--mds-register", "--volume", "database,kind=empty", main, sidekick)
+	if code != 0 {
+		t.Fatalf("rkt run: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+	}
+	for _, w := range []string{`^ace-validator-main\[\d+\]: prestart OK$`, `^ace-validator-main\[\d+\]: main OK$`,
+		`^ace-validator-sidekick\[\d+\]: sidekick OK$`, `^ace-validator-main\[\d+\]: poststop OK$`} {
+		if !regexp.MustCompile("(?m)" + w).MatchString(out) {
+			t.Errorf("no line %s on the console", w)
+		}
+	}
+	if t.Failed() {
+		t.Logf("stdout: %s\nstderr: %s", out, errOut)
 	}
 }

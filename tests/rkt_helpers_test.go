@@ -391,9 +391,18 @@ func lines(out, prefix string) []string {
 	return l
 }
 
-// hasLine reports whether a line of out matches the regular expression.
+// hasLine reports whether a line of out matches the regular expression,
+// each line taken without the "<app>[<pid>]: " the console prefixes it
+// with (pod1's default console format, rkt's: TestRktConsoleFormat).
 func hasLine(out, re string) bool {
-	return regexp.MustCompile("(?m)" + re).MatchString(out)
+	return regexp.MustCompile("(?m)" + re).MatchString(unprefixed(out))
+}
+
+var consolePrefixRe = regexp.MustCompile(`(?m)^[a-z0-9][a-z0-9-]*\[\d+\]: `)
+
+// unprefixed is out with each line's console prefix removed.
+func unprefixed(out string) string {
+	return consolePrefixRe.ReplaceAllString(out, "")
 }
 
 // appPid is the host pid of a running app of a pod rkt started, from the

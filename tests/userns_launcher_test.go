@@ -25,6 +25,7 @@ func TestLauncherPrivateUsers(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("pod1 run: %d\n%s\n%s", code, out, errOut)
 	}
+	out = unprefixed(out)
 	if got := strings.Join(strings.Fields(strings.SplitN(out, "\n", 2)[0]), " "); got != "cat 0 200000 65536" {
 		t.Errorf("uid map %q\n%s", got, out)
 	}

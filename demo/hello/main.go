@@ -1,5 +1,6 @@
 // Command hello is the demo app that `make demo` packs into an ACI and
-// runs in a pod: it says where it runs, from inside the pod.
+// runs in a pod: it says where it runs, from inside the pod. Its lines need
+// not name it: the console prints each as "<app>[<pid>]: <line>".
 package main
 
 import (
@@ -11,7 +12,6 @@ import (
 )
 
 func main() {
-	name := os.Getenv("AC_APP_NAME")
 	host, _ := os.Hostname()
 	wd, _ := os.Getwd()
 	ents, _ := os.ReadDir("/")
@@ -19,8 +19,8 @@ func main() {
 	for _, e := range ents {
 		root = append(root, e.Name())
 	}
-	fmt.Printf("[%s] hello from pid %d (uid %d) on host %q, cwd %s\n", name, os.Getpid(), os.Getuid(), host, wd)
-	fmt.Printf("[%s] my root holds: %s\n", name, strings.Join(root, " "))
+	fmt.Printf("hello from pid %d (uid %d) on host %q, cwd %s\n", os.Getpid(), os.Getuid(), host, wd)
+	fmt.Printf("my root holds: %s\n", strings.Join(root, " "))
 	if len(os.Args) > 1 {
 		d, err := time.ParseDuration(os.Args[1])
 		if err == nil {
@@ -29,8 +29,8 @@ func main() {
 	}
 	if len(os.Args) > 2 {
 		code, _ := strconv.Atoi(os.Args[2])
-		fmt.Printf("[%s] exiting with %d\n", name, code)
+		fmt.Printf("exiting with %d\n", code)
 		os.Exit(code)
 	}
-	fmt.Printf("[%s] done\n", name)
+	fmt.Printf("done\n")
 }
