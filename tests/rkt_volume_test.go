@@ -105,6 +105,9 @@ func TestRktAppInlineVolume(t *testing.T) {
 	r.rkt("app", "add", p.UUID, "pod1.test/mounter", "--name=mounter", "--mnt-volume=name=test,kind=host,source="+vol+",target=/opt")
 	r.rkt("app", "start", p.UUID, "--app=mounter")
 	r.appPid(p.UUID, "mounter")
+	// Running is its exec; its line comes after: the stop must not end
+	// it before it has read the volume.
+	waitFor(t, eventDeadline, "the app's line", func() bool { return hasLine(p.out.String(), "^cat ") })
 	r.rkt("stop", p.UUID)
 	p.wait(t)
 	if !hasLine(p.out.String(), "^cat inline$") {
