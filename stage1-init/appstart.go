@@ -317,32 +317,50 @@ func (o *appOS) readReport(h *handover, rr *os.File) {
 // after its birth, where an app that stopped it could reach it: what it
 // could write names at most another process of the same app.
 func (o *appOS) isAppProcess(app string, pid int) bool {
+	why := o.notAppProcess(app, pid)
+	if why != "" {
+		o.logf("app %q: pid %d: %s", app, pid, why)
+	}
+	return why == ""
+}
+
+// notAppProcess is isAppProcess's answer: "" for the app's process, else
+// why not, for the log.
+func (o *appOS) notAppProcess(app string, pid int) string {
 	if o.reaper.Kept(pid) {
-		return true
+		return ""
 	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return o.reaper.Kept(pid)
+		if o.reaper.Kept(pid) {
+			return ""
+		}
+		return fmt.Sprintf("stat: %v, and no exit of it kept", err)
 	}
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	if len(f) < 2 || f[1] != strconv.Itoa(os.Getpid()) {
-		return false
+		return fmt.Sprintf("not PID 1's child (stat %q)", strings.TrimSpace(s))
 	}
 	if o.pod.Cgroup == nil {
-		return true
+		return ""
 	}
 	cg, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
 	if err != nil {
-		return o.reaper.Kept(pid)
+		if o.reaper.Kept(pid) {
+			return ""
+		}
+		return fmt.Sprintf("cgroup: %v, and no exit of it kept", err)
 	}
+	// A process that has exited (a zombie) still names its cgroup, with
+	// " (deleted)" once an emptied one is removed.
 	want := "/" + cgroups.AppsName + "/app-" + app
 	for _, l := range strings.Split(string(cg), "\n") {
-		if strings.HasSuffix(l, want) {
-			return true
+		if strings.HasSuffix(strings.TrimSuffix(l, " (deleted)"), want) {
+			return ""
 		}
 	}
-	return false
+	return fmt.Sprintf("not in the app's cgroup (%q)", strings.TrimSpace(string(cg)))
 }
 
 // Adopt takes the process a setup process reported as the app's: it is
