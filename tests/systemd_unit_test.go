@@ -67,8 +67,12 @@ func newUnitName(t *testing.T) string {
 	t.Helper()
 	u := "pod1-test-" + newUUID(t)[:8] + ".service"
 	t.Cleanup(func() {
-		sysTool(t, "systemctl", "stop", u)
-		sysTool(t, "systemctl", "reset-failed", u)
+		if out, err := sysTool(t, "systemctl", "stop", u); err != nil {
+			t.Errorf("cleanup: systemctl stop %s: %v: %s", u, err, out)
+		}
+		// A transient unit that ended well is gone already, and
+		// reset-failed then fails: only a failed one needs it.
+		_, _ = sysTool(t, "systemctl", "reset-failed", u)
 	})
 	return u
 }
@@ -251,8 +255,12 @@ func TestSystemdServiceUnitPod(t *testing.T) {
 		r.dir, strings.Join(r.podUnitArgs(uf, img), " "))
 	must(t, os.WriteFile(file, []byte(body), 0o644))
 	t.Cleanup(func() {
-		os.Remove(file)
-		sysTool(t, "systemctl", "daemon-reload")
+		if err := os.Remove(file); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		if out, err := sysTool(t, "systemctl", "daemon-reload"); err != nil {
+			t.Errorf("cleanup: systemctl daemon-reload: %v: %s", err, out)
+		}
 	})
 	if out, err := sysTool(t, "systemctl", "daemon-reload"); err != nil {
 		t.Fatalf("systemctl daemon-reload: %v: %s", err, out)
