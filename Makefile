@@ -19,7 +19,7 @@ BINS := bin/stage1-init bin/pod1-init bin/pod1-waiter bin/pod1-pause bin/net-set
 SRCS := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 
 .PHONY: deps FORCE all image demo test test-unit test-race lint tools check-static clean bench bench-ab vm-test rkt conformance \
-	install install-default-stage1 uninstall uninstall-default-stage1
+	vm-conformance install install-default-stage1 uninstall uninstall-default-stage1
 
 all: $(BINS)
 
@@ -237,7 +237,7 @@ conformance: image
 	WORK=$(CONFORMANCE_WORK) ./tools/rkt-conformance/conformance.sh $(abspath build/stage1.aci) docs/conformance.md
 
 # make vm-test runs the integration suite in a VM (QEMU) on Debian's stock
-# kernel in a chosen cgroup layout (docs/hosts.md): LAYOUT=v2|v2root|v1|hybrid
+# kernel in a chosen cgroup layout (docs/hosts.md): LAYOUT=v2|v2root|v1|hybrid|systemd
 # (default "v2 v1"), KERNEL=<package or .deb>, RUN=<go test -run regex>,
 # REPO=<another checkout>. Logs in $(REPO)/build/vm/<layout>.log. Not part
 # of make test: under the emulator a layout takes about half an hour.
@@ -248,6 +248,20 @@ REPO ?= $(CURDIR)
 vm-test:
 	@if [ "$$(id -u)" != 0 ]; then echo "make vm-test needs root (sudo make vm-test): the suite starts real pods"; exit 1; fi
 	./vm/run.sh "$(REPO)"
+
+# make vm-conformance runs rkt's functional suite (as make conformance
+# does) in the VM of LAYOUT=systemd: built here, run there, and written
+# into the systemd-vm section of docs/conformance.md (the host's section
+# is kept). RUN=<extended regex> runs a subset. Root; under the emulator
+# the whole suite takes hours (docs/hosts.md).
+vm-conformance:
+	@if [ "$$(id -u)" != 0 ]; then echo "make vm-conformance needs root: rkt's functional tests start pods"; exit 1; fi
+	LAYOUT=systemd SUITE=conformance ./vm/run.sh "$(CURDIR)"; rc=$$?; \
+	if ls build/vm/conformance/*/summary.tsv >/dev/null 2>&1; then \
+		SECTION=systemd-vm ./tools/rkt-conformance/conformance.sh $(abspath build/stage1.aci) docs/conformance.md \
+			$$(dirname build/vm/conformance/*/summary.tsv) || exit 1; \
+	fi; \
+	exit $$rc
 
 # The linter is pinned; `make tools` installs it into $(go env GOPATH)/bin.
 GOLANGCI_VERSION := v2.15.0

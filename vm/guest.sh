@@ -19,18 +19,29 @@
 #           and pids, in the root elsewhere.
 #   hybrid  v1 as above plus cgroup2 (no controllers) at
 #           /sys/fs/cgroup/unified, the suite in the session scope there too.
+#   systemd the host's systemd boots as PID 1 (boot_systemd below) and lays
+#           out cgroup v2 itself; journald and dbus run; the suite is the
+#           unit pod1-vm-suite.service (Delegate=yes, as a CI runner's
+#           service), which runs this script again as "guest.sh suite".
+#           With SUITE=conformance in the env file, that unit runs rkt's
+#           functional suite (tools/rkt-conformance/run.sh test) instead.
 S=/run/pod1-vm/scratch
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
 
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
-exec </dev/console >/dev/console 2>&1
+# The systemd layout's suite unit runs this script again, as "guest.sh
+# suite", once systemd has booted; everything else is done by PID 1.
+MODE=${1:-pid1}
+if [ "$MODE" = pid1 ]; then
+	mount -t proc proc /proc
+	mount -t sysfs sysfs /sys
+	mount -t devtmpfs devtmpfs /dev
+	exec </dev/console >/dev/console 2>&1
+fi
 
 finish() {
 	echo "${1:-125}" >"$S/result/rc"
-	(cd "$S/result" && tar -cf /dev/vdb rc log 2>/dev/null || tar -cf /dev/vdb rc)
+	(cd "$S/result" && tar -cf /dev/vdb rc log conformance 2>/dev/null || tar -cf /dev/vdb rc log 2>/dev/null || tar -cf /dev/vdb rc)
 	sync
 	/bin/busybox poweroff -f
 	echo o >/proc/sysrq-trigger
@@ -38,6 +49,105 @@ finish() {
 }
 
 . "$S/env"
+SUITE=${SUITE:-integration}
+
+run_all() {
+	rc=0
+	while read -r rel bin; do
+		echo "=== package $rel"
+		start=$(date +%s)
+		(
+			# $$ is PID 1's in a subshell: /proc/self, read by a builtin, is
+			# the subshell's own.
+			read -r self _ </proc/self/stat
+			for d in ${into:-}; do echo "$self" >"$d/cgroup.procs" || exit 125; done
+			cd "/tmp/pod1-vm/repo/$rel" || exit 125
+			exec env -i PATH="$PATH" HOME=/root TMPDIR=/tmp LANG=C.UTF-8 USER=root \
+				POD1_TEST_EVENT_DEADLINE="$EVENT_DEADLINE" \
+				"$S/testbin/$bin" -test.v -test.count=1 -test.timeout="$TIMEOUT" ${RUN:+"-test.run=$RUN"}
+		)
+		r=$?
+		if [ $r = 0 ]; then echo "ok   $rel $(($(date +%s) - start))s"; else echo "FAIL $rel $(($(date +%s) - start))s (exit $r)"; fi
+		[ $rc != 0 ] || rc=$r
+	done <"$S/testbin/list"
+	echo "$rc" >"$S/result/rc.inner"
+}
+
+# rkt's functional suite (tools/rkt-conformance/run.sh, built on the host
+# by vm/run.sh into CONF_WORK): the tests that match RUN, TestNet* in a
+# network namespace of their own as `make conformance` runs them (the VM
+# has no network, but the tests still want a link with an address and a
+# default route). CONF_WORK is the host's path, seen read-only; the copy
+# on the scratch disk is mounted over it so that run.sh can write there.
+run_conformance() {
+	t=/tmp/pod1-vm/repo/tools/rkt-conformance
+	stage1=/tmp/pod1-vm/repo/build/stage1.aci
+	mount --bind "$S/conformance-work" "$CONF_WORK" || { echo 125 >"$S/result/rc.inner"; return; }
+	echo "pod1-vm: rkt's functional suite, tests matching '${RUN:-.}', ${CONF_TIMEOUT}s per test"
+	rc=0
+	env WORK="$CONF_WORK" PER_TEST_TIMEOUT="$CONF_TIMEOUT" EXCLUDE='^TestNet' \
+		"$t/run.sh" "$stage1" test "${RUN:-.}" || rc=$?
+	# EXCLUDE keeps only TestNet* (every other name differs from it
+	# within its first seven characters).
+	env WORK="$CONF_WORK" PER_TEST_TIMEOUT="$CONF_TIMEOUT" EXCLUDE='^Test([^N]|N[^e]|Ne[^t])' \
+		"$t/netns.sh" "$t/run.sh" "$stage1" test "${RUN:-.}" || [ $rc != 0 ] || rc=$?
+	mkdir -p "$S/result/conformance"
+	cp -a "$CONF_WORK"/results/. "$S/result/conformance/" 2>/dev/null
+	echo "$rc" >"$S/result/rc.inner"
+}
+
+# The systemd layout: the root is writable (an overlay on the host's /,
+# vm/init), and the host's systemd, exec'd as PID 1, boots
+# pod1-vm.target: sysinit, sockets (journald, dbus) and slices as on any
+# systemd host, and the suite's unit; not basic.target, whose timers
+# (apt, man-db, fstrim: Persistent=, so due at once on a fresh /var) would
+# run beside the suite, nor multi-user.target's services.
+boot_systemd() {
+	u=/etc/systemd/system
+	cat >$u/pod1-vm.target <<-EOF
+		[Unit]
+		Description=pod1 VM: the integration suite under systemd
+		Requires=sysinit.target sockets.target slices.target pod1-vm-suite.service
+		After=sysinit.target sockets.target slices.target
+		AllowIsolate=yes
+	EOF
+	cat >$u/pod1-vm-suite.service <<-EOF
+		[Unit]
+		Description=pod1 VM: the suite (vm/guest.sh suite)
+		Wants=dbus.socket systemd-journald.service
+		After=dbus.socket systemd-journald.service systemd-tmpfiles-setup.service
+
+		[Service]
+		Type=oneshot
+		ExecStart=/bin/sh $S/guest.sh suite
+		StandardInput=null
+		StandardOutput=journal+console
+		StandardError=inherit
+		TimeoutStartSec=infinity
+		Delegate=yes
+	EOF
+	echo pod1-vm >/etc/hostname
+	# systemd-tmpfiles empties /tmp at boot (D in tmp.conf): the checkout
+	# and test binaries staged there must outlive it.
+	mkdir -p /etc/tmpfiles.d
+	echo 'd /tmp 1777 root root -' >/etc/tmpfiles.d/tmp.conf
+	echo "pod1-vm: booting $(/lib/systemd/systemd --version | sed -n 1p)"
+	exec /lib/systemd/systemd --system --unit=pod1-vm.target --show-status=error
+}
+
+if [ "$MODE" = suite ]; then
+	# systemd's unit: the console is the unit's stdout (journal+console).
+	echo "pod1-vm: kernel $(uname -r), systemd as PID 1 ($(systemctl --version | sed -n 1p)), $(nproc) cpus"
+	echo "pod1-vm: the suite runs in $(cat /proc/self/cgroup)"
+	echo "pod1-vm: cgroup mounts:"
+	grep cgroup /proc/self/mounts
+	case $SUITE in
+	conformance) run_conformance ;;
+	*) run_all ;;
+	esac 2>&1 | tee "$S/result/log"
+	finish "$(cat "$S/result/rc.inner" 2>/dev/null || echo 125)"
+fi
+
 : >"$S/result/log"
 
 mkdir -p /dev/pts /dev/shm /dev/mqueue
@@ -65,6 +175,8 @@ mount --bind "$S/root" /root
 # EROFS); vm/run.sh made sure the directory exists on the host.
 mkdir -p "$S/var-lib-cni"
 mount --bind "$S/var-lib-cni" /var/lib/cni
+
+[ "$LAYOUT" != systemd ] || boot_systemd
 
 cg=/sys/fs/cgroup
 session=user.slice/user-0.slice/session-1.scope
@@ -125,27 +237,5 @@ echo "pod1-vm: kernel $(uname -r), layout $LAYOUT, $(nproc) cpus"
 echo "pod1-vm: cgroup mounts:"
 grep cgroup /proc/self/mounts
 [ -z "$into" ] || echo "pod1-vm: the suite runs in $into"
-
-run_all() {
-	rc=0
-	while read -r rel bin; do
-		echo "=== package $rel"
-		start=$(date +%s)
-		(
-			# $$ is PID 1's in a subshell: /proc/self, read by a builtin, is
-			# the subshell's own.
-			read -r self _ </proc/self/stat
-			for d in $into; do echo "$self" >"$d/cgroup.procs" || exit 125; done
-			cd "/tmp/pod1-vm/repo/$rel" || exit 125
-			exec env -i PATH="$PATH" HOME=/root TMPDIR=/tmp LANG=C.UTF-8 USER=root \
-				POD1_TEST_EVENT_DEADLINE="$EVENT_DEADLINE" \
-				"$S/testbin/$bin" -test.v -test.count=1 -test.timeout="$TIMEOUT" ${RUN:+"-test.run=$RUN"}
-		)
-		r=$?
-		if [ $r = 0 ]; then echo "ok   $rel $(($(date +%s) - start))s"; else echo "FAIL $rel $(($(date +%s) - start))s (exit $r)"; fi
-		[ $rc != 0 ] || rc=$r
-	done <"$S/testbin/list"
-	echo "$rc" >"$S/result/rc.inner"
-}
 run_all 2>&1 | tee "$S/result/log"
 finish "$(cat "$S/result/rc.inner" 2>/dev/null || echo 125)"

@@ -5,8 +5,14 @@
 #   vm/run.sh [REPO]          (as root; `make vm-test` calls it)
 #
 # Environment:
-#   LAYOUT   v2 | v2root | v1 | hybrid, or several separated by spaces
-#            (default "v2 v1"): see vm/guest.sh for what each is.
+#   LAYOUT   v2 | v2root | v1 | hybrid | systemd, or several separated by
+#            spaces (default "v2 v1"): see vm/guest.sh for what each is.
+#   SUITE    integration (default: the checkout's tests/) or conformance
+#            (rkt's functional suite, tools/rkt-conformance, built here
+#            into CONF_WORK; systemd layout only). RUN narrows either.
+#   CONF_WORK  run.sh's WORK for SUITE=conformance (default
+#            VM_CACHE/conformance); CONF_TIMEOUT its per-test limit in
+#            seconds (default 900: the emulator is slow).
 #   KERNEL   a Debian kernel package name (default linux-image-amd64, a
 #            metapackage is followed to its image) or the path of a .deb.
 #   RUN      a `go test -run` regex (default: every test).
@@ -34,10 +40,13 @@ REPO=$(cd "$REPO" && pwd)
 LAYOUT=${LAYOUT:-v2 v1}
 KERNEL=${KERNEL:-linux-image-amd64}
 RUN=${RUN:-}
+SUITE=${SUITE:-integration}
 VM_MEM=${VM_MEM:-6144}
 VM_CPUS=${VM_CPUS:-$(nproc)}
 VM_TIMEOUT=${VM_TIMEOUT:-90}
 VM_CACHE=${VM_CACHE:-/var/cache/pod1-vm}
+CONF_WORK=${CONF_WORK:-$VM_CACHE/conformance}
+CONF_TIMEOUT=${CONF_TIMEOUT:-900}
 # How long a test waits for one event before it calls it a hang: the
 # emulator on a loaded machine is tens of times slower than a host.
 VM_EVENT_DEADLINE=${VM_EVENT_DEADLINE:-15m}
@@ -47,8 +56,18 @@ die() { echo "vm-test: $*" >&2; exit 125; }
 
 [ "$(id -u)" = 0 ] || die "needs root (sudo make vm-test): it starts real pods in the guest and needs /dev/kvm or a long TCG run"
 for l in $LAYOUT; do
-	case $l in v2 | v2root | v1 | hybrid) ;; *) die "LAYOUT: unknown layout \"$l\" (v2, v2root, v1, hybrid)" ;; esac
+	case $l in v2 | v2root | v1 | hybrid | systemd) ;; *) die "LAYOUT: unknown layout \"$l\" (v2, v2root, v1, hybrid, systemd)" ;; esac
 done
+case $SUITE in
+integration) ;;
+conformance) [ "$LAYOUT" = systemd ] || die "SUITE=conformance runs in LAYOUT=systemd only, not \"$LAYOUT\"" ;;
+*) die "SUITE: integration or conformance, not \"$SUITE\"" ;;
+esac
+case $CONF_WORK in /*) ;; *) die "CONF_WORK: an absolute path, not \"$CONF_WORK\"" ;; esac
+case $CONF_TIMEOUT in '' | *[!0-9]*) die "CONF_TIMEOUT: a number of seconds, not \"$CONF_TIMEOUT\"" ;; esac
+if [ "$LAYOUT" = systemd ] || [ "${LAYOUT#*systemd}" != "$LAYOUT" ]; then
+	[ -x /lib/systemd/systemd ] || die "LAYOUT=systemd boots the host's /lib/systemd/systemd, which is missing (apt-get install systemd)"
+fi
 
 # What the runner needs from the host, installed from Debian when missing.
 need_pkgs=""
@@ -206,12 +225,24 @@ chmod 1777 "$work/stage/tmp" "$work/stage/var-tmp"
 chmod 700 "$work/stage/root"
 (cd "$REPO" && tar --exclude=./.git --exclude=./build/vm -cf - .) | (cd "$work/stage/tmp/pod1-vm/repo" && tar -xf -)
 : >"$work/stage/testbin/list"
-(cd "$REPO" && go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' ./tests/...) | while read -r d; do
+[ "$SUITE" = conformance ] || (cd "$REPO" && go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' ./tests/...) | while read -r d; do
 	rel=${d#"$REPO"/}
 	name=$(echo "$rel" | tr / _)
 	(cd "$REPO" && CGO_ENABLED=0 go test -c -o "$work/stage/testbin/$name.test" "./$rel") || exit 1
 	echo "$rel $name.test" >>"$work/stage/testbin/list"
 done || die "compiling the tests of $REPO failed"
+if [ "$SUITE" = conformance ]; then
+	# rkt's suite is built here, where the module proxy is reachable (the
+	# guest has no network), and copied to the scratch disk without the
+	# Go caches: the guest only runs it.
+	echo "vm-test: building rkt's functional suite in $CONF_WORK"
+	WORK=$CONF_WORK "$REPO/tools/rkt-conformance/run.sh" "$REPO/build/stage1.aci" build >&2 ||
+		die "tools/rkt-conformance/run.sh build failed"
+	mkdir -p "$work/stage/conformance-work"
+	(cd "$CONF_WORK" && tar --exclude=./gocache --exclude=./gomodcache --exclude=./results \
+		--exclude=./tmp --exclude=./functional-tmp --exclude=./.lock -cf - .) |
+		(cd "$work/stage/conformance-work" && tar -xf -) || die "copying $CONF_WORK failed"
+fi
 cp "$here/guest.sh" "$work/stage/guest.sh"
 chmod 755 "$work/stage/guest.sh"
 
@@ -235,6 +266,7 @@ mkdir -p "$REPO/build/vm"
 worst=0
 for layout in $LAYOUT; do
 	log=$REPO/build/vm/$layout.log
+	[ "$SUITE" != conformance ] || log=$REPO/build/vm/$layout-conformance.log
 	rm -f "$log"
 	{
 		echo "LAYOUT='$layout'"
@@ -242,6 +274,9 @@ for layout in $LAYOUT; do
 		echo "TIMEOUT='${VM_TIMEOUT}m'"
 		echo "EVENT_DEADLINE='${VM_EVENT_DEADLINE}'"
 		echo "KROOT='$kroot'"
+		echo "SUITE='$SUITE'"
+		echo "CONF_WORK='$CONF_WORK'"
+		echo "CONF_TIMEOUT='$CONF_TIMEOUT'"
 	} >"$work/stage/env"
 	disk=$work/scratch.img
 	rm -f "$disk"
@@ -292,6 +327,13 @@ for layout in $LAYOUT; do
 
 	rm -f "$disk"
 	tar -xOf "$result" log >"$log" 2>/dev/null || true
+	if [ "$SUITE" = conformance ]; then
+		# run.sh's results directories, for conformance.sh to report.
+		rm -rf "$REPO/build/vm/conformance"
+		mkdir -p "$REPO/build/vm/conformance"
+		tar -xf "$result" -C "$REPO/build/vm/conformance" --strip-components=1 conformance 2>/dev/null ||
+			echo "vm-test: the guest wrote no conformance results"
+	fi
 	rc=$(tar -xOf "$result" rc 2>/dev/null | tr -dc 0-9)
 	rm -f "$result"
 	if [ -z "$rc" ]; then
