@@ -40,7 +40,7 @@ func TestRktDevShmShared(t *testing.T) {
 	if !hasLine(out, `^stat /dev/shm mode=41777 `) {
 		t.Errorf("/dev/shm is not a directory of mode 1777\n%s", out)
 	}
-	m := regexp.MustCompile(`(?m)^mounts /dev/shm tmpfs (\S+) (\S+)$`).FindStringSubmatch(out)
+	m := regexp.MustCompile(`(?m)^mounts /dev/shm tmpfs (\S+) (\S+)$`).FindStringSubmatch(unprefixed(out))
 	if m == nil {
 		t.Fatalf("no tmpfs on /dev/shm\n%s", out)
 	}

@@ -135,7 +135,7 @@ func sendSyslog(path string, n int, msg func(int) string, gap time.Duration, dea
 			break
 		}
 		if _, err := unix.Write(fd, []byte(msg(i))); err != nil {
-			if n < 0 && err == unix.EAGAIN {
+			if n < 0 && (err == unix.EAGAIN || err == unix.EINTR) {
 				i--
 				continue
 			}
