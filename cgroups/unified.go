@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -111,7 +112,16 @@ func enable(dir, ctrl string) error {
 // enabled from the root down and in the pod's cgroup for its children;
 // need lists the controllers the pod cannot run without, and one that
 // cannot be had is an error naming it and why.
-func NewPod(name string, need []string) (*Group, error) {
+//
+// ancestor is the pid of the process rkt exec'd (the waiter): when every
+// process of the caller's own cgroup is it or a descendant of it, as in a
+// systemd unit that runs `rkt run` (systemd-run, a .service), the pod is
+// made in that very cgroup, as rkt's stage1 kept its pod in the unit
+// (nspawn --keep-unit): those processes move into a leaf of it (OwnLeaf)
+// first, so that it holds none and may pass controllers on. The unit's
+// limits then cover the pod, systemd stops the pod with the unit, and the
+// journal files the pod's lines under the unit. 0 never moves anything.
+func NewPod(name string, need []string, ancestor int) (*Group, error) {
 	self, err := Current()
 	if err != nil {
 		return nil, err
@@ -123,7 +133,71 @@ func NewPod(name string, need []string) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newUnifiedPod(mount, podParentIn(mount, rel), name, need)
+	parent := podParentIn(mount, rel)
+	if own := filepath.Join(mount, rel); ancestor > 0 && own != parent && moveOwnToLeaf(own, ancestor) {
+		parent = own
+	}
+	return newUnifiedPod(mount, parent, name, need)
+}
+
+// OwnLeaf is the cgroup, in the caller's own cgroup, that its processes
+// move into when the pod is made beside it (NewPod): the waiter, run and
+// the lock keeper, which systemd still counts as the unit's.
+const OwnLeaf = "pod1-run"
+
+// moveOwnToLeaf moves every process of the cgroup dir into dir/OwnLeaf if
+// each is ancestor or a descendant of it, and reports whether dir holds
+// none after. A process forked meanwhile is moved at the next pass; one
+// not ours leaves dir as it is (a login session's scope: the user's shell).
+func moveOwnToLeaf(dir string, ancestor int) bool {
+	for pass := 0; pass < 5; pass++ {
+		pids, err := (&Group{V2: dir}).Procs()
+		if err != nil {
+			return false
+		}
+		if len(pids) == 0 {
+			return true
+		}
+		for _, pid := range pids {
+			if !descends(pid, ancestor) {
+				return false
+			}
+		}
+		leaf := filepath.Join(dir, OwnLeaf)
+		if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return false
+		}
+		for _, pid := range pids {
+			// A process gone meanwhile (ESRCH) is no longer there.
+			if err := (&Group{V2: leaf}).Add(pid); err != nil && !errors.Is(err, unix.ESRCH) {
+				return false
+			}
+		}
+	}
+	return false
+}
+
+// descends reports whether pid is ancestor or one of its descendants,
+// from the parent links in /proc (a process gone counts as not).
+func descends(pid, ancestor int) bool {
+	for depth := 0; depth < 64 && pid > 1; depth++ {
+		if pid == ancestor {
+			return true
+		}
+		b, err := readFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return false
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 2 {
+			return false
+		}
+		if pid, err = strconv.Atoi(f[1]); err != nil {
+			return false
+		}
+	}
+	return pid == ancestor
 }
 
 // newUnifiedPod makes parent/name, enables the controllers in it and

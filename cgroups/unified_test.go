@@ -160,3 +160,14 @@ func TestUnifiedPodParentRules(t *testing.T) {
 		t.Fatalf("enable through a cgroup with a process: %v", why["hugetlb"])
 	}
 }
+
+// descends follows parent links: the test process descends from its
+// parent, not the other way round, and init descends from nobody else.
+func TestDescends(t *testing.T) {
+	if !descends(os.Getpid(), os.Getppid()) || !descends(os.Getpid(), os.Getpid()) {
+		t.Error("the test process does not descend from its parent or itself")
+	}
+	if descends(os.Getppid(), os.Getpid()) || descends(1, os.Getpid()) {
+		t.Error("a parent descends from its child")
+	}
+}

@@ -176,7 +176,9 @@ func makeCgroups(pod *podspec.Pod) (*cgroups.Group, error) {
 			needs = append(needs, c)
 		}
 	}
-	pg, err := cgroups.NewPod(cgroups.PodName(pod.UUID), needs)
+	// The waiter, our parent, is the process rkt exec'd: a unit whose
+	// every process descends from it gets the pod inside it.
+	pg, err := cgroups.NewPod(cgroups.PodName(pod.UUID), needs, os.Getppid())
 	if errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("UUID %s: %w: a pod with this UUID is running, or was killed and not yet collected by gc", pod.UUID, err)
 	}

@@ -67,7 +67,9 @@ func newUnitName(t *testing.T) string {
 	t.Helper()
 	u := "pod1-test-" + newUUID(t)[:8] + ".service"
 	t.Cleanup(func() {
-		if out, err := sysTool(t, "systemctl", "stop", u); err != nil {
+		// A transient unit the test stopped itself is gone already
+		// ("not loaded"), which is no failure.
+		if out, err := sysTool(t, "systemctl", "stop", u); err != nil && !strings.Contains(out, "not loaded") {
 			t.Errorf("cleanup: systemctl stop %s: %v: %s", u, err, out)
 		}
 		// A transient unit that ended well is gone already, and
@@ -302,7 +304,8 @@ func TestSystemdUnitPodLimitsEnforced(t *testing.T) {
 	unit = newUnitName(t)
 	uuid = r.startPodUnitEnded(unit, hog)
 	if st := r.status(uuid); st.appExit("hog") != 137 {
-		t.Fatalf("hog over its 48Mi: exit %d, want 137", st.appExit("hog"))
+		out, _ := sysTool(t, "journalctl", "--no-pager", "-u", unit)
+		t.Fatalf("hog over its 48Mi: exit %d, want 137 (%+v); the unit's journal:\n%s", st.appExit("hog"), st, out)
 	}
 	rec, err := status.ReadRecord(filepath.Join(r.data, "pods/run", uuid, "stage1/rootfs/rkt/status"), "hog")
 	must(t, err)
