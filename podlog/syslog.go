@@ -56,6 +56,9 @@ type syslogSock struct {
 	tokens     float64
 	last       time.Time
 	suppressed uint64
+	// final: the pod is over and every process that could send is
+	// gone (endAllSyslog): what is queued is read without waiting.
+	final atomic.Bool
 }
 
 // syslogState is the forwarder's part for the apps' /dev/log.
@@ -170,7 +173,10 @@ func (f *Forwarder) endAllSyslog() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for app, sk := range s.socks {
-		_ = sk.conn.SetReadDeadline(time.Now().Add(syslogDrain))
+		// Every sender is dead by now (the pod's end): what it sent
+		// is queued, and is read at once, not waited for.
+		sk.final.Store(true)
+		_ = sk.conn.SetReadDeadline(time.Now())
 		delete(s.socks, app)
 	}
 }
@@ -193,8 +199,13 @@ func (f *Forwarder) readSyslog(a *appLog, sk *syslogSock) {
 		// allocation per message, and tells nothing the socket does
 		// not.
 		n, err := sk.conn.Read(buf)
+		if err != nil && sk.final.Load() && errors.Is(err, os.ErrDeadlineExceeded) {
+			// The deadline refuses a read before it is tried: what
+			// is queued is read past it, without blocking.
+			n, err = sk.readQueued(buf)
+		}
 		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed) {
+			if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, net.ErrClosed) || errors.Is(err, unix.EAGAIN) {
 				break
 			}
 			// Nothing a client can do makes a datagram read fail
@@ -216,6 +227,28 @@ func (f *Forwarder) readSyslog(a *appLog, sk *syslogSock) {
 	if sk.suppressed > 0 {
 		f.syslogSuppressed(a, sk.suppressed, time.Now(), rec)
 	}
+}
+
+// readQueued reads one queued message without blocking: EAGAIN when
+// none is left.
+func (sk *syslogSock) readQueued(buf []byte) (int, error) {
+	rc, err := sk.conn.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	cerr := rc.Control(func(fd uintptr) {
+		for {
+			n, _, err = unix.Recvfrom(int(fd), buf, unix.MSG_DONTWAIT)
+			if !errors.Is(err, unix.EINTR) {
+				return
+			}
+		}
+	})
+	if cerr != nil {
+		return 0, cerr
+	}
+	return n, err
 }
 
 // take spends a token of the rate limit, false (and counted as
