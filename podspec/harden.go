@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/appc/spec/schema"
 	"github.com/appc/spec/schema/types"
 	"golang.org/x/sys/unix"
 
@@ -75,18 +74,27 @@ func resolveIsolation(app *types.App, readOnlyRoot bool, spec *appexec.Spec, opt
 	if e := path.Clean(spec.Exec[0]); e == "/proc" || strings.HasPrefix(e, "/proc/") {
 		return cgroups.Limits{}, fmt.Errorf("exec: %s is under /proc: an app may not run the stage1's binary", spec.Exec[0])
 	}
+	is, err := isolate(app, readOnlyRoot, spec, opts)
+	if err != nil {
+		return cgroups.Limits{}, err
+	}
+	return is.limits, pinSources(spec)
+}
+
+// isolate parses the app's isolators and puts them on spec.
+func isolate(app *types.App, readOnlyRoot bool, spec *appexec.Spec, opts *Options) (*isolation, error) {
 	list := make([]rawIsolator, 0, len(app.Isolators))
 	for _, i := range app.Isolators {
 		list = append(list, rawIsolator{Name: i.Name.String(), Value: i.ValueRaw})
 	}
 	is, err := parseIsolators(list)
 	if err != nil {
-		return cgroups.Limits{}, err
+		return nil, err
 	}
 	if err := is.apply(spec, readOnlyRoot, opts); err != nil {
-		return cgroups.Limits{}, err
+		return nil, err
 	}
-	return is.limits, pinSources(spec)
+	return is, nil
 }
 
 // pinSources records the identity of each volume's source as it is now,
@@ -135,42 +143,17 @@ func AppTrusted(podDir string, opts *Options, name string) (*Trusted, error) {
 	if err != nil {
 		return nil, err
 	}
-	an, err := types.NewACName(name)
+	ra, err := runtimeApp(pm, name)
 	if err != nil {
-		return nil, errorf("--app", "invalid app name %q: %v", name, err)
-	}
-	ra := pm.Apps.Get(*an)
-	if ra == nil {
-		return nil, errorf("--app", "the pod manifest has no app %q", name)
+		return nil, err
 	}
 	field := func(f string) string { return fmt.Sprintf("app %q: %s", name, f) }
-	app := ra.App
-	if app == nil {
-		raw, err := readCapped(podDir, layout.AppManifest(name))
-		if err != nil {
-			return nil, errorf(field("image manifest"), "%w", err)
-		}
-		if err := checkIsolators(raw, name); err != nil {
-			return nil, err
-		}
-		var im schema.ImageManifest
-		if err := im.UnmarshalJSON(raw); err != nil {
-			return nil, errorf(field("image manifest"), "%s", oneLine(err))
-		}
-		if app = im.App; app == nil {
-			return nil, errorf(field("app"), "neither the pod manifest nor the image manifest has an app section")
-		}
-	}
-	list := make([]rawIsolator, 0, len(app.Isolators))
-	for _, i := range app.Isolators {
-		list = append(list, rawIsolator{Name: i.Name.String(), Value: i.ValueRaw})
-	}
-	is, err := parseIsolators(list)
+	app, _, err := appOf(podDir, ra)
 	if err != nil {
-		return nil, wrapField(fmt.Sprintf("app %q", name), err)
+		return nil, err
 	}
 	var s appexec.Spec
-	if err := is.apply(&s, ra.ReadOnlyRootFS, opts); err != nil {
+	if _, err := isolate(app, ra.ReadOnlyRootFS, &s, opts); err != nil {
 		return nil, wrapField(fmt.Sprintf("app %q", name), err)
 	}
 	tr := &Trusted{Isolation: s.Isolation, Groups: append([]int{}, app.SupplementaryGIDs...)}

@@ -128,6 +128,19 @@ func AppNames(podDir string) ([]string, error) {
 	return names, nil
 }
 
+// runtimeApp is the pod manifest's app name, or one line saying why not.
+func runtimeApp(pm *schema.PodManifest, name string) (*schema.RuntimeApp, error) {
+	an, err := types.NewACName(name)
+	if err != nil {
+		return nil, errorf("--app", "invalid app name %q: %v", name, err)
+	}
+	ra := pm.Apps.Get(*an)
+	if ra == nil {
+		return nil, errorf("--app", "the pod manifest has no app %q", name)
+	}
+	return ra, nil
+}
+
 // LoadApp reads and validates one app of the pod in podDir, as stage0
 // left it for `app add`: the pod manifest already lists it. It also
 // returns the pod's empty volumes, which must exist before it starts.
@@ -136,13 +149,9 @@ func LoadApp(podDir string, opts *Options, name string) (*App, []SharedVolume, e
 	if err != nil {
 		return nil, nil, err
 	}
-	an, err := types.NewACName(name)
+	ra, err := runtimeApp(pm, name)
 	if err != nil {
-		return nil, nil, errorf("--app", "invalid app name %q: %v", name, err)
-	}
-	ra := pm.Apps.Get(*an)
-	if ra == nil {
-		return nil, nil, errorf("--app", "the pod manifest has no app %q", name)
+		return nil, nil, err
 	}
 	vols, shared, err := loadVolumes(podDir, pm.Volumes, opts.PrivateUsers)
 	if err != nil {
@@ -218,30 +227,41 @@ func checkAppNames(raw []byte) error {
 	return nil
 }
 
+// appOf reads the image manifest stage0 rendered beside the app's rootfs
+// (a pod without it was not prepared completely) and returns the app
+// section the app runs: the pod manifest's, or, as rkt's LoadPod falls
+// back to it, the image's own.
+func appOf(podDir string, ra *schema.RuntimeApp) (*types.App, *schema.ImageManifest, error) {
+	name := ra.Name.String()
+	field := func(f string) string { return fmt.Sprintf("app %q: %s", name, f) }
+	raw, err := readCapped(podDir, layout.AppManifest(name))
+	if err != nil {
+		return nil, nil, errorf(field("image manifest"), "%w", err)
+	}
+	if err := checkIsolators(raw, name); err != nil {
+		return nil, nil, err
+	}
+	var im schema.ImageManifest
+	if err := im.UnmarshalJSON(raw); err != nil {
+		return nil, nil, errorf(field("image manifest"), "%s", oneLine(err))
+	}
+	app := ra.App
+	if app == nil {
+		if im.App == nil {
+			return nil, nil, errorf(field("app"), "neither the pod manifest nor the image manifest has an app section")
+		}
+		app = im.App
+	}
+	return app, &im, nil
+}
+
 func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types.ACName]volume, k8sLogs bool) (*App, error) {
 	name := ra.Name.String()
 	field := func(f string) string { return fmt.Sprintf("app %q: %s", name, f) }
 	appDir := filepath.Join(podDir, layout.AppDir(name))
-	// stage0 always renders the image manifest beside the app's rootfs;
-	// a pod without it was not prepared completely.
-	raw, err := readCapped(podDir, layout.AppManifest(name))
+	app, im, err := appOf(podDir, ra)
 	if err != nil {
-		return nil, errorf(field("image manifest"), "%w", err)
-	}
-	if err := checkIsolators(raw, name); err != nil {
 		return nil, err
-	}
-	var im schema.ImageManifest
-	if err := im.UnmarshalJSON(raw); err != nil {
-		return nil, errorf(field("image manifest"), "%s", oneLine(err))
-	}
-	app := ra.App
-	if app == nil {
-		// rkt's LoadPod falls back to the image's own app section.
-		if im.App == nil {
-			return nil, errorf(field("app"), "neither the pod manifest nor the image manifest has an app section")
-		}
-		app = im.App
 	}
 	if len(app.Exec) == 0 || app.Exec[0] == "" {
 		return nil, errorf(field("exec"), "must not be empty")
