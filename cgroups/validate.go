@@ -9,6 +9,8 @@ import (
 
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/layout"
 )
 
 // PodName is the name of a pod's cgroup, in every hierarchy: the one rkt's
@@ -42,31 +44,10 @@ func PodUUID(name string) string {
 		}
 		u = strings.ReplaceAll(esc, `\x2d`, "-")
 	}
-	if !isUUID(u) || (name != PodName(u) && name != LegacyPodName(u)) {
+	if !layout.IsUUID(u) || (name != PodName(u) && name != LegacyPodName(u)) {
 		return ""
 	}
 	return u
-}
-
-// isUUID accepts the form rkt gives pod UUIDs: 8-4-4-4-12 lowercase hex
-// digits.
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i, c := range s {
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // unitEscape escapes s for a systemd unit name as systemd does for a

@@ -204,3 +204,25 @@ const (
 	// AnnMutable is the pod manifest annotation of a mutable pod.
 	AnnMutable = "coreos.com/rkt/stage1/mutable"
 )
+
+// IsUUID accepts the form rkt gives pod UUIDs, which names pod
+// directories and the pods' cgroups: 8-4-4-4-12 lowercase hex digits.
+func IsUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+				return false
+			}
+		}
+	}
+	return true
+}

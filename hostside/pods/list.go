@@ -67,7 +67,7 @@ func listUUIDs(dataDir string, include Include, keep []*os.File) ([]listed, erro
 			return nil, fmt.Errorf("list pods: %w", err)
 		}
 		for _, e := range ents {
-			if e.IsDir() && isUUID(e.Name()) {
+			if e.IsDir() && layout.IsUUID(e.Name()) {
 				out = append(out, listed{e.Name(), di})
 			}
 		}
@@ -81,30 +81,6 @@ func listUUIDs(dataDir string, include Include, keep []*os.File) ([]listed, erro
 		return a.dir - b.dir
 	})
 	return slices.CompactFunc(out, func(a, b listed) bool { return a.uuid == b.uuid }), nil
-}
-
-// isUUID accepts the canonical lower-case form rkt names pod dirs with
-// (what appc's UUID.String prints): 8-4-4-4-12 lower-case hex digits.
-// Checked by hand: a list of a thousand pods parsed and printed each name
-// for this.
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // List reads every pod in the included directories, in UUID order, as

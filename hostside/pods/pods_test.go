@@ -12,6 +12,8 @@ import (
 
 	"github.com/appc/spec/schema/types"
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/layout"
 )
 
 const (
@@ -213,8 +215,8 @@ func TestIsUUID(t *testing.T) {
 	} {
 		u, err := types.NewUUID(s)
 		want := err == nil && u.String() == s
-		if got := isUUID(s); got != want {
-			t.Errorf("isUUID(%q) = %v, appc says %v", s, got, want)
+		if got := layout.IsUUID(s); got != want {
+			t.Errorf("layout.IsUUID(%q) = %v, appc says %v", s, got, want)
 		}
 	}
 }
