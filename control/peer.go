@@ -5,14 +5,11 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/pod1/pod1/layout"
-	"github.com/pod1/pod1/safefile"
+	"github.com/pod1/pod1/podpid"
 )
 
 // NamespaceID names a namespace as its nsfs file does: device and inode,
@@ -82,32 +79,28 @@ func SendHello(c net.Conn) error {
 	return nil
 }
 
-// maxPidFile bounds the pid file read.
-const maxPidFile = 64
-
-// ServedByPID1 checks that the server of c is the pod's PID 1, whose host
-// pid run wrote in the pod directory's pid file: the listening process,
-// as SO_PEERCRED reports it to a client. An app that can write in PID 1's
-// root could have put a socket of its own at the path.
+// ServedByPID1 checks that the server of c is the pod's PID 1: the
+// listening process, as SO_PEERCRED reports it to a client, must be the
+// process the pod directory's pid file names, once podpid has checked
+// that it is this pod's PID 1. An app that can write in PID 1's root could
+// have put a socket of its own at the path, and the pid file of its own
+// process beside it.
 func ServedByPID1(c net.Conn, podDir string) error {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return errors.New("not a Unix socket")
 	}
-	b, err := safefile.ReadRegularIn(podDir, layout.Pid, maxPidFile)
+	pid1, err := podpid.Open(podDir)
 	if err != nil {
 		return fmt.Errorf("the pod's PID 1: %w", err)
 	}
-	pid1, err := strconv.Atoi(strings.TrimSuffix(string(b), "\n"))
-	if err != nil || pid1 <= 0 {
-		return fmt.Errorf("the pod's PID 1: pid file %q", b)
-	}
+	defer pid1.Close()
 	cred, err := peerCred(uc)
 	if err != nil {
 		return err
 	}
-	if int(cred.Pid) != pid1 || cred.Uid != 0 {
-		return fmt.Errorf("the socket's server (pid %d, uid %d) is not the pod's PID 1 (pid %d)", cred.Pid, cred.Uid, pid1)
+	if int(cred.Pid) != pid1.Pid || cred.Uid != 0 {
+		return fmt.Errorf("the socket's server (pid %d, uid %d) is not the pod's PID 1 (pid %d)", cred.Pid, cred.Uid, pid1.Pid)
 	}
 	return nil
 }

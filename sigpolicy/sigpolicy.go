@@ -110,6 +110,15 @@ func Forward(a Action) unix.Signal {
 	return unix.SIGTERM
 }
 
+// Request is the action a stop asks for: a forced stop (stop --force) or
+// a graceful one.
+func Request(force bool) Action {
+	if force {
+		return ForceStop
+	}
+	return Stop
+}
+
 // Requests is the stop asked of this process so far. A request only ever
 // rises (none, then Stop, then ForceStop), so however many signals arrive
 // and however late they are read, none of a different meaning is lost.
@@ -167,16 +176,21 @@ func Listen() *Requests {
 	// what is already queued.
 	stop := make(chan os.Signal, 4)
 	force := make(chan os.Signal, 4)
-	signal.Notify(stop, unix.SIGHUP, unix.SIGINT, unix.SIGTERM)
-	signal.Notify(force, unix.SIGUSR1, unix.SIGQUIT)
-	// Ignored only once the stop signals are registered: whoever sees
-	// them ignored (SigIgn) can rely on the whole table being in.
-	var ignored []os.Signal
+	var stops, forces, ignored []os.Signal
 	for s := unix.Signal(1); s <= Max; s++ {
-		if Of(s) == Ignore {
+		switch Of(s) {
+		case Stop:
+			stops = append(stops, s)
+		case ForceStop:
+			forces = append(forces, s)
+		case Ignore:
 			ignored = append(ignored, s)
 		}
 	}
+	signal.Notify(stop, stops...)
+	signal.Notify(force, forces...)
+	// Ignored only once the stop signals are registered: whoever sees
+	// them ignored (SigIgn) can rely on the whole table being in.
 	signal.Ignore(ignored...)
 	// The runtime leaves some signals to the kernel's default in a
 	// program without cgo (32, 34: glibc's and musl's internal ones), and

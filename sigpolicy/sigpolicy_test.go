@@ -23,6 +23,9 @@ func TestTable(t *testing.T) {
 	if Forward(Stop) != unix.SIGTERM || Forward(ForceStop) != unix.SIGUSR1 {
 		t.Error("forwarded signals")
 	}
+	if Request(false) != Stop || Request(true) != ForceStop {
+		t.Error("stop and stop --force requests")
+	}
 	// What run forwards means the same to PID 1.
 	for _, a := range []Action{Stop, ForceStop} {
 		if Of(Forward(a)) != a {

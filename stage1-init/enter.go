@@ -24,6 +24,7 @@ import (
 	"github.com/pod1/pod1/appexec"
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/logx"
+	"github.com/pod1/pod1/podpid"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/safefile"
 	"github.com/pod1/pod1/status"
@@ -85,6 +86,11 @@ func enterMain(args []string) int {
 	if err != nil {
 		return fail(fmt.Errorf("enter: %w", err))
 	}
+	pid1, err := podpid.Verify(".", podPid)
+	if err != nil {
+		return fail(fmt.Errorf("enter: --pid=%d: %w", podPid, err))
+	}
+	defer pid1.Close()
 	spec, err := loadSpec(app)
 	if err != nil {
 		return fail(fmt.Errorf("enter: app %q: %w", app, err))
@@ -117,7 +123,7 @@ func enterMain(args []string) int {
 	if err := joinCgroupsOf(rec.Pid); err != nil {
 		return fail(fmt.Errorf("enter: app %q: %w", app, err))
 	}
-	pidNS, err := joinApp(podPid, rec.Pid)
+	pidNS, err := joinApp(pid1, rec.Pid)
 	if err != nil {
 		return fail(fmt.Errorf("enter: app %q: %w", app, err))
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/podpid"
 )
 
 // joinApp moves the calling thread into the pod's ipc, uts and net
@@ -22,12 +24,8 @@ import (
 // reach. Both processes are pinned by pidfds first, and the app's is
 // checked to be in the pod's apps' namespace, so a pid reused since the
 // record was written cannot be joined.
-func joinApp(podPid, appPid int) (*os.File, error) {
-	podFd, err := unix.PidfdOpen(podPid, 0)
-	if err != nil {
-		return nil, fmt.Errorf("pod pid %d: %w", podPid, err)
-	}
-	defer unix.Close(podFd)
+func joinApp(pid1 *podpid.PID1, appPid int) (*os.File, error) {
+	podPid, podFd := pid1.Pid, pid1.Fd()
 	appFd, err := unix.PidfdOpen(appPid, 0)
 	if err != nil {
 		return nil, fmt.Errorf("app pid %d: %w", appPid, err)

@@ -9,13 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/appexec"
-	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/podpid"
 	"github.com/pod1/pod1/podspec"
 )
 
@@ -38,11 +36,12 @@ func exposeAddedSources(raw json.RawMessage) error {
 	if len(srcs) == 0 {
 		return nil
 	}
-	pidfd, err := podInitPidfd()
+	pid1, err := podpid.Open(".")
 	if err != nil {
-		return err
+		return fmt.Errorf("the pod's PID 1: %w", err)
 	}
-	defer unix.Close(pidfd)
+	defer pid1.Close()
+	pidfd := pid1.Fd()
 	trees := make([]int, len(srcs))
 	defer func() {
 		for _, fd := range trees {
@@ -69,40 +68,6 @@ func exposeAddedSources(raw json.RawMessage) error {
 		errc <- attachInPID1Root(pidfd, srcs, trees)
 	}()
 	return <-errc
-}
-
-// podInitPidfd pins the process the pid file names, checked to be the
-// PID 1 of a pid namespace other than ours.
-func podInitPidfd() (int, error) {
-	b, err := os.ReadFile(layout.Pid)
-	if err != nil {
-		return -1, fmt.Errorf("read pid: %w", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 1 {
-		return -1, fmt.Errorf("pid file holds %q", b)
-	}
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return -1, fmt.Errorf("pod pid %d: %w", pid, err)
-	}
-	st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err == nil {
-		err = errors.New("not the PID 1 of a pod")
-		for _, l := range strings.Split(string(st), "\n") {
-			if f := strings.Fields(l); len(f) > 2 && f[0] == "NSpid:" && f[len(f)-1] == "1" {
-				err = nil
-			}
-		}
-	}
-	if err == nil {
-		err = unix.PidfdSendSignal(fd, 0, nil, 0)
-	}
-	if err != nil {
-		unix.Close(fd)
-		return -1, fmt.Errorf("pod pid %d: %w", pid, err)
-	}
-	return fd, nil
 }
 
 // attachInPID1Root runs on a thread of its own: it joins PID 1's mount

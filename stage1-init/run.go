@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/podlog"
+	"github.com/pod1/pod1/podpid"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/safefile"
 	"github.com/pod1/pod1/sigpolicy"
@@ -591,7 +591,7 @@ func forwardStop(req *sigpolicy.Requests, pid, pidfd int, pidfdErr error) {
 // writePid names PID 1 for rkt enter and the host tools (contract §4),
 // atomically, unlike rkt's own stage1.
 func writePid(podDir string, pid int) error {
-	if err := safefile.WriteIn(podDir, layout.Pid, []byte(strconv.Itoa(pid)+"\n"), 0o644, safefile.Volatile); err != nil {
+	if err := podpid.Write(podDir, pid); err != nil {
 		return fmt.Errorf("write pid: %w", err)
 	}
 	return nil

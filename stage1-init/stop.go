@@ -8,19 +8,18 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
 
 	"github.com/appc/spec/schema/types"
-	"golang.org/x/sys/unix"
 
-	"github.com/pod1/pod1/layout"
-	"github.com/pod1/pod1/safefile"
+	"github.com/pod1/pod1/podpid"
+	"github.com/pod1/pod1/sigpolicy"
 )
 
 // stopMain is the stop entry point ([--force] UUID, cwd = pod dir): it asks
-// the pod's PID 1 to stop the pod, gracefully (SIGTERM) or at once
-// (SIGUSR1: every app SIGKILLed now, statuses still written).
+// the pod's PID 1 to stop the pod, gracefully or at once (every app
+// SIGKILLed now, statuses still written), with the signal sigpolicy names
+// for that request, once podpid has checked that the pid file names the
+// pod's PID 1.
 func stopMain(args []string) int {
 	fs := flag.NewFlagSet("stop", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -34,28 +33,16 @@ func stopMain(args []string) int {
 	if _, err := types.NewUUID(fs.Arg(0)); err != nil {
 		return fail(fmt.Errorf("UUID %q is malformed: %w", fs.Arg(0), err))
 	}
-	b, err := safefile.ReadRegularIn(".", layout.Pid, 64)
-	if err != nil {
-		return fail(fmt.Errorf("read pid: %w", err))
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 1 {
-		return fail(fmt.Errorf("pid file holds %q", b))
-	}
-	sig := unix.SIGTERM
-	if *force {
-		sig = unix.SIGUSR1
-	}
-	fd, err := openPodInit(pid)
-	if errors.Is(err, errPodGone) {
+	pid1, err := podpid.Open(".")
+	if errors.Is(err, podpid.ErrGone) {
 		return 0
 	}
 	if err != nil {
 		return fail(fmt.Errorf("pid file: %w", err))
 	}
-	defer unix.Close(fd)
-	if err := unix.PidfdSendSignal(fd, sig, nil, 0); err != nil && !errors.Is(err, unix.ESRCH) {
-		return fail(fmt.Errorf("signal pod init %d: %w", pid, err))
+	defer pid1.Close()
+	if err := pid1.Signal(sigpolicy.Forward(sigpolicy.Request(*force))); err != nil && !errors.Is(err, podpid.ErrGone) {
+		return fail(fmt.Errorf("signal pod init %d: %w", pid1.Pid, err))
 	}
 	return 0
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/podpid"
 	"github.com/pod1/pod1/safefile"
 )
 
@@ -178,7 +179,7 @@ func (p *Pod) readAt(d *podDir, detail Detail) {
 		p.readManifestAt(d, detail)
 		return
 	}
-	p.Pid = pidAt(d)
+	p.Pid = pidAt(d, p.State)
 	switch p.State {
 	case Garbage, Deleting, ExitedGarbage, ExitedDeleting:
 		var st unix.Stat_t
@@ -233,18 +234,25 @@ func (p *Pod) Stage1RootfsPath() string {
 	return filepath.Dir(filepath.Dir(p.StatusDir()))
 }
 
-// pidAt reads the pid file, or the ppid file (rkt Pod.Pid).
-func pidAt(d *podDir) int {
-	for _, f := range []string{layout.Pid, layout.Ppid} {
-		b, err := d.read(f)
+// pidAt is the pid the pid file, or the ppid file, names (rkt Pod.Pid).
+// Of a running pod it is shown only once podpid has checked that it is
+// the pod's PID 1: the pod could have rewritten the file, and a pid shown
+// as the pod's is one a reader may signal. Of a pod that has ended there
+// is no process left to check, and its pid is history.
+func pidAt(d *podDir, state State) int {
+	if state == Running {
+		pid1, err := podpid.OpenAt(d.fd)
 		if err != nil {
-			continue
+			return 0
 		}
-		if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n > 0 {
-			return n
-		}
+		pid1.Close()
+		return pid1.Pid
 	}
-	return 0
+	n, err := podpid.ReadAt(d.fd)
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // fdPath names a path below an open directory for APIs that take paths;
