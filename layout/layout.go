@@ -59,6 +59,13 @@ const (
 	Stage1RootFS   = Stage1Dir + "/rootfs"
 )
 
+// MaxFileSize bounds what is read of any one file of a pod directory or
+// of an image (manifests, specs, options, journals) and of one message
+// that carries one: whoever ran the pod or built the image wrote them, and
+// reading one must not be a way to exhaust the reader's memory. Real
+// manifests are kilobytes.
+const MaxFileSize = 16 << 20
+
 // Paths inside the stage1 rootfs. Host tools read them below the rootfs
 // they find (the overlay's upper directory for an overlay pod); the stage1
 // reads them below Stage1RootFS.

@@ -18,23 +18,25 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/appc/spec/schema"
 	"github.com/appc/spec/schema/types"
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/hostside/entrypoint"
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/podpid"
 	"github.com/pod1/pod1/safefile"
 )
 
 // Paths in the pod directory.
 const (
-	lockFile   = layout.PodLock
-	manifest   = layout.PodManifest
-	statusDir  = layout.StatusDir
-	stage1Root = layout.Stage1RootFS
-	intentDir  = layout.AppOpsDir
+	lockFile  = layout.PodLock
+	manifest  = layout.PodManifest
+	statusDir = layout.StatusDir
+	intentDir = layout.AppOpsDir
 	// maxFile bounds what is read of a pod file.
 	maxFile = 16 << 20
 )
@@ -122,12 +124,26 @@ func open(podDir, uuid string, how int) (*Pod, error) {
 func (p *Pod) Close() { p.lock.Close() }
 
 // entry runs one of the stage1's app entry points as stage0 does: a child
-// with cwd = the pod directory and only the crossing variables set.
+// with cwd = the pod directory and only the crossing variables set. The
+// entry point, and the enter entry point the crossing variables name, are
+// those the pod's stage1 manifest declares, resolved in its rootfs.
 func (p *Pod) entry(ep string, args ...string) (int, string, error) {
-	path := filepath.Join(p.Dir, stage1Root, "app-"+ep)
+	s1, err := entrypoint.ReadPod(p.Dir)
+	if err != nil {
+		return 0, "", fmt.Errorf("app/%s: %w", ep, err)
+	}
+	_, enter, err := s1.ResolvePod(layout.AnnEnter, p.Dir)
+	if err != nil {
+		return 0, "", fmt.Errorf("app/%s: %w", ep, err)
+	}
+	path, argv0, err := s1.ResolvePod(appAnnotation(ep), p.Dir)
+	if err != nil {
+		return 0, "", fmt.Errorf("app/%s: %w", ep, err)
+	}
 	cmd := exec.Command(path, args...)
+	cmd.Args[0] = argv0
 	cmd.Dir = p.Dir
-	cmd.Env = []string{"RKT_STAGE1_ENTERCMD=" + filepath.Join(p.Dir, stage1Root, "enter"),
+	cmd.Env = []string{"RKT_STAGE1_ENTERCMD=" + enter,
 		"RKT_STAGE1_ENTERPID=" + readPid(p.Dir), "PATH=" + os.Getenv("PATH")}
 	cmd.WaitDelay = time.Second
 	out, err := cmd.CombinedOutput()
@@ -141,9 +157,30 @@ func (p *Pod) entry(ep string, args ...string) (int, string, error) {
 	return 0, string(out), nil
 }
 
+// appAnnotation names the annotation of the app entry point op.
+func appAnnotation(op string) string {
+	switch op {
+	case "add":
+		return layout.AnnAppAdd
+	case "start":
+		return layout.AnnAppStart
+	case "stop":
+		return layout.AnnAppStop
+	case "rm":
+		return layout.AnnAppRm
+	}
+	return "coreos.com/rkt/stage1/app/" + op
+}
+
+// readPid is the pod's PID 1 for RKT_STAGE1_ENTERPID, as rkt's stage0
+// passes it, once podpid has checked it: empty if it cannot be.
 func readPid(dir string) string {
-	b, _ := safefile.ReadRegularIn(dir, layout.Pid, 64)
-	return string(b)
+	pid1, err := podpid.Open(dir)
+	if err != nil {
+		return ""
+	}
+	pid1.Close()
+	return strconv.Itoa(pid1.Pid)
 }
 
 // codeNotRunning is app/stop's exit code for an app that was not running

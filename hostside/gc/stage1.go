@@ -2,27 +2,21 @@ package gc
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 
-	securejoin "github.com/cyphar/filepath-securejoin"
-
+	"github.com/pod1/pod1/hostside/entrypoint"
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/safefile"
 )
 
-// Stage1 manifest annotations (rkt stage0/manifest.go).
+// Stage1 interface versions (rkt stage0/manifest.go).
 const (
-	annGC               = layout.AnnGC
-	annInterfaceVersion = layout.AnnInterfaceVersion
 	// localConfigMinVersion is the first interface version whose gc
 	// entrypoint takes --local-config.
 	localConfigMinVersion = 5
@@ -83,32 +77,22 @@ var errNoGC = errors.New("the stage1 has no gc entrypoint")
 // gcEntrypoint reads the gc annotation and the interface version from the
 // pod's copy of the stage1 manifest.
 func gcEntrypoint(dir string) (string, int, error) {
-	b, err := safefile.ReadRegularIn(dir, layout.Stage1Manifest, 16<<20)
+	s1, err := entrypoint.ReadPod(dir)
 	if err != nil {
-		return "", 0, fmt.Errorf("stage1 manifest: %w", err)
+		return "", 0, err
 	}
-	var m struct {
-		Annotations []struct {
-			Name  string `json:"name"`
-			Value string `json:"value"`
-		} `json:"annotations"`
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return "", 0, fmt.Errorf("stage1 manifest: %w", err)
-	}
-	ep, version := "", 1
-	for _, a := range m.Annotations {
-		switch a.Name {
-		case annGC:
-			ep = a.Value
-		case annInterfaceVersion:
-			if n, err := strconv.Atoi(a.Value); err == nil {
-				version = n
-			}
-		}
-	}
-	if ep == "" {
+	ep, err := s1.Path(layout.AnnGC)
+	if errors.Is(err, entrypoint.ErrNotDeclared) {
 		return "", 0, errNoGC
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	// A version that is no number is taken as the first, as ever: gc
+	// then passes no flag the stage1 might not know.
+	version, err := s1.Version()
+	if err != nil {
+		version = 1
 	}
 	return ep, version, nil
 }
@@ -116,9 +100,9 @@ func gcEntrypoint(dir string) (string, int, error) {
 // findEntrypoint locates the entrypoint in the pod's stage1 rootfs or,
 // when that overlay is no longer mounted (after a reboot), in the image
 // tree it was the upper layer of: rkt's tree store or pod1's image store.
-// The entrypoint and any symlink on its way are resolved inside the tree,
-// so a stage1 cannot point gc, which runs as root, at a host binary. It
-// returns the file to execute and the argv[0] rkt would give it.
+// The entrypoint resolver finds it inside each tree, so a stage1 cannot
+// point gc, which runs as root, at a host binary. It returns the file to
+// execute and the argv[0] rkt would give it.
 func (c *collector) findEntrypoint(dir, ep string) (path, argv0 string, err error) {
 	roots := []string{filepath.Join(dir, layout.Stage1RootFS)}
 	if b, err := safefile.ReadRegularIn(dir, layout.Stage1TreeStoreID, 4096); err == nil {
@@ -130,12 +114,8 @@ func (c *collector) findEntrypoint(dir, ep string) (path, argv0 string, err erro
 		}
 	}
 	for _, root := range roots {
-		p, err := securejoin.SecureJoin(root, ep)
-		if err != nil {
-			continue
-		}
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p, filepath.Join(root, filepath.Clean("/"+ep)), nil
+		if p, err := entrypoint.In(root, ep); err == nil {
+			return p, filepath.Join(root, ep), nil
 		}
 	}
 	return "", "", fmt.Errorf("gc entrypoint %s not found in the stage1 tree", ep)

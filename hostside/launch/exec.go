@@ -96,7 +96,7 @@ func (p *Prepared) Exec() error {
 	if _, err := unix.FcntlInt(fd, unix.F_SETFD, 0); err != nil {
 		return fmt.Errorf("pod %s: clear close-on-exec on lock fd %d: %w", p.UUID, fd, err)
 	}
-	err := unix.Exec(p.Argv[0], p.Argv, p.Env)
+	err := unix.Exec(p.Path, p.Argv, p.Env)
 	// Only reached if exec failed: nothing we start later may inherit
 	// the lock and keep the pod looking alive.
 	_, _ = unix.FcntlInt(fd, unix.F_SETFD, unix.FD_CLOEXEC)

@@ -2,23 +2,22 @@ package launch
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"path"
 	"strconv"
-	"strings"
 
 	"github.com/appc/spec/schema"
 	"github.com/appc/spec/schema/types"
 
+	"github.com/pod1/pod1/hostside/entrypoint"
 	"github.com/pod1/pod1/hostside/images"
 	"github.com/pod1/pod1/layout"
 )
 
 // Stage1 manifest annotations stage0 reads (rkt stage0/manifest.go).
 const (
-	annRun              = layout.AnnRun
-	annInterfaceVersion = layout.AnnInterfaceVersion
-	annMutable          = layout.AnnMutable
+	annRun     = layout.AnnRun
+	annMutable = layout.AnnMutable
 )
 
 // plan is everything decided before the pod directory exists: images are
@@ -43,7 +42,7 @@ func makePlan(o Options) (*plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stage1: %w", err)
 	}
-	entry, version, err := stage1Entry(s1.Manifest)
+	entry, version, err := stage1Entry(s1)
 	if err != nil {
 		return nil, fmt.Errorf("stage1 image %s: %w", o.Stage1, err)
 	}
@@ -113,28 +112,31 @@ func makePlan(o Options) (*plan, error) {
 	return pl, nil
 }
 
-// stage1Entry returns the run entrypoint and the interface version. The
-// entrypoint is joined to the stage1 rootfs to form argv[0], so a ".."
-// component would point outside it and is refused.
-func stage1Entry(m *schema.ImageManifest) (string, int, error) {
-	run, ok := m.Annotations.Get(annRun)
-	if !ok || run == "" {
+// stage1Entry reads the run entry point and the interface version the
+// stage1 image declares, and resolves the entry point in the image's
+// rootfs: a stage1 whose run leads out of its tree is refused here,
+// before the pod directory exists.
+func stage1Entry(s1 *images.Image) (string, int, error) {
+	ann := make(map[string]string, len(s1.Manifest.Annotations))
+	for _, a := range s1.Manifest.Annotations {
+		ann[a.Name.String()] = a.Value
+	}
+	decl := entrypoint.New(ann)
+	run, err := decl.Path(annRun)
+	if errors.Is(err, entrypoint.ErrNotDeclared) {
 		return "", 0, ErrNoEntrypoint
 	}
-	for _, part := range strings.Split(run, "/") {
-		if part == ".." {
-			return "", 0, fmt.Errorf("annotation %s=%q: %w", annRun, run, ErrEscape)
-		}
+	if err != nil {
+		return "", 0, err
 	}
-	version := 1 // absent means version 1 (rkt stage0/manifest.go)
-	if s, ok := m.Annotations.Get(annInterfaceVersion); ok {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			return "", 0, fmt.Errorf("annotation %s=%q: not a positive integer", annInterfaceVersion, s)
-		}
-		version = n
+	version, err := decl.Version()
+	if err != nil {
+		return "", 0, err
 	}
-	return path.Clean("/" + run), version, nil
+	if _, err := entrypoint.In(s1.Rootfs(), run); err != nil {
+		return "", 0, fmt.Errorf("run entrypoint %s: %w", run, err)
+	}
+	return run, version, nil
 }
 
 func appName(a AppOptions, img *images.Image) (types.ACName, error) {

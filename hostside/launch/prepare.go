@@ -9,6 +9,7 @@ import (
 	"github.com/appc/spec/schema"
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/hostside/entrypoint"
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/safefile"
 )
@@ -31,8 +32,12 @@ type Prepared struct {
 	// Lock is the pod directory opened O_RDONLY|O_DIRECTORY|O_CLOEXEC with
 	// flock(LOCK_EX) held; Exec hands it to the stage1 as RKT_LOCK_FD.
 	Lock *os.File
-	// Argv is the stage1 run command line, argv[0] first.
+	// Argv is the stage1 run command line, argv[0] first: the entry
+	// point as its annotation names it in the pod's stage1 rootfs.
 	Argv []string
+	// Path is the file Exec executes: the entry point, every symlink on
+	// its way resolved inside the stage1 rootfs.
+	Path string
 	// Env is the stage1's environment: the caller's plus RKT_LOCK_FD and
 	// the (empty) SELinux contexts.
 	Env []string
@@ -251,16 +256,14 @@ func writePodFiles(p *Prepared, pl *plan, o Options) error {
 }
 
 // checkEntrypoint fails early, while undo is simple, if the run entrypoint
-// is missing or not executable; exec would fail the same way later.
+// is missing from the pod's stage1 rootfs, not executable, or leads out of
+// it; the file it resolves to is what Exec executes.
 func checkEntrypoint(p *Prepared, pl *plan) error {
-	ep := filepath.Join(p.Dir, layout.Stage1RootFS, pl.entrypoint)
-	fi, err := os.Stat(ep)
+	file, err := entrypoint.In(filepath.Join(p.Dir, layout.Stage1RootFS), pl.entrypoint)
 	if err != nil {
 		return fmt.Errorf("stage1 run entrypoint %s: %w", pl.entrypoint, err)
 	}
-	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
-		return fmt.Errorf("stage1 run entrypoint %s: %w", pl.entrypoint, unix.EACCES)
-	}
+	p.Path = file
 	return nil
 }
 

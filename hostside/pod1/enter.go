@@ -30,7 +30,6 @@ and groups instead. The exit code is the command's.
 flags:`
 
 const (
-	annEnter   = layout.AnnEnter
 	defaultCmd = "/bin/bash" // rkt's; our stage1 falls back to /bin/sh
 	// pidWait bounds the wait for a just-started pod's pid file.
 	pidWait = 10 * time.Second
@@ -92,11 +91,7 @@ func enterArgv(g *globalFlags, app string, appUser bool, target string, cmd []st
 	if err != nil {
 		return nil, err
 	}
-	ep, err := stage1Entrypoint(p.Dir, annEnter)
-	if err != nil {
-		return nil, fmt.Errorf("pod %s: %w", uuid, err)
-	}
-	path, argv0, err := resolveEntrypoint(p.Dir, ep)
+	path, argv0, err := podEntrypoint(p.Dir, layout.AnnEnter)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: %w", uuid, err)
 	}

@@ -148,7 +148,9 @@ func appACI(t *testing.T, path string) string {
 }
 
 // stage1Dir writes a stage1 ACI directory whose run entrypoint is
-// run -> stage1-init -> init (an absolute host path).
+// run -> stage1-init, a copy of init (an absolute host path) or init's
+// content: an entry point is resolved inside the stage1 rootfs, so a
+// symlink to the host's file would be refused.
 func stage1Dir(t *testing.T, dir, init string) string {
 	t.Helper()
 	manifest := `{"acKind":"ImageManifest","acVersion":"0.8.11","name":"example.com/stage1",
@@ -157,7 +159,11 @@ func stage1Dir(t *testing.T, dir, init string) string {
 	writeTree(t, dir, map[string]string{"manifest": manifest})
 	files := map[string]string{"run": "->stage1-init", "rkt/status": "/", "rkt/env": "/"}
 	if strings.HasPrefix(init, "/") {
-		files["stage1-init"] = "->" + init
+		b, err := os.ReadFile(init)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files["stage1-init"] = string(b)
 	} else {
 		files["stage1-init"] = init // file content
 	}

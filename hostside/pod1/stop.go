@@ -1,20 +1,16 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 
-	securejoin "github.com/cyphar/filepath-securejoin"
-
+	"github.com/pod1/pod1/hostside/entrypoint"
 	"github.com/pod1/pod1/hostside/pods"
 	"github.com/pod1/pod1/layout"
-	"github.com/pod1/pod1/safefile"
 )
 
 const stopUsage = `usage: pod1 stop [--force] [--uuid-file=FILE] UUID...
@@ -24,8 +20,6 @@ does: gracefully, or at once with --force. A pod that already ran is
 reported as stopped.
 
 flags:`
-
-const annStop = layout.AnnStop
 
 // cmdStop implements `pod1 stop` (rkt/stop.go).
 func cmdStop(g *globalFlags, args []string, stdout, stderr io.Writer) int {
@@ -82,11 +76,7 @@ func stopOne(g *globalFlags, target string, force bool, stdout, stderr io.Writer
 	if p.State != pods.Running {
 		return "", fmt.Errorf("pod %s is not running (%s)", uuid, p.State)
 	}
-	ep, err := stage1Entrypoint(p.Dir, annStop)
-	if err != nil {
-		return "", fmt.Errorf("pod %s: %w", uuid, err)
-	}
-	path, argv0, err := resolveEntrypoint(p.Dir, ep)
+	path, argv0, err := podEntrypoint(p.Dir, layout.AnnStop)
 	if err != nil {
 		return "", fmt.Errorf("pod %s: %w", uuid, err)
 	}
@@ -110,45 +100,14 @@ func stopOne(g *globalFlags, target string, force bool, stdout, stderr io.Writer
 	return fmt.Sprintf("%q", uuid), nil
 }
 
-// stage1Entrypoint reads an entrypoint annotation from the pod's copy of
-// the stage1 manifest.
-func stage1Entrypoint(podDir, annotation string) (string, error) {
-	b, err := safefile.ReadRegularIn(podDir, layout.Stage1Manifest, 16<<20)
-	if err != nil {
-		return "", fmt.Errorf("stage1 manifest: %w", err)
-	}
-	var m struct {
-		Annotations []struct{ Name, Value string } `json:"annotations"`
-	}
-	if err := json.Unmarshal(b, &m); err != nil {
-		return "", fmt.Errorf("stage1 manifest: %w", err)
-	}
-	for _, a := range m.Annotations {
-		if a.Name == annotation && a.Value != "" {
-			return a.Value, nil
-		}
-	}
-	return "", fmt.Errorf("the stage1 has no %s entrypoint", filepath.Base(annotation))
-}
-
-// resolveEntrypoint finds an entrypoint in the pod's (mounted) stage1
-// rootfs, symlinks resolved inside it: the stage1 must not be able to
-// point a command we run as root at a host binary. argv0 is the path
-// rkt's stage0 would pass, whose base name picks our stage1's role.
-func resolveEntrypoint(podDir, ep string) (path, argv0 string, err error) {
-	root := filepath.Join(podDir, layout.Stage1RootFS)
-	path, err = securejoin.SecureJoin(root, ep)
+// podEntrypoint resolves one of the stage1's entry points in the pod's
+// stage1 rootfs, as the pod's copy of the stage1 manifest declares it.
+func podEntrypoint(podDir, annotation string) (file, argv0 string, err error) {
+	s1, err := entrypoint.ReadPod(podDir)
 	if err != nil {
 		return "", "", err
 	}
-	fi, err := os.Stat(path)
-	if err != nil {
-		return "", "", fmt.Errorf("entrypoint %s: %w", ep, err)
-	}
-	if !fi.Mode().IsRegular() || fi.Mode()&0o111 == 0 {
-		return "", "", fmt.Errorf("entrypoint %s is not an executable file", ep)
-	}
-	return path, filepath.Join(root, filepath.Clean("/"+ep)), nil
+	return s1.ResolvePod(annotation, podDir)
 }
 
 // lastLine is the last line of s that is not blank, trimmed.
