@@ -10,6 +10,8 @@ import (
 
 	"github.com/moby/sys/mountinfo"
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/cgroups"
 )
 
 // An app sees its own cgroups, and nothing else of any hierarchy, at
@@ -41,7 +43,7 @@ func ownCgroupViews(s *Spec) ([]cgroupView, error) {
 	if !slices.ContainsFunc(s.Mounts, func(m Mount) bool { return m.Kind == KindSys && m.Target == "/sys" }) {
 		return nil, nil
 	}
-	b, err := os.ReadFile("/proc/self/cgroup")
+	own, err := cgroups.Of(0)
 	if err != nil {
 		return nil, err
 	}
@@ -51,25 +53,20 @@ func ownCgroupViews(s *Spec) ([]cgroupView, error) {
 	}
 	var views []cgroupView
 	var v2 *cgroupView
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		f := strings.SplitN(l, ":", 3)
-		if len(f) != 3 || strings.HasPrefix(f[1], "name=") {
+	for _, m := range own {
+		if strings.HasPrefix(m.Hierarchy, "name=") {
 			continue
 		}
-		unified := f[0] == "0" && f[1] == ""
-		var ctrls []string
-		if !unified {
-			ctrls = strings.Split(f[1], ",")
-		}
-		src := sourceIn(mounts, unified, ctrls, f[2])
+		ctrls := m.Controllers()
+		src := sourceIn(mounts, m.Unified, ctrls, m.Path)
 		if src == "" {
 			continue
 		}
-		if unified {
+		if m.Unified {
 			v2 = &cgroupView{source: src}
 			continue
 		}
-		v := cgroupView{name: f[1], source: src}
+		v := cgroupView{name: m.Hierarchy, source: src}
 		if len(ctrls) > 1 {
 			v.links = ctrls
 		}

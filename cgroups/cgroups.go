@@ -69,22 +69,18 @@ func mounts() (v2 string, v1 map[string]string, err error) {
 
 // selfPaths reads the calling process's cgroup in each hierarchy.
 func selfPaths() (v2 string, v1 map[string]string, err error) {
-	b, err := os.ReadFile("/proc/self/cgroup")
+	ms, err := Of(0)
 	if err != nil {
 		return "", nil, err
 	}
 	v1 = map[string]string{}
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		parts := strings.SplitN(l, ":", 3)
-		if len(parts) != 3 {
+	for _, m := range ms {
+		if m.Unified {
+			v2 = m.Path
 			continue
 		}
-		if parts[0] == "0" && parts[1] == "" {
-			v2 = parts[2]
-			continue
-		}
-		for _, c := range strings.Split(parts[1], ",") {
-			v1[c] = parts[2]
+		for _, c := range strings.Split(m.Hierarchy, ",") {
+			v1[c] = m.Path
 		}
 	}
 	return v2, v1, nil

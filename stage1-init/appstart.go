@@ -353,22 +353,22 @@ func (o *appOS) notAppProcess(app string, pid int) string {
 	if o.pod.Cgroup == nil {
 		return ""
 	}
-	cg, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	cg, err := cgroups.Of(pid)
 	if err != nil {
 		if o.reaper.Kept(pid) {
 			return ""
 		}
 		return fmt.Sprintf("cgroup: %v, and no exit of it kept", err)
 	}
-	// A process that has exited (a zombie) still names its cgroup, with
-	// " (deleted)" once an emptied one is removed.
+	// A process that has exited (a zombie) still names its cgroup,
+	// deleted once an emptied one is removed.
 	want := "/" + cgroups.AppsName + "/app-" + app
-	for _, l := range strings.Split(string(cg), "\n") {
-		if strings.HasSuffix(strings.TrimSuffix(l, " (deleted)"), want) {
+	for _, m := range cg {
+		if strings.HasSuffix(m.Path, want) {
 			return ""
 		}
 	}
-	return fmt.Sprintf("not in the app's cgroup (%q)", strings.TrimSpace(string(cg)))
+	return fmt.Sprintf("not in the app's cgroup (%+v)", cg)
 }
 
 // Adopt takes the process a setup process reported as the app's: it is

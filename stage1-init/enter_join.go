@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/podpid"
 )
 
@@ -100,67 +98,8 @@ func parentNS(ns *os.File) (string, error) {
 // entered processes outside the app's cgroups: CVE-2019-10147). It must run
 // while we still see the host's cgroup mounts.
 func joinCgroupsOf(pid int) error {
-	app, err1 := procCgroups(strconv.Itoa(pid))
-	self, err2 := procCgroups("self")
-	mounts, err3 := os.ReadFile("/proc/self/mountinfo")
-	if err := errors.Join(err1, err2, err3); err != nil {
+	if err := cgroups.JoinOf(pid); err != nil {
 		return fmt.Errorf("cgroups: %w", err)
 	}
-	me := []byte(strconv.Itoa(os.Getpid()))
-	for ctrl, path := range app {
-		if self[ctrl] == path {
-			continue
-		}
-		mp := cgroupMount(string(mounts), ctrl)
-		if mp == "" {
-			return fmt.Errorf("cgroups: no mount for hierarchy %q", ctrl)
-		}
-		if err := os.WriteFile(filepath.Join(mp, path, "cgroup.procs"), me, 0); err != nil {
-			return fmt.Errorf("join the app's cgroup %s in %s: %w", path, mp, err)
-		}
-	}
 	return nil
-}
-
-// procCgroups maps each hierarchy of /proc/PID/cgroup ("" for v2, else
-// its controllers as listed, "cpu,cpuacct") to the process's cgroup.
-func procCgroups(pid string) (map[string]string, error) {
-	b, err := os.ReadFile("/proc/" + pid + "/cgroup")
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if parts := strings.SplitN(l, ":", 3); len(parts) == 3 {
-			out[parts[1]] = parts[2]
-		}
-	}
-	return out, nil
-}
-
-// cgroupMount finds where the hierarchy is mounted: the cgroup2 mount for
-// "", else the cgroup mount whose options hold all its controllers.
-func cgroupMount(mountinfo, ctrl string) string {
-	for _, l := range strings.Split(mountinfo, "\n") {
-		f := strings.Fields(l)
-		i := slices.Index(f, "-")
-		if i < 0 || i+3 >= len(f) || f[3] != "/" {
-			continue
-		}
-		if ctrl == "" && f[i+1] == "cgroup2" {
-			return f[4]
-		}
-		if ctrl == "" || f[i+1] != "cgroup" {
-			continue
-		}
-		opts := strings.Split(f[i+3], ",")
-		all := true
-		for _, c := range strings.Split(ctrl, ",") {
-			all = all && slices.Contains(opts, c)
-		}
-		if all {
-			return f[4]
-		}
-	}
-	return ""
 }
