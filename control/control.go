@@ -20,11 +20,6 @@ import (
 	"github.com/pod1/pod1/layout"
 )
 
-// SocketPath is the socket, relative to the pod directory (the cwd of PID 1
-// and of every entry point; a relative path also keeps clear of the 108
-// bytes a socket address may hold).
-const SocketPath = layout.ControlSocket
-
 // Operations.
 const (
 	OpAdd   = "add"
@@ -56,13 +51,10 @@ const (
 	CodeFailed = 254
 )
 
-// maxMessage bounds a request or response line.
-const maxMessage = 16 << 20
-
 // Do sends req to the pod whose directory is the cwd, once it knows PID 1
 // serves the socket (Hello), and waits up to timeout for the answer.
 func Do(req *Request, timeout time.Duration) (*Response, error) {
-	c, err := net.DialTimeout("unix", SocketPath, timeout)
+	c, err := net.DialTimeout("unix", layout.ControlSocket, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("connect to the pod: %w", err)
 	}
@@ -92,6 +84,8 @@ func writeMsg(c net.Conn, v any) error {
 	return err
 }
 
+// readMsg reads one request or response line: at most a pod file's worth
+// (layout.MaxFileSize), which an app's spec, the largest, is.
 func readMsg(c net.Conn, v any) error {
 	r := bufio.NewReaderSize(c, 64<<10)
 	var line []byte
@@ -101,7 +95,7 @@ func readMsg(c net.Conn, v any) error {
 			return err
 		}
 		line = append(line, chunk...)
-		if len(line) > maxMessage {
+		if len(line) > layout.MaxFileSize {
 			return errors.New("message too long")
 		}
 		if !isPrefix {
@@ -123,16 +117,16 @@ func (c *Call) Reply(resp Response) {
 	_ = c.conn.Close()
 }
 
-// Listen makes the control socket at SocketPath (relative to the cwd).
+// Listen makes the control socket at layout.ControlSocket (relative to the cwd).
 // PID 1 does it before it pivots: in its own root the directory holding
 // the socket is read-only.
 func Listen() (*net.UnixListener, error) {
-	_ = os.Remove(SocketPath)
-	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: SocketPath, Net: "unix"})
+	_ = os.Remove(layout.ControlSocket)
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: layout.ControlSocket, Net: "unix"})
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", SocketPath, err)
+		return nil, fmt.Errorf("listen on %s: %w", layout.ControlSocket, err)
 	}
-	if err := os.Chmod(SocketPath, 0o600); err != nil {
+	if err := os.Chmod(layout.ControlSocket, 0o600); err != nil {
 		l.Close()
 		return nil, err
 	}

@@ -140,6 +140,19 @@ const (
 	TreeStoreIDName = "treeStoreID"
 )
 
+// An app's entries in the status directory (StatusDir), rkt's: its exit
+// status file, named after the app, and stage0's markers beside it, the
+// app's name and a suffix, whose mtimes say when the app was created and
+// last started in a mutable pod. An app named like another's marker
+// ("web-created" beside "web") would share its files.
+const (
+	CreatedSuffix = "-created"
+	StartedSuffix = "-started"
+)
+
+// MarkerSuffixes lists the markers' suffixes.
+func MarkerSuffixes() []string { return []string{CreatedSuffix, StartedSuffix} }
+
 // AppDir is stage1/rootfs/opt/stage2/<app>: the app's image manifest and
 // rootfs.
 func AppDir(app string) string { return path.Join(Stage2Dir, app) }

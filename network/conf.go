@@ -28,14 +28,8 @@ const (
 	// UserNetDir is where users put configurations and plugins, below
 	// the local configuration directory (--local-config).
 	UserNetDir = "net.d"
-	// BuiltinNetDir holds the stage1's own configurations (default,
-	// default-restricted), relative to its rootfs.
-	BuiltinNetDir = layout.NetConfDirIn
 	// UserPluginDir is the host's directory of third-party plugins.
 	UserPluginDir = "/usr/lib/rkt/plugins/net"
-	// BuiltinPluginDir holds the plugins shipped in the stage1 image,
-	// relative to its rootfs.
-	BuiltinPluginDir = layout.NetPluginDirIn
 )
 
 // maxConfSize bounds a configuration file.
@@ -134,7 +128,7 @@ func loadDir(dir string) (map[string]*Conf, error) {
 // of their file names (rkt's order). "all" takes every one found. A name
 // found nowhere is an error naming it.
 func Load(stage1Root, localConfig string, reqs []Request) ([]*Conf, error) {
-	confs, err := loadDir(filepath.Join(stage1Root, BuiltinNetDir))
+	confs, err := loadDir(filepath.Join(stage1Root, layout.NetConfDirIn))
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +160,7 @@ func Load(stage1Root, localConfig string, reqs []Request) ([]*Conf, error) {
 	if len(missing) > 0 {
 		sort.Strings(missing)
 		return nil, fmt.Errorf("network %q: no such network (no configuration with that name in %s or %s)",
-			strings.Join(missing, `", "`), filepath.Join(localConfig, UserNetDir), BuiltinNetDir)
+			strings.Join(missing, `", "`), filepath.Join(localConfig, UserNetDir), layout.NetConfDirIn)
 	}
 	for name, c := range confs {
 		if all || want[name] {
@@ -191,5 +185,5 @@ func PluginDirs(stage1Root, localConfig string) []string {
 	if localConfig != "" {
 		dirs = append(dirs, filepath.Join(localConfig, UserNetDir))
 	}
-	return append(dirs, UserPluginDir, filepath.Join(stage1Root, BuiltinPluginDir))
+	return append(dirs, UserPluginDir, filepath.Join(stage1Root, layout.NetPluginDirIn))
 }

@@ -55,9 +55,6 @@ func (p *Params) step(s string) {
 	}
 }
 
-// ResolvConf is the apps' resolv.conf, relative to the stage1 rootfs.
-const ResolvConf = layout.HostResolvIn
-
 // Setup runs the plugins' ADD for every requested network. On any error
 // it tears down what it did and returns an error naming the network.
 func Setup(ctx context.Context, p *Params) (err error) {
@@ -94,7 +91,7 @@ func Setup(ctx context.Context, p *Params) (err error) {
 			return err
 		}
 	}
-	if err := mkdirNoFollow(filepath.Join(p.PodDir, netinfo.Dir)); err != nil {
+	if err := mkdirNoFollow(filepath.Join(p.PodDir, layout.NetDir)); err != nil {
 		return err
 	}
 	defer func() {
@@ -117,7 +114,7 @@ func Setup(ctx context.Context, p *Params) (err error) {
 	}
 	defer func() { _ = os.RemoveAll(cache) }()
 	cni := libcni.NewCNIConfigWithCacheDir(dirs, cache, pe)
-	netDir := filepath.Join(p.PodDir, netinfo.Dir)
+	netDir := filepath.Join(p.PodDir, layout.NetDir)
 	var nis []netinfo.NetInfo
 	dnsDone := !p.DNS
 	for i, c := range confs {
@@ -320,7 +317,7 @@ func dnsSet(d *types.DNS) bool {
 // unless stage0 already wrote one.
 func writeResolv(stage1Root, name string, d *types.DNS) error {
 	etc := filepath.Join(stage1Root, "etc")
-	if _, err := os.Lstat(filepath.Join(stage1Root, ResolvConf)); err == nil {
+	if _, err := os.Lstat(filepath.Join(stage1Root, layout.HostResolvIn)); err == nil {
 		logx.Warnf("network %q gave DNS settings, but the pod has a resolv.conf already", name)
 		return nil
 	}
@@ -328,10 +325,10 @@ func writeResolv(stage1Root, name string, d *types.DNS) error {
 	if err := os.MkdirAll(etc, 0o755); err != nil {
 		return err
 	}
-	if err := safefile.WriteIn(etc, filepath.Base(ResolvConf), conf, 0o644, safefile.Volatile); err != nil {
+	if err := safefile.WriteIn(etc, filepath.Base(layout.HostResolvIn), conf, 0o644, safefile.Volatile); err != nil {
 		return fmt.Errorf("write resolv.conf: %w", err)
 	}
-	return os.Chmod(filepath.Join(stage1Root, ResolvConf), 0o644)
+	return os.Chmod(filepath.Join(stage1Root, layout.HostResolvIn), 0o644)
 }
 
 func mkdirNoFollow(dir string) error {
@@ -360,7 +357,7 @@ func bindNetns(podDir, uuid string, pid int) error {
 	}
 	defer ns.Close()
 	target := netinfo.NetnsPath(uuid)
-	if err := writeNew(podDir, netinfo.NetnsFile, target); err != nil {
+	if err := writeNew(podDir, layout.Netns, target); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(netinfo.NetnsDir, 0o755); err != nil {

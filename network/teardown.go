@@ -10,6 +10,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/network/netinfo"
 )
@@ -104,7 +105,7 @@ func delNet(ctx context.Context, cni *libcni.CNIConfig, podDir string, ni *netin
 			return fmt.Errorf("port forwards: %w", err)
 		}
 	}
-	b, err := readConf(filepath.Join(podDir, netinfo.Dir), ni.NetName+".conf")
+	b, err := readConf(filepath.Join(podDir, layout.NetDir), ni.NetName+".conf")
 	if err != nil {
 		// The copy is written before the entry: without it there is
 		// nothing this stage1 set up.
@@ -182,7 +183,7 @@ func openNetns(uuid string) (*os.File, error) {
 // <pod>/netns, the record of it (unmounted first, in case something was
 // mounted on it: it is in the pod directory).
 func removeNetns(podDir, uuid string) error {
-	for _, p := range []string{netinfo.NetnsPath(uuid), filepath.Join(podDir, netinfo.NetnsFile)} {
+	for _, p := range []string{netinfo.NetnsPath(uuid), filepath.Join(podDir, layout.Netns)} {
 		if err := unix.Unmount(p, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 			return fmt.Errorf("unmount %s: %w", p, err)
 		}
@@ -196,11 +197,11 @@ func removeNetns(podDir, uuid string) error {
 // removeNetFiles removes the stage1's network files, once every DEL is
 // done.
 func removeNetFiles(podDir string) error {
-	if err := os.RemoveAll(filepath.Join(podDir, netinfo.Dir)); err != nil {
-		return fmt.Errorf("remove %s: %w", netinfo.Dir, err)
+	if err := os.RemoveAll(filepath.Join(podDir, layout.NetDir)); err != nil {
+		return fmt.Errorf("remove %s: %w", layout.NetDir, err)
 	}
-	if err := os.Remove(filepath.Join(podDir, netinfo.File)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove %s: %w", netinfo.File, err)
+	if err := os.Remove(filepath.Join(podDir, layout.NetInfo)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", layout.NetInfo, err)
 	}
 	return nil
 }

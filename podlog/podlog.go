@@ -21,14 +21,7 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/pod1/pod1/layout"
 )
-
-// Dir is the pod's log directory, relative to the pod directory: one
-// "<app>.log" per app (and "<app>.log.1", its previous part) when the
-// host has no journal. rkt gc removes it with the pod.
-const Dir = layout.LogDir
 
 // MaxFileSize caps one log file; at the cap it becomes "<app>.log.1"
 // (replacing the previous one) and a new file starts, so an app keeps at
@@ -586,10 +579,10 @@ func (f *Forwarder) Close(timeout time.Duration) {
 	f.dir, f.cri = -1, -1
 }
 
-// FileName is app's current log file in Dir.
+// FileName is app's current log file in layout.LogDir.
 func FileName(app string) string { return app + ".log" }
 
-// OldFileName is app's previous log file in Dir.
+// OldFileName is app's previous log file in layout.LogDir.
 func OldFileName(app string) string { return app + ".log.1" }
 
 // rotatingFile appends records to a file in a directory fd; with a max

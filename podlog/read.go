@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/layout"
 )
 
 // Record is one line read back from a log file.
@@ -31,7 +33,7 @@ const maxRead = 2*MaxFileSize + lineMax
 // OpenDir opens the pod's log directory without following a symlink;
 // os.ErrNotExist when the pod logged to the journal (or nothing at all).
 func OpenDir(podDir string) (int, error) {
-	fd, err := unix.Open(filepath.Join(podDir, Dir), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(filepath.Join(podDir, layout.LogDir), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ENOENT) {
 		return -1, os.ErrNotExist
 	}

@@ -20,11 +20,6 @@ import (
 	"github.com/pod1/pod1/layout"
 )
 
-// MaxManifestSize caps how much of a manifest is read: a stage1 that reads
-// an unbounded file can be made to exhaust memory, and PID 1 running out of
-// memory ends the pod without statuses (threats B2).
-const MaxManifestSize = 16 << 20
-
 // Pod is what the pod's PID 1 carries out. It crosses from the run
 // entrypoint to PID 1 as JSON.
 type Pod struct {

@@ -21,11 +21,6 @@ import (
 	"github.com/pod1/pod1/safefile"
 )
 
-// markerSuffixes are the names stage0 derives from an app name inside
-// rkt/status (contract §4): an app called "web-created" would share its
-// status file with the creation marker of an app called "web".
-var markerSuffixes = []string{"-created", "-started"}
-
 // Load reads and validates the pod in podDir (an absolute path) and
 // resolves it for the stage1. Nothing on disk is changed.
 func Load(podDir string, opts *Options) (*Pod, error) {
@@ -170,11 +165,11 @@ func LoadApp(podDir string, opts *Options, name string) (*App, []SharedVolume, e
 
 // readCapped reads a manifest of the pod directory: without following a
 // symlink, without blocking on a FIFO, only a regular file and at most
-// MaxManifestSize bytes of it.
+// layout.MaxFileSize bytes of it.
 func readCapped(podDir, rel string) ([]byte, error) {
-	b, err := safefile.ReadRegularIn(podDir, rel, MaxManifestSize)
+	b, err := safefile.ReadRegularIn(podDir, rel, layout.MaxFileSize)
 	if errors.Is(err, safefile.ErrTooLarge) {
-		return nil, fmt.Errorf("%s exceeds %d bytes", rel, MaxManifestSize)
+		return nil, fmt.Errorf("%s exceeds %d bytes", rel, layout.MaxFileSize)
 	}
 	return b, err
 }
@@ -216,7 +211,7 @@ func checkAppNames(raw []byte) error {
 		seen[name] = i
 	}
 	for name := range seen {
-		for _, suf := range markerSuffixes {
+		for _, suf := range layout.MarkerSuffixes() {
 			if base, ok := strings.CutSuffix(name, suf); ok {
 				if _, clash := seen[base]; clash {
 					return errorf("pod manifest: apps", "app name %q collides with status marker of app %q", name, base)

@@ -14,9 +14,6 @@ import (
 	"github.com/pod1/pod1/podplan"
 )
 
-// MaxManifestSize caps how much of a manifest is read (podplan).
-const MaxManifestSize = podplan.MaxManifestSize
-
 // The plan's types, resolved here and carried out by PID 1 (podplan).
 type (
 	Pod          = podplan.Pod

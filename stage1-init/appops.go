@@ -133,7 +133,7 @@ func resolveAddedApp(uuid, name string) (json.RawMessage, error) {
 // before PID 1 started and which PID 1 cannot write (pinOptions): the cwd
 // is the pod directory.
 func loadOptions() (*podspec.Options, error) {
-	b, err := safefile.ReadRegularIn(".", layout.OptionsFile, podspec.MaxManifestSize)
+	b, err := safefile.ReadRegularIn(".", layout.OptionsFile, layout.MaxFileSize)
 	if err != nil {
 		return nil, fmt.Errorf("pod options: %w", err)
 	}
@@ -164,7 +164,7 @@ func adoptHalfAdded(skip string) {
 		if n == skip {
 			continue
 		}
-		if _, err := os.Lstat(filepath.Join(layout.StatusDir, n+"-created")); err != nil {
+		if _, err := os.Lstat(filepath.Join(layout.StatusDir, n+layout.CreatedSuffix)); err != nil {
 			continue // stage0 is still adding it
 		}
 		if _, err := os.Lstat(filepath.Join(layout.AppSpecDir, n+".json")); !errors.Is(err, os.ErrNotExist) {

@@ -17,7 +17,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/layout"
-	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/safefile"
 )
 
@@ -73,7 +72,7 @@ func undoRefusedAdd(name string) error {
 		}
 	}
 	for _, f := range []string{
-		filepath.Join(layout.StatusDir, name+"-created"), filepath.Join(layout.StatusDir, name),
+		filepath.Join(layout.StatusDir, name+layout.CreatedSuffix), filepath.Join(layout.StatusDir, name),
 		layout.AppEnv(name),
 	} {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -86,7 +85,7 @@ func undoRefusedAdd(name string) error {
 // dropFromPodManifest rewrites the pod manifest (the cwd's) without the
 // app, atomically, as stage0 writes it.
 func dropFromPodManifest(name string) error {
-	b, err := safefile.ReadRegularIn(".", layout.PodManifest, podspec.MaxManifestSize)
+	b, err := safefile.ReadRegularIn(".", layout.PodManifest, layout.MaxFileSize)
 	if err != nil {
 		return fmt.Errorf("pod manifest: %w", err)
 	}

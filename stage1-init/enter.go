@@ -241,7 +241,7 @@ func isolateEntered(spec *appexec.Spec, appUser bool) error {
 
 // loadSpec reads the spec the run entry point saved for the app.
 func loadSpec(app string) (*appexec.Spec, error) {
-	b, err := safefile.ReadRegularIn(".", layout.AppSpec(app), podspec.MaxManifestSize)
+	b, err := safefile.ReadRegularIn(".", layout.AppSpec(app), layout.MaxFileSize)
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
 	}

@@ -134,7 +134,7 @@ func (p *pid1) reconcile(skip string) {
 // cwd's). Only the names are read: each is compared with the apps PID 1
 // knows, which the host side validated when they were added.
 func manifestAppNames() ([]string, error) {
-	b, err := safefile.ReadRegularIn(".", layout.PodManifest, podplan.MaxManifestSize)
+	b, err := safefile.ReadRegularIn(".", layout.PodManifest, layout.MaxFileSize)
 	if err != nil {
 		return nil, fmt.Errorf("pod manifest: %w", err)
 	}

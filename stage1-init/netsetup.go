@@ -19,11 +19,10 @@ import (
 	"github.com/pod1/pod1/status"
 )
 
-// netSetupBin is the stage1's CNI binary, next to this one in the stage1
-// rootfs. It is exec'd only when a pod asks for networks (run) or has
+// The stage1's CNI binary (layout.NetSetupIn), next to this one in the
+// stage1 rootfs, is exec'd only when a pod asks for networks (run) or has
 // network state (gc): no other process of the stage1 links libcni, so
 // --net=none and --net=host pay nothing for networking.
-const netSetupBin = layout.NetSetupIn
 
 // errReported is a failure whose one line the child already printed.
 var errReported = errors.New("reported")
@@ -48,9 +47,9 @@ func wantsNetworks(nets []string) bool {
 func netSetupPath() (string, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return "", fmt.Errorf("locate %s: %w", netSetupBin, err)
+		return "", fmt.Errorf("locate %s: %w", layout.NetSetupIn, err)
 	}
-	return filepath.Join(filepath.Dir(exe), netSetupBin), nil
+	return filepath.Join(filepath.Dir(exe), layout.NetSetupIn), nil
 }
 
 // runNetSetup runs net-setup with args in the pod directory and waits for
@@ -61,14 +60,14 @@ func runNetSetup(podDir string, args []string) error {
 	if err != nil {
 		return err
 	}
-	pid, err := syscall.ForkExec(bin, append([]string{netSetupBin}, args...), &syscall.ProcAttr{
+	pid, err := syscall.ForkExec(bin, append([]string{layout.NetSetupIn}, args...), &syscall.ProcAttr{
 		Dir:   podDir,
 		Env:   os.Environ(),
 		Files: []uintptr{os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd()},
 		Sys:   &syscall.SysProcAttr{Pdeathsig: unix.SIGKILL},
 	})
 	if err != nil {
-		return fmt.Errorf("start %s: %w", netSetupBin, err)
+		return fmt.Errorf("start %s: %w", layout.NetSetupIn, err)
 	}
 	ws := waitPid(pid)
 	switch {
@@ -77,9 +76,9 @@ func runNetSetup(podDir string, args []string) error {
 	case ws.Exited() && ws.ExitStatus() == status.CodeStage1Failure:
 		return errReported
 	case ws.Signaled():
-		return fmt.Errorf("failed to setup network: %s killed by signal %v", netSetupBin, ws.Signal())
+		return fmt.Errorf("failed to setup network: %s killed by signal %v", layout.NetSetupIn, ws.Signal())
 	default:
-		return fmt.Errorf("failed to setup network: %s exited %d", netSetupBin, ws.ExitStatus())
+		return fmt.Errorf("failed to setup network: %s exited %d", layout.NetSetupIn, ws.ExitStatus())
 	}
 }
 
@@ -101,7 +100,7 @@ func setupNetworks(podDir string, f *runFlags, pid int) error {
 // that never asked for networks has none, and gc does not exec net-setup.
 func gcNetworks(podDir, localConfig, uuid string, debug bool) error {
 	found := false
-	for _, name := range []string{netinfo.File, netinfo.NetnsFile, netinfo.Dir} {
+	for _, name := range []string{layout.NetInfo, layout.Netns, layout.NetDir} {
 		if _, err := os.Lstat(filepath.Join(podDir, name)); err == nil {
 			found = true
 		}

@@ -296,7 +296,7 @@ func nameThreads(name string) {
 // its end (run's last steps on the host, which PID 1's own set-up
 // overlaps), and closes f.
 func readPodConfig(f *os.File) (pod *podplan.Pod, hostDone func() error, err error) {
-	r := io.LimitReader(f, 4*podplan.MaxManifestSize+int64(len(hostReady)))
+	r := io.LimitReader(f, 4*layout.MaxFileSize+int64(len(hostReady)))
 	dec := json.NewDecoder(r)
 	var p podplan.Pod
 	if err := dec.Decode(&p); err != nil {

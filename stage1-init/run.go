@@ -636,7 +636,7 @@ func openLogSinks(podDir string, pod *podspec.Pod) ([2]uintptr, error) {
 	}
 	pod.Logs.Journal = podlog.JournalEnabled()
 	if !pod.Logs.Journal {
-		dir := filepath.Join(podDir, podlog.Dir)
+		dir := filepath.Join(podDir, layout.LogDir)
 		if err := os.Mkdir(dir, 0o750); err != nil && !errors.Is(err, os.ErrExist) {
 			return fds, fmt.Errorf("log directory: %w", err)
 		}

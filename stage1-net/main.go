@@ -196,7 +196,7 @@ func forwardedPorts(podDir string) ([]netinfo.PortMapping, error) {
 		return nil, err
 	}
 	defer d.Close()
-	b, err := safefile.ReadRegularAt(int(d.Fd()), layout.PodManifest, 16<<20)
+	b, err := safefile.ReadRegularAt(int(d.Fd()), layout.PodManifest, layout.MaxFileSize)
 	if err != nil {
 		return nil, fmt.Errorf("pod manifest: %w", err)
 	}

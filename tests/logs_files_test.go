@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/podlog"
 )
 
@@ -89,7 +90,7 @@ func TestLogFilesAndPod1Logs(t *testing.T) {
 	p.wait(t)
 	t.Logf("pod1 run: stdout %q, stderr %q", p.Stdout, p.Stderr)
 	for _, a := range []string{"a", "b"} {
-		if _, err := os.Stat(filepath.Join(p.Dir, podlog.Dir, podlog.FileName(a))); err != nil {
+		if _, err := os.Stat(filepath.Join(p.Dir, layout.LogDir, podlog.FileName(a))); err != nil {
 			t.Fatalf("no log file for %s: %v (stderr %s)", a, err, p.Stderr)
 		}
 	}
@@ -133,7 +134,7 @@ func TestLogFilesAfterStage1Kill(t *testing.T) {
 	data := dataDir(t)
 	p := runInNS(t, ns, data, []string{"k", "out", "1", "5", "k-line", "+", "sleep", "1h"})
 	waitFor(t, 20*time.Second, "five lines in the log file", func() bool {
-		b, _ := os.ReadFile(filepath.Join(p.Dir, podlog.Dir, podlog.FileName("k")))
+		b, _ := os.ReadFile(filepath.Join(p.Dir, layout.LogDir, podlog.FileName("k")))
 		return bytes.Count(b, []byte("\n")) == 5
 	})
 	must(t, syscall.Kill(p.pid, syscall.SIGKILL))
@@ -155,7 +156,7 @@ func TestPod1LogsFollow(t *testing.T) {
 	data := dataDir(t)
 	p := runInNS(t, ns, data, []string{"f", "out", "1", "2", "first", "+", "wait-file", "/tmp/go", "+", "out", "2", "2", "second"})
 	waitFor(t, 20*time.Second, "the log file", func() bool {
-		_, err := os.Stat(filepath.Join(p.Dir, podlog.Dir, podlog.FileName("f")))
+		_, err := os.Stat(filepath.Join(p.Dir, layout.LogDir, podlog.FileName("f")))
 		return err == nil
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), eventDeadline)

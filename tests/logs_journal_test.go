@@ -15,7 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/pod1/pod1/podlog"
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/status"
 )
 
@@ -193,7 +193,7 @@ func TestJournalTwoApps(t *testing.T) {
 			}
 		}
 	}
-	if _, err := os.Stat(filepath.Join(p.Dir, podlog.Dir)); err == nil {
+	if _, err := os.Stat(filepath.Join(p.Dir, layout.LogDir)); err == nil {
 		t.Error("a pod logging to the journal made log files")
 	}
 	for _, a := range []string{"alpha", "beta"} {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pod1/pod1/podlog"
+	"github.com/pod1/pod1/layout"
 )
 
 // An app gets /dev/null as stdin, not the stdin of rkt run (rkt's
@@ -37,7 +37,7 @@ func TestInteractiveStdio(t *testing.T) {
 	if got := r.Line(t, "stdin "); got != `stdin "typed\n"` {
 		t.Errorf("interactive app read %s", got)
 	}
-	if _, err := os.Stat(filepath.Join(p.Dir, podlog.Dir)); err == nil {
+	if _, err := os.Stat(filepath.Join(p.Dir, layout.LogDir)); err == nil {
 		t.Errorf("an interactive pod made a log directory")
 	}
 }

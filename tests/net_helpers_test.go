@@ -14,6 +14,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/network/netinfo"
 )
 
@@ -59,7 +60,7 @@ func waitNetInfo(t *testing.T, dir string, n int) []netinfo.NetInfo {
 	t.Helper()
 	var nis []netinfo.NetInfo
 	waitFor(t, 20*time.Second, "net-info.json with addresses", func() bool {
-		b, err := os.ReadFile(filepath.Join(dir, netinfo.File))
+		b, err := os.ReadFile(filepath.Join(dir, layout.NetInfo))
 		if err != nil || json.Unmarshal(b, &nis) != nil || len(nis) != n {
 			return false
 		}
@@ -139,14 +140,14 @@ func hostLink(t *testing.T, ip net.IP) string {
 func netLeftovers(t *testing.T, p *Pod, links ...string) []string {
 	t.Helper()
 	var left []string
-	for _, f := range []string{netinfo.File, netinfo.NetnsFile, netinfo.Dir} {
+	for _, f := range []string{layout.NetInfo, layout.Netns, layout.NetDir} {
 		if _, err := os.Lstat(filepath.Join(p.Dir, f)); err == nil {
 			left = append(left, "file "+f)
 		}
 	}
 	mi, err := os.ReadFile("/proc/self/mountinfo")
 	must(t, err)
-	if strings.Contains(string(mi), filepath.Join(p.Dir, netinfo.NetnsFile)) {
+	if strings.Contains(string(mi), filepath.Join(p.Dir, layout.Netns)) {
 		left = append(left, "netns mount")
 	}
 	// /var/run is /run: mountinfo names the mount by the latter.

@@ -12,7 +12,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/pod1/pod1/network/netinfo"
+	"github.com/pod1/pod1/layout"
 )
 
 // A pod on the default network has an address, is reached from the host
@@ -344,7 +344,7 @@ func TestNetGCDelFails(t *testing.T) {
 	if strings.Contains(left, "netns") {
 		t.Errorf("the namespace's mount or record is left after a failed DEL:\n%s", left)
 	}
-	for _, want := range []string{"file " + netinfo.File, "MASQUERADE"} {
+	for _, want := range []string{"file " + layout.NetInfo, "MASQUERADE"} {
 		if !strings.Contains(left, want) {
 			t.Errorf("no %q kept for the retry:\n%s", want, left)
 		}

@@ -31,16 +31,6 @@ import (
 	"github.com/pod1/pod1/safefile"
 )
 
-// Paths in the pod directory.
-const (
-	lockFile  = layout.PodLock
-	manifest  = layout.PodManifest
-	statusDir = layout.StatusDir
-	intentDir = layout.AppOpsDir
-	// maxFile bounds what is read of a pod file.
-	maxFile = 16 << 20
-)
-
 // ErrBusy is returned by TryOpen when another app operation holds the pod.
 var ErrBusy = errors.New("an app operation is under way")
 
@@ -100,16 +90,16 @@ func TryOpen(podDir, uuid string) (*Pod, error) {
 }
 
 func open(podDir, uuid string, how int) (*Pod, error) {
-	f, err := os.OpenFile(filepath.Join(podDir, lockFile), os.O_RDONLY|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(filepath.Join(podDir, layout.PodLock), os.O_RDONLY|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("pod %s: open %s: %w", uuid, lockFile, err)
+		return nil, fmt.Errorf("pod %s: open %s: %w", uuid, layout.PodLock, err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|how); err != nil {
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			return nil, ErrBusy
 		}
-		return nil, fmt.Errorf("pod %s: lock %s: %w", uuid, lockFile, err)
+		return nil, fmt.Errorf("pod %s: lock %s: %w", uuid, layout.PodLock, err)
 	}
 	p := &Pod{Dir: podDir, UUID: uuid, lock: f}
 	if err := p.Recover(); err != nil && p.unfinished == nil {
@@ -214,7 +204,7 @@ func firstLine(s string) string {
 // readManifest and writeManifest read and atomically replace the pod
 // manifest, as stage0 does (a temp file renamed into place).
 func (p *Pod) readManifest() (*schema.PodManifest, error) {
-	b, err := safefile.ReadRegularIn(p.Dir, manifest, maxFile)
+	b, err := safefile.ReadRegularIn(p.Dir, layout.PodManifest, layout.MaxFileSize)
 	if err != nil {
 		return nil, fmt.Errorf("pod manifest: %w", err)
 	}
@@ -230,7 +220,7 @@ func (p *Pod) writeManifest(pm *schema.PodManifest) error {
 	if err != nil {
 		return fmt.Errorf("pod manifest: %w", err)
 	}
-	return safefile.WriteFile(filepath.Join(p.Dir, manifest), b, 0o640, safefile.Durable)
+	return safefile.WriteFile(filepath.Join(p.Dir, layout.PodManifest), b, 0o640, safefile.Durable)
 }
 
 // dropFromManifest removes the app from the pod manifest, if there.
@@ -257,7 +247,7 @@ func (p *Pod) dropFromManifest(name string) error {
 }
 
 func (p *Pod) marker(name, suffix string) string {
-	return filepath.Join(p.Dir, statusDir, name+suffix)
+	return filepath.Join(p.Dir, layout.StatusDir, name+suffix)
 }
 
 func touch(path string) error {

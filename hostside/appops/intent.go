@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/safefile"
 )
 
@@ -18,7 +19,7 @@ const (
 
 // intend records that op on app is under way: appops/<app> holds the op.
 func (p *Pod) intend(app, op string) error {
-	dir := filepath.Join(p.Dir, intentDir)
+	dir := filepath.Join(p.Dir, layout.AppOpsDir)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return fmt.Errorf("journal: %w", err)
 	}
@@ -30,7 +31,7 @@ func (p *Pod) intend(app, op string) error {
 
 // done clears the journal entry of app.
 func (p *Pod) done(app string) error {
-	err := os.Remove(filepath.Join(p.Dir, intentDir, app))
+	err := os.Remove(filepath.Join(p.Dir, layout.AppOpsDir, app))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("journal: %w", err)
 	}
@@ -42,7 +43,7 @@ func (p *Pod) done(app string) error {
 // registered), an rm is completed. It runs under pod.lck, from Open and
 // from pod1 gc.
 func (p *Pod) Recover() error {
-	ents, err := os.ReadDir(filepath.Join(p.Dir, intentDir))
+	ents, err := os.ReadDir(filepath.Join(p.Dir, layout.AppOpsDir))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -53,10 +54,10 @@ func (p *Pod) Recover() error {
 	p.unfinished = nil
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), ".") {
-			_ = os.Remove(filepath.Join(p.Dir, intentDir, e.Name()))
+			_ = os.Remove(filepath.Join(p.Dir, layout.AppOpsDir, e.Name()))
 			continue
 		}
-		b, err := safefile.ReadRegularIn(p.Dir, filepath.Join(intentDir, e.Name()), maxFile)
+		b, err := safefile.ReadRegularIn(p.Dir, filepath.Join(layout.AppOpsDir, e.Name()), layout.MaxFileSize)
 		if err != nil {
 			p.unfinish(e.Name(), fmt.Errorf("app %s: journal: %w", e.Name(), err))
 			errs = append(errs, p.unfinished[e.Name()])

@@ -66,7 +66,7 @@ func (p *Pod) Add(dataDir string, a launch.AppOptions) (string, error) {
 	}
 	if err == nil {
 		step("add:manifest")
-		err = touch(p.marker(name, "-created"))
+		err = touch(p.marker(name, layout.CreatedSuffix))
 	}
 	if err == nil {
 		step("add:created")
@@ -103,9 +103,9 @@ func (p *Pod) Start(name string) error {
 	if err := p.usable(name); err != nil {
 		return err
 	}
-	_ = os.Remove(p.marker(name, "-started"))
+	_ = os.Remove(p.marker(name, layout.StartedSuffix))
 	_ = os.Remove(p.marker(name, ""))
-	if err := touch(p.marker(name, "-started")); err != nil {
+	if err := touch(p.marker(name, layout.StartedSuffix)); err != nil {
 		return fmt.Errorf("app %s: start: %w", name, err)
 	}
 	if err := p.call("start", "--debug=false", "--app="+name); err != nil {
@@ -181,7 +181,7 @@ func (p *Pod) removeFiles(name string) error {
 	if err := launch.RemoveApp(p.Dir, name); err != nil {
 		return err
 	}
-	for _, f := range []string{p.marker(name, ""), p.marker(name, "-created"), p.marker(name, "-started"), filepath.Join(p.Dir, layout.AppEnv(name))} {
+	for _, f := range []string{p.marker(name, ""), p.marker(name, layout.CreatedSuffix), p.marker(name, layout.StartedSuffix), filepath.Join(p.Dir, layout.AppEnv(name))} {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return err
 		}

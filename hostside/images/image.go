@@ -18,6 +18,8 @@ import (
 	"github.com/appc/spec/schema"
 	"github.com/appc/spec/schema/types"
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/layout"
 )
 
 const (
@@ -25,10 +27,6 @@ const (
 	ManifestFile = "manifest"
 	// RootfsDir is the name of the root filesystem directory inside an ACI.
 	RootfsDir = "rootfs"
-
-	// maxManifestSize bounds what we read into memory: a real manifest is a
-	// few KiB, and an unbounded read of a hostile file could exhaust memory.
-	maxManifestSize = 16 << 20
 
 	// keyHexLen is how many hex digits of a sha512 we keep in ids, the same
 	// length rkt uses for its store keys ("sha512-" + 64 hex digits).
@@ -116,12 +114,12 @@ func loadManifest(dir string, noFollow bool) ([]byte, *schema.ImageManifest, err
 		return nil, nil, fmt.Errorf("%w: manifest: %w", ErrNotACI, err)
 	}
 	defer f.Close()
-	raw, err := io.ReadAll(io.LimitReader(f, maxManifestSize+1))
+	raw, err := io.ReadAll(io.LimitReader(f, layout.MaxFileSize+1))
 	if err != nil {
 		return nil, nil, fmt.Errorf("read manifest: %w", err)
 	}
-	if len(raw) > maxManifestSize {
-		return nil, nil, fmt.Errorf("manifest exceeds %d bytes", maxManifestSize)
+	if len(raw) > layout.MaxFileSize {
+		return nil, nil, fmt.Errorf("manifest exceeds %d bytes", layout.MaxFileSize)
 	}
 	var m schema.ImageManifest
 	if err := json.Unmarshal(raw, &m); err != nil {

@@ -178,7 +178,7 @@ func checkNames(names []types.ACName) error {
 		seen[n] = true
 	}
 	for _, n := range names {
-		for _, suffix := range []string{"-created", "-started"} {
+		for _, suffix := range layout.MarkerSuffixes() {
 			base, ok := strings.CutSuffix(string(n), suffix)
 			if ok && seen[types.ACName(base)] {
 				return fmt.Errorf("app %q: %w %q", n, ErrNameCollision, base)

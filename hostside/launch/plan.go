@@ -14,12 +14,6 @@ import (
 	"github.com/pod1/pod1/layout"
 )
 
-// Stage1 manifest annotations stage0 reads (rkt stage0/manifest.go).
-const (
-	annRun     = layout.AnnRun
-	annMutable = layout.AnnMutable
-)
-
 // plan is everything decided before the pod directory exists: images are
 // opened (ACI files unpacked), names and overrides checked, and the pod
 // manifest built, so that bad input never leaves a pod behind.
@@ -58,7 +52,7 @@ func makePlan(o Options) (*plan, error) {
 	pm.Volumes = o.Volumes
 	// rkt writes an empty (not null) ports list; stage1s may index it.
 	pm.Ports = append([]types.ExposedPort{}, o.Ports...)
-	pm.Annotations = types.Annotations{{Name: annMutable, Value: strconv.FormatBool(o.Mutable)}}
+	pm.Annotations = types.Annotations{{Name: layout.AnnMutable, Value: strconv.FormatBool(o.Mutable)}}
 
 	volumes := make(map[types.ACName]bool, len(o.Volumes))
 	for _, vol := range o.Volumes {
@@ -122,7 +116,7 @@ func stage1Entry(s1 *images.Image) (string, int, error) {
 		ann[a.Name.String()] = a.Value
 	}
 	decl := entrypoint.New(ann)
-	run, err := decl.Path(annRun)
+	run, err := decl.Path(layout.AnnRun)
 	if errors.Is(err, entrypoint.ErrNotDeclared) {
 		return "", 0, ErrNoEntrypoint
 	}

@@ -48,8 +48,6 @@ type podManifest struct {
 	UserLabels      map[string]string `json:"userLabels"`
 }
 
-const annMutable = layout.AnnMutable
-
 // errBadAppName is a manifest app name that is not an ACName: it would
 // name files outside the status directory.
 var errBadAppName = errors.New("app name is not an ACName")
@@ -62,7 +60,7 @@ func checkName(name string) error {
 }
 
 func (p *Pod) readManifest(d *podDir, detail Detail) error {
-	b, err := d.read(manifestFile)
+	b, err := d.read(layout.PodManifest)
 	if err != nil {
 		return fmt.Errorf("read pod manifest: %w", err)
 	}
@@ -89,7 +87,7 @@ func (p *Pod) readManifest(d *podDir, detail Detail) error {
 		return fmt.Errorf("decode pod manifest: %w", err)
 	}
 	for _, a := range m.Annotations {
-		if a.Name == annMutable && a.Value == "true" {
+		if a.Name == layout.AnnMutable && a.Value == "true" {
 			p.Mutable = true
 		}
 	}
@@ -217,11 +215,11 @@ func (p *Pod) mutableAppState(d *podDir, a *App) {
 		}
 	}()
 	base := p.statusDir + "/" + a.Name
-	if a.CreatedAt = timePtr(d.mtime(base + "-created")); a.CreatedAt == nil {
+	if a.CreatedAt = timePtr(d.mtime(base + layout.CreatedSuffix)); a.CreatedAt == nil {
 		return
 	}
 	a.State = AppCreated
-	if a.StartedAt = timePtr(d.mtime(base + "-started")); a.StartedAt == nil {
+	if a.StartedAt = timePtr(d.mtime(base + layout.StartedSuffix)); a.StartedAt == nil {
 		return
 	}
 	a.State = AppRunning
@@ -259,7 +257,7 @@ func timePtr(t time.Time) *time.Time {
 // readNetworks reads net-info.json; a missing or broken file reads as no
 // networks (rkt: ENOENT means the pod uses the host's network).
 func readNetworks(d *podDir) []Network {
-	b, err := d.read(netInfoFile)
+	b, err := d.read(layout.NetInfo)
 	if err != nil {
 		return nil
 	}

@@ -268,7 +268,7 @@ func TestSummary(t *testing.T) {
 			}
 		case 3:
 			// A manifest over the bound (sparse: nothing is written).
-			if err := os.Truncate(filepath.Join(dir, "pod"), maxFileSize+1); err != nil {
+			if err := os.Truncate(filepath.Join(dir, "pod"), layout.MaxFileSize+1); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -16,19 +16,6 @@ import (
 	"github.com/pod1/pod1/safefile"
 )
 
-// Pod directory files (contract §5).
-const (
-	manifestFile    = layout.PodManifest
-	createdFile     = layout.PodCreated
-	overlayPrepared = layout.OverlayPrepared
-	stage1IDFile    = layout.Stage1TreeStoreID
-	netInfoFile     = layout.NetInfo
-	// maxFileSize bounds what is read of any pod file: the pod directory
-	// is written by whoever ran the pod, and reading must not be a way to
-	// exhaust our memory.
-	maxFileSize = 16 << 20
-)
-
 // Read returns the pod with the full UUID uuid under dataDir (rkt's
 // --dir), wherever it is in its lifecycle.
 func Read(dataDir, uuid string) (*Pod, error) {
@@ -127,12 +114,12 @@ func memoable[V any](m map[string]V, b []byte) bool {
 // symlink and without blocking on a FIFO. The bytes are valid until the
 // next read: every caller decodes them (copying what it keeps) at once.
 func (d *podDir) read(name string) ([]byte, error) {
-	b, err := safefile.ReadRegularAtInto(d.fd, name, maxFileSize, d.m.buf)
+	b, err := safefile.ReadRegularAtInto(d.fd, name, layout.MaxFileSize, d.m.buf)
 	switch {
 	case errors.Is(err, safefile.ErrNotRegular):
 		return nil, fmt.Errorf("%s: not a regular file", name)
 	case errors.Is(err, safefile.ErrTooLarge):
-		return nil, fmt.Errorf("%s: larger than %d bytes", name, maxFileSize)
+		return nil, fmt.Errorf("%s: larger than %d bytes", name, layout.MaxFileSize)
 	}
 	if cap(b) > cap(d.m.buf) {
 		d.m.buf = b[:0]
@@ -158,10 +145,10 @@ func (p *Pod) readAt(d *podDir, detail Detail) {
 		p.readStage1Layout(d)
 	}
 	if p.State == Prepared || p.State == Running || p.IsAfterRun() {
-		p.Created = d.mtime(createdFile)
+		p.Created = d.mtime(layout.PodCreated)
 		if p.Created.IsZero() {
 			// rkt before v1.20 had no pod-created.
-			p.Created = d.mtime(manifestFile)
+			p.Created = d.mtime(layout.PodManifest)
 		}
 	}
 	if p.State == Running || p.IsAfterRun() {
@@ -198,7 +185,7 @@ func (p *Pod) readAt(d *podDir, detail Detail) {
 func (p *Pod) readManifestAt(d *podDir, detail Detail) {
 	// rkt: the manifest may be missing while preparing or deleting.
 	if p.State == Preparing || p.State == AbortedPrepare || p.State == Deleting || p.State == Embryo {
-		if _, err := d.read(manifestFile); err != nil {
+		if _, err := d.read(layout.PodManifest); err != nil {
 			return
 		}
 	}
@@ -210,11 +197,11 @@ func (p *Pod) readManifestAt(d *podDir, detail Detail) {
 // readStage1Layout finds where the stage1's files are on the host.
 func (p *Pod) readStage1Layout(d *podDir) {
 	p.statusDir = layout.StatusDir
-	if b, err := d.read(stage1IDFile); err == nil {
+	if b, err := d.read(layout.Stage1TreeStoreID); err == nil {
 		p.Stage1TreeStoreID = strings.TrimSpace(string(b))
 	}
 	var st unix.Stat_t
-	if unix.Fstatat(d.fd, overlayPrepared, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+	if unix.Fstatat(d.fd, layout.OverlayPrepared, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 		return
 	}
 	p.Overlay = true

@@ -17,23 +17,14 @@ import (
 	"github.com/pod1/pod1/safefile"
 )
 
-// Paths relative to the pod directory (package layout owns them).
+// Where the pods' network namespaces are kept (the pod directory's
+// files are layout's: NetInfo, Netns, NetDir).
 const (
-	// File lists the pod's networks (rkt's name and format).
-	File = layout.NetInfo
-	// NetnsFile holds, as text, the path of the bind mount of the pod's
-	// network namespace (NetnsPath), as rkt's stage1 writes it: rkt's
-	// tools and tests read it. The stage1 itself never trusts its
-	// content: the path is the pod's UUID's.
-	NetnsFile = layout.Netns
 	// NetnsDir is where the pods' network namespaces are bind-mounted,
 	// as rkt and `ip netns` do: the mount keeps the namespace, and the
 	// interfaces in it, alive from setup to gc, so that every plugin's
 	// DEL finds what its ADD made.
 	NetnsDir = "/var/run/netns"
-	// Dir holds the pod's copy of each network's configuration, taken
-	// when it was set up.
-	Dir = layout.NetDir
 )
 
 // MaxSize caps how much of net-info.json is read: the file is in the pod
@@ -122,7 +113,7 @@ func NetnsPath(uuid string) string { return NetnsDir + "/cni-" + uuid }
 
 // ConfCopy is the path, relative to the pod directory, of the copy of the
 // named network's configuration.
-func ConfCopy(name string) string { return Dir + "/" + name + ".conf" }
+func ConfCopy(name string) string { return layout.NetDir + "/" + name + ".conf" }
 
 // Validate checks an entry read from a pod directory, where it may have
 // been planted: its names must be ones the stage1 writes, its conf path
@@ -158,15 +149,15 @@ func (n *NetInfo) Validate() error {
 func Parse(b []byte) ([]NetInfo, error) {
 	var nis []NetInfo
 	if err := json.Unmarshal(b, &nis); err != nil {
-		return nil, fmt.Errorf("%s: %w", File, err)
+		return nil, fmt.Errorf("%s: %w", layout.NetInfo, err)
 	}
 	seen := map[string]bool{}
 	for i := range nis {
 		if err := nis[i].Validate(); err != nil {
-			return nil, fmt.Errorf("%s: %w", File, err)
+			return nil, fmt.Errorf("%s: %w", layout.NetInfo, err)
 		}
 		if seen[nis[i].NetName] || seen["if:"+nis[i].IfName] {
-			return nil, fmt.Errorf("%s: network %q or interface %q listed twice", File, nis[i].NetName, nis[i].IfName)
+			return nil, fmt.Errorf("%s: network %q or interface %q listed twice", layout.NetInfo, nis[i].NetName, nis[i].IfName)
 		}
 		seen[nis[i].NetName], seen["if:"+nis[i].IfName] = true, true
 	}
@@ -174,17 +165,17 @@ func Parse(b []byte) ([]NetInfo, error) {
 }
 
 // ErrNone means the pod has no net-info.json.
-var ErrNone = errors.New("no " + File)
+var ErrNone = errors.New("no " + layout.NetInfo)
 
 // LoadAt reads and validates net-info.json in the pod directory dirfd,
 // never following a symlink or blocking on a FIFO.
 func LoadAt(dirfd int) ([]NetInfo, error) {
-	b, err := safefile.ReadRegularAt(dirfd, File, MaxSize)
+	b, err := safefile.ReadRegularAt(dirfd, layout.NetInfo, MaxSize)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, ErrNone
 		}
-		return nil, fmt.Errorf("%s: %w", File, err)
+		return nil, fmt.Errorf("%s: %w", layout.NetInfo, err)
 	}
 	return Parse(b)
 }
@@ -198,8 +189,8 @@ func SaveIn(podDir string, nis []NetInfo) error {
 	if err != nil {
 		return err
 	}
-	if err := safefile.WriteIn(podDir, File, append(b, '\n'), 0o644, safefile.Volatile); err != nil {
-		return fmt.Errorf("write %s: %w", File, err)
+	if err := safefile.WriteIn(podDir, layout.NetInfo, append(b, '\n'), 0o644, safefile.Volatile); err != nil {
+		return fmt.Errorf("write %s: %w", layout.NetInfo, err)
 	}
 	return nil
 }
