@@ -38,14 +38,14 @@ $(VERSION_STAMP): FORCE
 	@mkdir -p build; echo '$(VERSION) $(STAGE1_IMAGES_DIR)' | cmp -s - $@ || echo '$(VERSION) $(STAGE1_IMAGES_DIR)' > $@
 SRCS += $(VERSION_STAMP)
 
+# The host side of the stage1: run and the other entry points rkt runs.
 bin/stage1-init: $(SRCS)
-	$(GO) build $(GOFLAGS_B) -o $@ ./stage1-init
-# The start-path binary: the same package built with the tag pod1init,
-# holding only PID 1 and the apps' set-up (stage1-init/dispatch_init.go),
-# so that neither links nor initialises what only run and the host side
-# need. run execs it, from next to itself, as the pod's PID 1.
+	$(GO) build $(GOFLAGS_B) -o $@ ./stage1-init/cmd/stage1-init
+# The start-path binary: PID 1 and the apps' set-up only, so that neither
+# links nor initialises what only run and the host side need. run execs
+# it, from next to itself, as the pod's PID 1.
 bin/pod1-init: $(SRCS)
-	$(GO) build -trimpath -tags "netgo osusergo pod1init" -ldflags "-s -w -X main.version=$(VERSION)" -o $@ ./stage1-init
+	$(GO) build $(GOFLAGS_B) -o $@ ./stage1-init/cmd/pod1-init
 # The waiter (waiter/waiter.c) is the run entry point: the process that holds
 # the pod's lock and waits is C, not a Go runtime; it starts the Go run as
 # its child, and is the lock keeper too. Built static with the system's gcc
@@ -273,10 +273,8 @@ tools:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) vet -tags pod1init ./stage1-init
 	@if [ ! -x "$(GOLANGCI_LINT)" ]; then echo "golangci-lint is not installed: make tools"; exit 1; fi
 	$(GOLANGCI_LINT) run ./...
-	$(GOLANGCI_LINT) run --build-tags pod1init ./stage1-init
 
 # make bench runs pod1 side by side with its peers (bench/, as root, a few
 # minutes) and writes docs/benchmarks.md and docs/benchmarks.svg. It builds

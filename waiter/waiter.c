@@ -611,7 +611,7 @@ static int code_of(int status)
 }
 
 /* shed drops our binary's mapped pages from our page tables once we only
- * wait (stage1-init's shedUnusedMemory does the same for the Go
+ * wait (stage1-init/pid1's shedUnusedMemory does the same for the Go
  * processes): they stay in the page cache, and the few the waiting code
  * uses fault back in. Every loadable segment that is never written is
  * dropped, code and constants (static glibc's are most of what a waiter
@@ -649,7 +649,7 @@ static void shed(void)
 		syscall(SYS_madvise, r.lo[i], r.hi[i] - r.lo[i], MADV_DONTNEED);
 }
 
-/* The lock keeper (stage1-init/lockkeeper.go starts it, and says why it
+/* The lock keeper (stage1-init/podstart/lockkeeper.go starts it, and says why it
  * exists): holds the pod's lock on fd 3 (an fd of the pod directory) until
  * the pidfd on fd 4 says PID 1 has exited. It commits the final statuses
  * PID 1 leaves pending (status.WritePending) of the apps PID 1 names on the

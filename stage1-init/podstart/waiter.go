@@ -1,0 +1,164 @@
+package podstart
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/podspec"
+)
+
+// waiterFdEnv names, in the Go run's environment, the pipe on which it
+// reports to the waiter (waiter/waiter.c), the run entry point, which
+// started it. The waiter is the process stage0 exec'd: it holds the lock,
+// receives the stop requests and outlives us, and PID 1 and the lock
+// keeper are its children (CLONE_PARENT), not ours.
+const waiterFdEnv = "POD1_WAITER_FD"
+
+// waiter is the Go run's link to the waiter.
+type waiter struct {
+	report *os.File
+	// done is the write end of the pipe the waiter watches for the
+	// lock keeper's end of duty (its fd 6), -1 once it is the
+	// keeper's (keeperExtra).
+	done int
+	// pidfd is the waiter's, opened while it was surely our parent:
+	// PID 1 watches it, and so learns of the waiter's death even if
+	// that came before PID 1 was cloned (CLONE_PARENT then makes the
+	// host's init PID 1's parent, whose death never comes).
+	pidfd int
+}
+
+// takeWaiter takes the report pipe, the waiter's pid and the keeper's done
+// pipe, which the waiter passed, out of the environment (PID 1 gets run's
+// environment). Without them we were not started by the waiter, and
+// nothing would hold the lock or pass stop requests on once we hand over:
+// we refuse to start.
+func takeWaiter() (*waiter, error) {
+	v, ok := os.LookupEnv(waiterFdEnv)
+	if !ok {
+		return nil, fmt.Errorf("%s: not set: run must be started as the image's run, the waiter (%s)", waiterFdEnv, waiterBinary)
+	}
+	_ = os.Unsetenv(waiterFdEnv)
+	fdv, rest, _ := strings.Cut(v, ",")
+	pidv, donev, _ := strings.Cut(rest, ",")
+	fd, err := strconv.Atoi(fdv)
+	if err != nil || fd <= 2 {
+		return nil, fmt.Errorf("%s=%q: not a file descriptor above stderr", waiterFdEnv, v)
+	}
+	pid, err := strconv.Atoi(pidv)
+	if err != nil || pid <= 0 {
+		return nil, fmt.Errorf("%s=%q: no waiter pid", waiterFdEnv, v)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return nil, fmt.Errorf("%s=%d: not a pipe", waiterFdEnv, fd)
+	}
+	done, err := strconv.Atoi(donev)
+	if err != nil || done <= 2 || done == fd || unix.Fstat(done, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+		return nil, fmt.Errorf("%s=%q: the done pipe is not a pipe above stderr", waiterFdEnv, v)
+	}
+	unix.CloseOnExec(done)
+	unix.CloseOnExec(fd)
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err == nil && os.Getppid() != pid {
+		unix.Close(pidfd)
+		err = errors.New("it is gone")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the waiter (pid %d): %w", pid, err)
+	}
+	unix.CloseOnExec(pidfd)
+	return &waiter{report: os.NewFile(uintptr(fd), "waiter-report"), pidfd: pidfd, done: done}, nil
+}
+
+// keeperExtra is what the lock keeper gets from fd 6 on: the done pipe's
+// write end, then copies of the pod's detached log
+// directories (logs, as PID 1 gets them; noFd where the pod has none),
+// then PID 1's network namespace (pid; noFd if it is ours, or PID 1 could
+// not be started: cloneErr). The keeper outlives the waiter
+// (waiter.c, done_with_lock), and the last close of each of these is
+// dear: a detached mount's teardown (an expedited RCU grace period,
+// 0.1-4.6 ms traced in PID 1's end), a network namespace's (deferred work
+// that took a CPU from the waiter's exit and its caller's wake-up on this
+// 2-CPU host). Held by the keeper too, that comes after the pod's end.
+// The caller closes what it returns once the keeper has its copies.
+func (w *waiter) keeperExtra(logs [2]uintptr, pid int, cloneErr error) []uintptr {
+	if w.done < 0 {
+		return nil
+	}
+	extra := []uintptr{uintptr(w.done), noFd, noFd, noFd}
+	w.done = -1
+	for i, fd := range logs {
+		if fd == noFd {
+			continue
+		}
+		if d, err := unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 3); err == nil {
+			extra[1+i] = uintptr(d)
+		}
+	}
+	if cloneErr == nil {
+		if fd := podNetnsFd(pid); fd >= 0 {
+			extra[3] = uintptr(fd)
+		}
+	}
+	return extra
+}
+
+// pidfdCopy is a copy of the waiter's pidfd, for PID 1 to watch; the
+// caller closes it.
+func (w *waiter) pidfdCopy() int {
+	fd, err := unix.FcntlInt(uintptr(w.pidfd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	return fd
+}
+
+// handOver tells the waiter that PID 1 pid is ready and named in the pid
+// file, with the keeper and what is left to undo once PID 1 is gone; the
+// waiter does all that from here on. An error means the waiter is gone.
+func (w *waiter) handOver(pid, keeper int, podDir string, pod *podspec.Pod) error {
+	stage2 := "-"
+	if pod.Mutable {
+		stage2 = filepath.Join(podDir, layout.Stage2Dir)
+	}
+	fields := []string{strconv.Itoa(pid), strconv.Itoa(keeper), stage2}
+	if pod.Cgroup != nil {
+		fields = append(fields, pod.Cgroup.Dirs()...)
+	}
+	var b strings.Builder
+	for _, f := range fields {
+		if strings.IndexByte(f, 0) >= 0 {
+			return errors.New("waiter report: a NUL in a path")
+		}
+		b.WriteString(f)
+		b.WriteByte(0)
+	}
+	_, err := w.report.WriteString(b.String())
+	if cerr := w.report.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// waitGone waits until PID 1 (pidfd), the waiter's child, has exited: its
+// status is the waiter's to read.
+func waitGone(pidfd int) {
+	p := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	for {
+		if _, err := unix.Poll(p, -1); !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
+}
+
+// waiterBinary is the waiter's binary (waiter/waiter.c), next to ours; it
+// is also the lock keeper (startLockKeeper).
+const waiterBinary = "pod1-waiter"
