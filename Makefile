@@ -63,14 +63,14 @@ WAITER_CC ?= $(if $(shell command -v musl-gcc 2>/dev/null),musl-gcc,gcc)
 WAITER_CC_STAMP := build/.waiter-cc
 $(WAITER_CC_STAMP): FORCE | deps
 	@mkdir -p build; echo '$(WAITER_CC)' | cmp -s - $@ || echo '$(WAITER_CC)' > $@
-bin/pod1-waiter: waiter/waiter.c $(WAITER_CC_STAMP)
+bin/pod1-waiter: waiter/waiter.c waiter/handover.h $(WAITER_CC_STAMP)
 	@mkdir -p bin
 	@command -v $(WAITER_CC) >/dev/null 2>&1 || { echo "bin/pod1-waiter: no C compiler ($(WAITER_CC)): install Debian's gcc and musl-tools (sudo apt-get install gcc musl-tools), or build with WAITER_CC=gcc (and libc6-dev)"; exit 1; }
 	$(WAITER_CC) -static -Os -s -Wall -Wextra -Werror -o $@ waiter/waiter.c
 # The init of the apps' pid namespace (pause/pause.c): C for the same
 # reason as the waiter, a process that stays for the pod's whole life and
 # only reaps.
-bin/pod1-pause: pause/pause.c $(WAITER_CC_STAMP)
+bin/pod1-pause: pause/pause.c waiter/handover.h $(WAITER_CC_STAMP)
 	@mkdir -p bin
 	@command -v $(WAITER_CC) >/dev/null 2>&1 || { echo "bin/pod1-pause: no C compiler ($(WAITER_CC)): install Debian's gcc and musl-tools (sudo apt-get install gcc musl-tools), or build with WAITER_CC=gcc (and libc6-dev)"; exit 1; }
 	$(WAITER_CC) -static -Os -s -Wall -Wextra -Werror -o $@ pause/pause.c

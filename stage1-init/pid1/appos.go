@@ -16,6 +16,7 @@ import (
 	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podplan"
 	"github.com/pod1/pod1/reaper"
+	"github.com/pod1/pod1/stage1-init/handover"
 	"github.com/pod1/pod1/status"
 	"github.com/pod1/pod1/supervisor"
 )
@@ -312,7 +313,7 @@ func (o *appOS) WriteStatus(name string, code int, last bool) {
 // reports whether it was sent. A full pipe takes nothing; a keeper gone
 // (EPIPE) commits nothing any more.
 func (o *appOS) tellKeeper(name string) bool {
-	line := append([]byte(name), '\n')
+	line := append([]byte(name), handover.CommitLineEnd)
 	for {
 		_, err := unix.Write(o.commit, line)
 		switch {

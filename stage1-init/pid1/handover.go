@@ -34,7 +34,7 @@ func takeHandover(req *sigpolicy.Requests) error {
 	if ready == nil {
 		return errors.New("ready pipe: not passed")
 	}
-	_, err := ready.Write([]byte{1})
+	_, err := ready.Write([]byte{handover.ReadyByte})
 	ready.Close()
 	if err != nil && !errors.Is(err, syscall.EPIPE) {
 		return fmt.Errorf("ready pipe: %w", err)

@@ -17,9 +17,6 @@ import (
 	"github.com/pod1/pod1/stage1-init/selfexe"
 )
 
-// rolePause is the init of the apps' pid namespace (pause/pause.c).
-const rolePause = "pod1-pause"
-
 // pause is pod1-pause as PID 1 holds it: the init of the apps' pid
 // namespace, nested under PID 1's (appexec's Launch says why).
 type pause struct {
@@ -42,12 +39,14 @@ type pauseTag struct{}
 func startPause(r *reaper.Reaper) (*pause, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("%s: socketpair: %w", rolePause, err)
+		return nil, fmt.Errorf("%s: socketpair: %w", handover.RolePause, err)
 	}
 	ours, theirs := os.NewFile(uintptr(fds[0]), "pause"), os.NewFile(uintptr(fds[1]), "pause")
 	defer theirs.Close()
 	closed := ^uintptr(0)
-	files := []uintptr{closed, closed, os.Stderr.Fd(), theirs.Fd()}
+	files := make([]uintptr, handover.PauseSockFd+1)
+	files[0], files[1], files[2] = closed, closed, os.Stderr.Fd()
+	files[handover.PauseSockFd] = theirs.Fd()
 	var st unix.Stat_t
 	err = unix.Fstat(handover.PauseExeFd, &st)
 	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
@@ -60,18 +59,18 @@ func startPause(r *reaper.Reaper) (*pause, error) {
 	unix.Close(handover.PauseExeFd)
 	if err != nil {
 		ours.Close()
-		return nil, fmt.Errorf("%s binary (fd %d): %w", rolePause, handover.PauseExeFd, err)
+		return nil, fmt.Errorf("%s binary (fd %d): %w", handover.RolePause, handover.PauseExeFd, err)
 	}
 	defer unix.Close(exe)
 	pid, err := r.Start(pauseTag{}, func() (int, error) {
-		return syscall.ForkExec("/proc/self/fd/"+strconv.Itoa(exe), []string{rolePause}, &syscall.ProcAttr{
+		return syscall.ForkExec("/proc/self/fd/"+strconv.Itoa(exe), []string{handover.RolePause}, &syscall.ProcAttr{
 			Files: files,
 			Sys:   &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID},
 		})
 	})
 	if err != nil {
 		ours.Close()
-		return nil, fmt.Errorf("start %s: %w", rolePause, err)
+		return nil, fmt.Errorf("start %s: %w", handover.RolePause, err)
 	}
 	return &pause{pid: pid, pidns: -1, sock: ours}, nil
 }
@@ -88,7 +87,7 @@ func (pz *pause) procfs() ([2]int, error) {
 			continue
 		}
 		if err != nil {
-			return [2]int{}, fmt.Errorf("%s: procfs: %w", rolePause, err)
+			return [2]int{}, fmt.Errorf("%s: procfs: %w", handover.RolePause, err)
 		}
 		var got []int
 		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
@@ -102,7 +101,7 @@ func (pz *pause) procfs() ([2]int, error) {
 			for _, fd := range got {
 				unix.Close(fd)
 			}
-			return [2]int{}, fmt.Errorf("%s ended before it made the apps' procfs (see its error above)", rolePause)
+			return [2]int{}, fmt.Errorf("%s ended before it made the apps' procfs (see its error above)", handover.RolePause)
 		}
 		pz.pidns = got[2]
 		return [2]int{got[0], got[1]}, nil
@@ -133,12 +132,12 @@ func (pz *pause) giveRoot(cg *cgroups.Group) error {
 	for _, d := range paths {
 		fd, err := unix.OpenTree(unix.AT_FDCWD, d, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 		if err != nil {
-			return fmt.Errorf("%s's root: %s: %w", rolePause, d, err)
+			return fmt.Errorf("%s's root: %s: %w", handover.RolePause, d, err)
 		}
 		fds = append(fds, fd)
 		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
 		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
-			return fmt.Errorf("%s's root: %s: %w", rolePause, d, err)
+			return fmt.Errorf("%s's root: %s: %w", handover.RolePause, d, err)
 		}
 		msg = append(append(msg, d...), 0)
 	}
@@ -147,7 +146,7 @@ func (pz *pause) giveRoot(cg *cgroups.Group) error {
 		oob = unix.UnixRights(fds...)
 	}
 	if err := unix.Sendmsg(int(pz.sock.Fd()), msg, oob, nil, 0); err != nil {
-		return fmt.Errorf("%s's root: %w", rolePause, err)
+		return fmt.Errorf("%s's root: %w", handover.RolePause, err)
 	}
 	return nil
 }
@@ -162,7 +161,7 @@ func (pz *pause) awaitRoot() error {
 			continue
 		}
 		if err != nil || n != 1 || b[0] != 'd' {
-			return fmt.Errorf("%s ended before it left the pod's mounts (see its error above)", rolePause)
+			return fmt.Errorf("%s ended before it left the pod's mounts (see its error above)", handover.RolePause)
 		}
 		return nil
 	}

@@ -159,7 +159,7 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	// where whatever is left of the pod is killed with them.
 	if cg := pod.Cgroup; cg != nil {
 		if err := cg.Sub(handover.Stage1Cgroup).Add(pz.pid); err != nil {
-			return fail(fmt.Errorf("pod init: %s: %w", rolePause, err))
+			return fail(fmt.Errorf("pod init: %s: %w", handover.RolePause, err))
 		}
 	}
 	// The gate matters only among several apps: one app's process goes
@@ -496,8 +496,8 @@ func (p *pid1) handle(exits []reaper.Exit) {
 			// The kernel has killed every process of the apps' pid
 			// namespace with it, and no app can start there again.
 			if !p.sup.Stopping() && !p.sup.Over() {
-				p.os.logf("%s ended (%s): the apps' pid namespace is gone; stopping the pod", rolePause, waitStatusString(e.Status))
-				p.sup.StopPod(rolePause+" ended", true)
+				p.os.logf("%s ended (%s): the apps' pid namespace is gone; stopping the pod", handover.RolePause, waitStatusString(e.Status))
+				p.sup.StopPod(handover.RolePause+" ended", true)
 			}
 		}
 	}

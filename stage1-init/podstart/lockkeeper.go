@@ -6,13 +6,10 @@ import (
 	"syscall"
 
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/stage1-init/handover"
 	"github.com/pod1/pod1/stage1-init/selfexe"
 	"golang.org/x/sys/unix"
 )
-
-// keeperName is the lock keeper's argv[0], on which the waiter's binary
-// takes that role (waiter.c, KEEPER_ROLE).
-const keeperName = "pod1-lock"
 
 // The pod's lock (rkt's open file description of the pod directory) must
 // stay held until every process of the pod is gone, even if run is
@@ -44,12 +41,12 @@ const keeperName = "pod1-lock"
 func startLockKeeper(lock *os.File, pidfd, commit int, extra []uintptr) (int, error) {
 	closed := ^uintptr(0)
 	files := append([]uintptr{closed, closed, os.Stderr.Fd(), lock.Fd(), uintptr(pidfd), uintptr(commit)}, extra...)
-	w, exePath, err := selfexe.ReadOnlySibling(waiterBinary, files)
+	w, exePath, err := selfexe.ReadOnlySibling(handover.WaiterBinary, files)
 	if err != nil {
 		return 0, fmt.Errorf("lock keeper: %w", err)
 	}
 	defer w.Close()
-	kpid, err := syscall.ForkExec(exePath, []string{keeperName, layout.StatusDir}, &syscall.ProcAttr{
+	kpid, err := syscall.ForkExec(exePath, []string{handover.RoleKeeper, layout.StatusDir}, &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   []string{},
 		Files: files,

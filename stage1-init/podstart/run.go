@@ -627,7 +627,7 @@ func shareStage2(podDir string) (func(), error) {
 // it needs no path to them. It returns their fds for PID 1's handover.LogDirFd and
 // handover.CRIDirFd.
 func openLogSinks(podDir string, pod *podspec.Pod) ([2]uintptr, error) {
-	fds := [2]uintptr{noFd, noFd}
+	fds := [2]uintptr{handover.NoFd, handover.NoFd}
 	logged := pod.Mutable
 	for _, a := range pod.Apps {
 		logged = logged || a.Stdio.Stdout == podspec.StdioLog || a.Stdio.Stderr == podspec.StdioLog

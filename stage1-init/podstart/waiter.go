@@ -12,20 +12,18 @@ import (
 
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/podspec"
+	"github.com/pod1/pod1/stage1-init/handover"
 )
 
-// waiterFdEnv names, in the Go run's environment, the pipe on which it
-// reports to the waiter (waiter/waiter.c), the run entry point, which
-// started it. The waiter is the process stage0 exec'd: it holds the lock,
-// receives the stop requests and outlives us, and PID 1 and the lock
-// keeper are its children (CLONE_PARENT), not ours.
-const waiterFdEnv = "POD1_WAITER_FD"
-
-// waiter is the Go run's link to the waiter.
+// waiter is the Go run's link to the waiter (waiter/waiter.c), the run
+// entry point, which started it (handover.WaiterEnv). The waiter is the
+// process stage0 exec'd: it holds the lock, receives the stop requests and
+// outlives us, and PID 1 and the lock keeper are its children
+// (CLONE_PARENT), not ours.
 type waiter struct {
 	report *os.File
 	// done is the write end of the pipe the waiter watches for the
-	// lock keeper's end of duty (its fd 6), -1 once it is the
+	// lock keeper's end of duty (handover.KeeperDoneFd), -1 once it is the
 	// keeper's (keeperExtra).
 	done int
 	// pidfd is the waiter's, opened while it was surely our parent:
@@ -41,28 +39,28 @@ type waiter struct {
 // nothing would hold the lock or pass stop requests on once we hand over:
 // we refuse to start.
 func takeWaiter() (*waiter, error) {
-	v, ok := os.LookupEnv(waiterFdEnv)
+	v, ok := os.LookupEnv(handover.WaiterEnv)
 	if !ok {
-		return nil, fmt.Errorf("%s: not set: run must be started as the image's run, the waiter (%s)", waiterFdEnv, waiterBinary)
+		return nil, fmt.Errorf("%s: not set: run must be started as the image's run, the waiter (%s)", handover.WaiterEnv, handover.WaiterBinary)
 	}
-	_ = os.Unsetenv(waiterFdEnv)
+	_ = os.Unsetenv(handover.WaiterEnv)
 	fdv, rest, _ := strings.Cut(v, ",")
 	pidv, donev, _ := strings.Cut(rest, ",")
 	fd, err := strconv.Atoi(fdv)
 	if err != nil || fd <= 2 {
-		return nil, fmt.Errorf("%s=%q: not a file descriptor above stderr", waiterFdEnv, v)
+		return nil, fmt.Errorf("%s=%q: not a file descriptor above stderr", handover.WaiterEnv, v)
 	}
 	pid, err := strconv.Atoi(pidv)
 	if err != nil || pid <= 0 {
-		return nil, fmt.Errorf("%s=%q: no waiter pid", waiterFdEnv, v)
+		return nil, fmt.Errorf("%s=%q: no waiter pid", handover.WaiterEnv, v)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
-		return nil, fmt.Errorf("%s=%d: not a pipe", waiterFdEnv, fd)
+		return nil, fmt.Errorf("%s=%d: not a pipe", handover.WaiterEnv, fd)
 	}
 	done, err := strconv.Atoi(donev)
 	if err != nil || done <= 2 || done == fd || unix.Fstat(done, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
-		return nil, fmt.Errorf("%s=%q: the done pipe is not a pipe above stderr", waiterFdEnv, v)
+		return nil, fmt.Errorf("%s=%q: the done pipe is not a pipe above stderr", handover.WaiterEnv, v)
 	}
 	unix.CloseOnExec(done)
 	unix.CloseOnExec(fd)
@@ -80,8 +78,8 @@ func takeWaiter() (*waiter, error) {
 
 // keeperExtra is what the lock keeper gets from fd 6 on: the done pipe's
 // write end, then copies of the pod's detached log
-// directories (logs, as PID 1 gets them; noFd where the pod has none),
-// then PID 1's network namespace (pid; noFd if it is ours, or PID 1 could
+// directories (logs, as PID 1 gets them; handover.NoFd where the pod has none),
+// then PID 1's network namespace (pid; handover.NoFd if it is ours, or PID 1 could
 // not be started: cloneErr). The keeper outlives the waiter
 // (waiter.c, done_with_lock), and the last close of each of these is
 // dear: a detached mount's teardown (an expedited RCU grace period,
@@ -93,10 +91,10 @@ func (w *waiter) keeperExtra(logs [2]uintptr, pid int, cloneErr error) []uintptr
 	if w.done < 0 {
 		return nil
 	}
-	extra := []uintptr{uintptr(w.done), noFd, noFd, noFd}
+	extra := []uintptr{uintptr(w.done), handover.NoFd, handover.NoFd, handover.NoFd}
 	w.done = -1
 	for i, fd := range logs {
-		if fd == noFd {
+		if fd == handover.NoFd {
 			continue
 		}
 		if d, err := unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 3); err == nil {
@@ -125,23 +123,18 @@ func (w *waiter) pidfdCopy() int {
 // file, with the keeper and what is left to undo once PID 1 is gone; the
 // waiter does all that from here on. An error means the waiter is gone.
 func (w *waiter) handOver(pid, keeper int, podDir string, pod *podspec.Pod) error {
-	stage2 := "-"
+	r := handover.Report{PID1: pid, Keeper: keeper}
 	if pod.Mutable {
-		stage2 = filepath.Join(podDir, layout.Stage2Dir)
+		r.Stage2 = filepath.Join(podDir, layout.Stage2Dir)
 	}
-	fields := []string{strconv.Itoa(pid), strconv.Itoa(keeper), stage2}
 	if pod.Cgroup != nil {
-		fields = append(fields, pod.Cgroup.Dirs()...)
+		r.Cgroups = pod.Cgroup.Dirs()
 	}
-	var b strings.Builder
-	for _, f := range fields {
-		if strings.IndexByte(f, 0) >= 0 {
-			return errors.New("waiter report: a NUL in a path")
-		}
-		b.WriteString(f)
-		b.WriteByte(0)
+	b, err := r.Encode()
+	if err != nil {
+		return err
 	}
-	_, err := w.report.WriteString(b.String())
+	_, err = w.report.Write(b)
 	if cerr := w.report.Close(); err == nil {
 		err = cerr
 	}
@@ -158,7 +151,3 @@ func waitGone(pidfd int) {
 		}
 	}
 }
-
-// waiterBinary is the waiter's binary (waiter/waiter.c), next to ours; it
-// is also the lock keeper (startLockKeeper).
-const waiterBinary = "pod1-waiter"
