@@ -2,13 +2,13 @@ package podstart
 
 import (
 	"fmt"
-	"os"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/stage1-init/handover"
 	"github.com/pod1/pod1/stage1-init/selfexe"
-	"golang.org/x/sys/unix"
 )
 
 // The pod's lock (rkt's open file description of the pod directory) must
@@ -34,18 +34,16 @@ import (
 // The keeper is the waiter's binary in its keeper role (waiter.c,
 // keeper_main): a C program that only waits holds next to nothing, where
 // a Go runtime would hold megabytes for the pod's whole life.
-// startLockKeeper starts it, as the waiter's child (CLONE_PARENT), with the
-// lock on fd 3, PID 1's pidfd on fd 4, the commit pipe's read end on fd 5
-// and extra from fd 6 on (waiter.keeperExtra), and returns its pid. Its
-// argument is the status directory, below the pod directory.
-func startLockKeeper(lock *os.File, pidfd, commit int, extra []uintptr) (int, error) {
-	closed := ^uintptr(0)
-	files := append([]uintptr{closed, closed, os.Stderr.Fd(), lock.Fd(), uintptr(pidfd), uintptr(commit)}, extra...)
-	w, exePath, err := selfexe.ReadOnlySibling(handover.WaiterBinary, files)
+// startLockKeeper starts it, as the waiter's child (CLONE_PARENT), with
+// kf (podStart.startKeeper), and returns its pid. Its argument is the
+// status directory, below the pod directory.
+func startLockKeeper(kf *handover.KeeperFiles) (int, error) {
+	files := kf.Files()
+	exe, exePath, err := selfexe.ReadOnlySibling(handover.WaiterBinary, files)
 	if err != nil {
 		return 0, fmt.Errorf("lock keeper: %w", err)
 	}
-	defer w.Close()
+	defer unix.Close(exe)
 	kpid, err := syscall.ForkExec(exePath, []string{handover.RoleKeeper, layout.StatusDir}, &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   []string{},

@@ -24,7 +24,7 @@ type waiter struct {
 	report *os.File
 	// done is the write end of the pipe the waiter watches for the
 	// lock keeper's end of duty (handover.KeeperDoneFd), -1 once it is the
-	// keeper's (keeperExtra).
+	// keeper's (takeDone).
 	done int
 	// pidfd is the waiter's, opened while it was surely our parent:
 	// PID 1 watches it, and so learns of the waiter's death even if
@@ -76,37 +76,13 @@ func takeWaiter() (*waiter, error) {
 	return &waiter{report: os.NewFile(uintptr(fd), "waiter-report"), pidfd: pidfd, done: done}, nil
 }
 
-// keeperExtra is what the lock keeper gets from fd 6 on: the done pipe's
-// write end, then copies of the pod's detached log
-// directories (logs, as PID 1 gets them; handover.NoFd where the pod has none),
-// then PID 1's network namespace (pid; handover.NoFd if it is ours, or PID 1 could
-// not be started: cloneErr). The keeper outlives the waiter
-// (waiter.c, done_with_lock), and the last close of each of these is
-// dear: a detached mount's teardown (an expedited RCU grace period,
-// 0.1-4.6 ms traced in PID 1's end), a network namespace's (deferred work
-// that took a CPU from the waiter's exit and its caller's wake-up on this
-// 2-CPU host). Held by the keeper too, that comes after the pod's end.
-// The caller closes what it returns once the keeper has its copies.
-func (w *waiter) keeperExtra(logs [2]uintptr, pid int, cloneErr error) []uintptr {
-	if w.done < 0 {
-		return nil
-	}
-	extra := []uintptr{uintptr(w.done), handover.NoFd, handover.NoFd, handover.NoFd}
+// takeDone hands the done pipe's write end on, for the lock keeper
+// (handover.KeeperDoneFd): the caller owns it from then on. -1 if the
+// waiter passed none, or it was taken.
+func (w *waiter) takeDone() int {
+	d := w.done
 	w.done = -1
-	for i, fd := range logs {
-		if fd == handover.NoFd {
-			continue
-		}
-		if d, err := unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 3); err == nil {
-			extra[1+i] = uintptr(d)
-		}
-	}
-	if cloneErr == nil {
-		if fd := podNetnsFd(pid); fd >= 0 {
-			extra[3] = uintptr(fd)
-		}
-	}
-	return extra
+	return d
 }
 
 // pidfdCopy is a copy of the waiter's pidfd, for PID 1 to watch; the

@@ -52,8 +52,9 @@ func OpenSelfDir() (*SelfDir, error) {
 }
 
 // ReadOnlySibling opens the binary name next to our own as a detached,
-// read-only mount of that one file, and returns the path that executes it
-// while the file is open, in a child started with files (ExecFd).
+// read-only mount of that one file, and returns its descriptor, which the
+// caller closes, and the path that executes it while the descriptor is
+// open, in a child started with files (ExecFd).
 //
 // The binaries are the pod's stage1/rootfs/ ones, which rkt's gc
 // later runs as host root (threats G3, T3). A process started from this
@@ -61,40 +62,41 @@ func OpenSelfDir() (*SelfDir, error) {
 // or reopening an O_PATH descriptor of it, fails with EROFS, during the
 // pod's life and after it, whoever holds the descriptor (CVE-2019-5736,
 // where a process re-executing the runtime rewrote it through that link).
-func ReadOnlySibling(name string, files []uintptr) (*os.File, string, error) {
+func ReadOnlySibling(name string, files []uintptr) (int, string, error) {
 	tree, err := ReadOnlyTree(name)
 	if err != nil {
-		return nil, "", err
+		return -1, "", err
 	}
-	high, err := ExecFd(int(tree.Fd()), files)
-	tree.Close()
+	high, err := ExecFd(tree, files)
+	unix.Close(tree)
 	if err != nil {
-		return nil, "", err
+		return -1, "", err
 	}
-	return os.NewFile(uintptr(high), name), "/proc/self/fd/" + strconv.Itoa(high), nil
+	return high, "/proc/self/fd/" + strconv.Itoa(high), nil
 }
 
 // ReadOnlyTree opens the binary name next to our own as a detached,
-// read-only mount of that one file.
-func ReadOnlyTree(name string) (*os.File, error) {
+// read-only mount of that one file, and returns its descriptor, which the
+// caller closes.
+func ReadOnlyTree(name string) (int, error) {
 	self, err := os.Readlink("/proc/self/exe")
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return -1, fmt.Errorf("%s: %w", name, err)
 	}
 	p := filepath.Join(filepath.Dir(self), name)
 	fd, err := unix.OpenTree(unix.AT_FDCWD, p, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", p, err)
+		return -1, fmt.Errorf("%s: %w", p, err)
 	}
 	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOSUID}
 	var st unix.Stat_t
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &attr); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("%s: mount_setattr: %w", p, err)
+		return -1, fmt.Errorf("%s: mount_setattr: %w", p, err)
 	}
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 		unix.Close(fd)
-		return nil, fmt.Errorf("%s: not a regular file", p)
+		return -1, fmt.Errorf("%s: not a regular file", p)
 	}
-	return os.NewFile(uintptr(fd), name), nil
+	return fd, nil
 }
