@@ -26,7 +26,7 @@ import (
 // exit code is then PID 1's, the pod's. The supervision itself is PID 1's
 // (package pid1).
 //
-// It is a sequence of steps (run) over what it holds. Every descriptor it
+// It is a sequence of steps (cloneInitAndHandOver) over what it holds. Every descriptor it
 // opens is in fds, closed by close, once, on whichever path ends the
 // start; a step that hands a descriptor on (to PID 1, whose clone has its
 // copy, or to the keeper's start) or is done with it closes it at once
@@ -134,8 +134,8 @@ func cloneInitAndHandOver(pod *podspec.Pod, f *runFlags, podDir string, lock *os
 		s.openFiles,
 		s.clonePID1,
 		s.startKeeper,
-		s.makeCgroups,
-		s.prepareHost,
+		s.setUpCgroups,
+		s.setUpHost,
 		s.sendConfig,
 		s.awaitPID1,
 	} {
@@ -328,10 +328,10 @@ func (s *podStart) joinKeeper() error {
 	return s.keeperErr
 }
 
-// makeCgroups makes the pod's cgroups, names them in the pod directory,
+// setUpCgroups makes the pod's cgroups, names them in the pod directory,
 // and moves PID 1 into its own: the move waits for the kernel, and the
 // rest is prepared meanwhile.
-func (s *podStart) makeCgroups() error {
+func (s *podStart) setUpCgroups() error {
 	if err := makePodDirs(s.podDir); err != nil {
 		return err
 	}
@@ -370,10 +370,10 @@ func (s *podStart) joinPlaced() error {
 	return err
 }
 
-// prepareHost prepares what PID 1's own root binds and the apps use (the
+// setUpHost prepares what PID 1's own root binds and the apps use (the
 // pod's files, the empty volumes), the networks, and the configuration's
 // last fields.
-func (s *podStart) prepareHost() error {
+func (s *podStart) setUpHost() error {
 	if err := prepareHost(s.podDir, s.pod); err != nil {
 		return err
 	}

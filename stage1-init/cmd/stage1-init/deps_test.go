@@ -13,7 +13,7 @@ import (
 // it at every start. Networking lives in net-setup, exec'd only for pods
 // with networks. Nor does it link PID 1 (its supervisor, reaper and pod
 // set-up), a role it never plays: PID 1 is pod1-init.
-func TestNoCNIInStage1Init(t *testing.T) {
+func TestStage1InitDeps(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, "go", "list", "-deps", ".").CombinedOutput()
