@@ -38,14 +38,14 @@ $(VERSION_STAMP): FORCE
 	@mkdir -p build; echo '$(VERSION) $(STAGE1_IMAGES_DIR)' | cmp -s - $@ || echo '$(VERSION) $(STAGE1_IMAGES_DIR)' > $@
 SRCS += $(VERSION_STAMP)
 
+# The host side of the stage1: run and the other entry points rkt runs.
 bin/stage1-init: $(SRCS)
-	$(GO) build $(GOFLAGS_B) -o $@ ./stage1-init
-# The start-path binary: the same package built with the tag pod1init,
-# holding only PID 1 and the apps' set-up (stage1-init/dispatch_init.go),
-# so that neither links nor initialises what only run and the host side
-# need. run execs it, from next to itself, as the pod's PID 1.
+	$(GO) build $(GOFLAGS_B) -o $@ ./stage1-init/cmd/stage1-init
+# The start-path binary: PID 1 and the apps' set-up only, so that neither
+# links nor initialises what only run and the host side need. run execs
+# it, from next to itself, as the pod's PID 1.
 bin/pod1-init: $(SRCS)
-	$(GO) build -trimpath -tags "netgo osusergo pod1init" -ldflags "-s -w -X main.version=$(VERSION)" -o $@ ./stage1-init
+	$(GO) build $(GOFLAGS_B) -o $@ ./stage1-init/cmd/pod1-init
 # The waiter (waiter/waiter.c) is the run entry point: the process that holds
 # the pod's lock and waits is C, not a Go runtime; it starts the Go run as
 # its child, and is the lock keeper too. Built static with the system's gcc
@@ -63,14 +63,14 @@ WAITER_CC ?= $(if $(shell command -v musl-gcc 2>/dev/null),musl-gcc,gcc)
 WAITER_CC_STAMP := build/.waiter-cc
 $(WAITER_CC_STAMP): FORCE | deps
 	@mkdir -p build; echo '$(WAITER_CC)' | cmp -s - $@ || echo '$(WAITER_CC)' > $@
-bin/pod1-waiter: waiter/waiter.c $(WAITER_CC_STAMP)
+bin/pod1-waiter: waiter/waiter.c waiter/handover.h $(WAITER_CC_STAMP)
 	@mkdir -p bin
 	@command -v $(WAITER_CC) >/dev/null 2>&1 || { echo "bin/pod1-waiter: no C compiler ($(WAITER_CC)): install Debian's gcc and musl-tools (sudo apt-get install gcc musl-tools), or build with WAITER_CC=gcc (and libc6-dev)"; exit 1; }
 	$(WAITER_CC) -static -Os -s -Wall -Wextra -Werror -o $@ waiter/waiter.c
 # The init of the apps' pid namespace (pause/pause.c): C for the same
 # reason as the waiter, a process that stays for the pod's whole life and
 # only reaps.
-bin/pod1-pause: pause/pause.c $(WAITER_CC_STAMP)
+bin/pod1-pause: pause/pause.c waiter/handover.h $(WAITER_CC_STAMP)
 	@mkdir -p bin
 	@command -v $(WAITER_CC) >/dev/null 2>&1 || { echo "bin/pod1-pause: no C compiler ($(WAITER_CC)): install Debian's gcc and musl-tools (sudo apt-get install gcc musl-tools), or build with WAITER_CC=gcc (and libc6-dev)"; exit 1; }
 	$(WAITER_CC) -static -Os -s -Wall -Wextra -Werror -o $@ pause/pause.c
@@ -273,10 +273,8 @@ tools:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) vet -tags pod1init ./stage1-init
 	@if [ ! -x "$(GOLANGCI_LINT)" ]; then echo "golangci-lint is not installed: make tools"; exit 1; fi
 	$(GOLANGCI_LINT) run ./...
-	$(GOLANGCI_LINT) run --build-tags pod1init ./stage1-init
 
 # make bench runs pod1 side by side with its peers (bench/, as root, a few
 # minutes) and writes docs/benchmarks.md and docs/benchmarks.svg. It builds

@@ -93,7 +93,7 @@ func readSpec() (*Spec, *gate, error) {
 	return &s, g, nil
 }
 
-// A spare (stage1-init's app process started before its app is known)
+// A spare (PID 1's app process started before its app is known)
 // learns its app in two messages on its socket. The brief, sent as soon as
 // PID 1 has its configuration, is the Spec's length (4 bytes, big-endian)
 // and the Spec: the spare sets the app's root up while PID 1 still sets up

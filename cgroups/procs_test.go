@@ -15,7 +15,7 @@ import (
 // TryRemove never waits: a group that still holds a process is left in
 // place at once with EBUSY, and removed by a later call once it is empty
 // (a directory already gone is no error). PID 1's loop relies on it
-// (stage1-init's appOS.Sweep).
+// (stage1-init/pid1's appOS.Sweep).
 func TestTryRemoveNeverWaits(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("needs root: it creates a cgroup and moves a process into it (run as root, as make test does)")

@@ -44,6 +44,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* The numbers the stage1's processes hand each other:
+ * stage1-init/handover/handover.go. */
+#include "../waiter/handover.h"
+
 #ifndef SYS_fsopen
 #define SYS_fsopen 430
 #endif
@@ -77,7 +81,7 @@ struct cap_data {
 #define MOUNT_ATTR_NOEXEC_ 0x8
 
 /* The socket PID 1 reads the procfs mounts from. */
-#define REPORT_FD 3
+#define REPORT_FD POD1_PAUSE_SOCK_FD
 /* How many procfs instances PID 1 is sent. */
 #define PROCFS_COUNT 2
 /* Where the empty root is made; every host has it. */

@@ -169,7 +169,7 @@ func (r *Reaper) Reap() []Exit {
 		// The syscall package's wait4, not x/sys/unix's: this runs at
 		// every sweep of an idle pod, and PID 1's loop otherwise needs
 		// no code of x/sys/unix then, whose pages it has shed
-		// (stage1-init's shedUnusedMemory).
+		// (stage1-init/pid1's shedUnusedMemory).
 		pid, err := syscall.Wait4(target, (*syscall.WaitStatus)(&ws), syscall.WNOHANG, nil)
 		if errors.Is(err, unix.EINTR) {
 			continue

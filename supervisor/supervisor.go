@@ -490,7 +490,7 @@ func (s *Supervisor) Tick() time.Time {
 	now := s.os.Now()
 	// Cloned (Fire may change the list) only when some app waits on the
 	// clock: an idle pod's PID 1 runs this every second, and allocates
-	// nothing then (its loop keeps few pages in memory: stage1-init's
+	// nothing then (its loop keeps few pages in memory: stage1-init/pid1's
 	// shedUnusedMemory).
 	apps := s.apps
 	if slices.ContainsFunc(apps, timed) {

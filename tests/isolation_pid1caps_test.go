@@ -12,7 +12,7 @@ import (
 // PID 1 is born with the pod's bounding set, set up by run on the thread
 // that clones it, and keeps its caller's permitted set through its exec by
 // an inheritable set run gives that thread; PID 1 empties its inheritable
-// set before it starts anything (stage1-init/pid1fork.go). Started from a
+// set before it starts anything (stage1-init/podstart/pid1fork.go). Started from a
 // caller whose inheritable set is not empty (setpriv), PID 1 has no
 // inheritable capability, its caller's permitted set, and as bounding set
 // its own needs plus the app's capabilities, or the caller's whole set

@@ -17,8 +17,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pid1Needs is PID 1's own share of its bounding set (stage1-init's
-// pid1Capabilities): the rest of it is what the pod's apps are given.
+// pid1Needs is PID 1's own share of its bounding set (podplan's
+// PID1Capabilities): the rest of it is what the pod's apps are given.
 var pid1Needs = []string{
 	"CAP_SYS_ADMIN", "CAP_MKNOD", "CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP",
 	"CAP_SETFCAP", "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_KILL",

@@ -16,7 +16,7 @@ import (
 	"github.com/pod1/pod1/appexec"
 )
 
-// The spare (stage1-init/spare.go) is briefed with its app's spec while
+// The spare (stage1-init/pid1/spare.go) is briefed with its app's spec while
 // PID 1 is still in the host's root, sets the app's root up, and must run
 // nothing of the app before its go: an app that could read /proc/1/root
 // then would find the host's (threats T4, T19). These tests drive the

@@ -440,7 +440,7 @@ func children(t *testing.T, pid int) []string {
 }
 
 // PID 1 starts an app process ahead of its configuration for the first
-// app (stage1-init/spare.go). When no app takes it (a mutable pod starts
+// app (stage1-init/pid1/spare.go). When no app takes it (a mutable pod starts
 // with none; an app in a user namespace starts its own way), it is gone
 // once the pod is ready, without a word on stderr; when the first app takes
 // it, it is that app, in that app's cgroup.

@@ -55,6 +55,10 @@
 #include <time.h>
 #include <unistd.h>
 
+/* The numbers and names the stage1's processes hand each other:
+ * stage1-init/handover/handover.go. */
+#include "handover.h"
+
 enum { LEVEL_NONE, LEVEL_STOP, LEVEL_FORCE };
 
 /* rkt's stage1 failure code. */
@@ -370,9 +374,9 @@ static void hold_netns(pid_t pid)
 
 /* The name the Go run dispatches on, and the variable naming the report
  * pipe's fd in its environment. */
-#define GO_RUN_ROLE "run"
-#define REPORT_ENV "POD1_WAITER_FD"
-#define GO_BINARY "stage1-init"
+#define GO_RUN_ROLE POD1_ROLE_RUN
+#define REPORT_ENV POD1_WAITER_ENV
+#define GO_BINARY POD1_STAGE1_BINARY
 
 /* go_path finds the Go stage1 binary next to ours. It is run by path, as
  * stage0 runs us: it is a host process, outside the pod, and makes the
@@ -611,7 +615,7 @@ static int code_of(int status)
 }
 
 /* shed drops our binary's mapped pages from our page tables once we only
- * wait (stage1-init's shedUnusedMemory does the same for the Go
+ * wait (stage1-init/pid1's shedUnusedMemory does the same for the Go
  * processes): they stay in the page cache, and the few the waiting code
  * uses fault back in. Every loadable segment that is never written is
  * dropped, code and constants (static glibc's are most of what a waiter
@@ -649,7 +653,7 @@ static void shed(void)
 		syscall(SYS_madvise, r.lo[i], r.hi[i] - r.lo[i], MADV_DONTNEED);
 }
 
-/* The lock keeper (stage1-init/lockkeeper.go starts it, and says why it
+/* The lock keeper (stage1-init/podstart/lockkeeper.go starts it, and says why it
  * exists): holds the pod's lock on fd 3 (an fd of the pod directory) until
  * the pidfd on fd 4 says PID 1 has exited. It commits the final statuses
  * PID 1 leaves pending (status.WritePending) of the apps PID 1 names on the
@@ -663,7 +667,7 @@ static void shed(void)
  * namespace (fd 9, unless it is the host's), so that their teardown, dear,
  * comes with its exit, after the pod's end, rather than with PID 1's or
  * the waiter's. argv[1] is the status directory, below the pod directory. */
-#define KEEPER_ROLE "pod1-lock"
+#define KEEPER_ROLE POD1_ROLE_KEEPER
 #define PENDING_SUFFIX ".commit"
 /* status.MaxPending: the names taken from PID 1 in the pod's life. */
 #define MAX_PENDING 1024
@@ -756,7 +760,7 @@ static int open_status_dir(const char *rel)
 		.flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
 		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
 	};
-	int dir = syscall(SYS_openat2, 3, rel, &how, sizeof how);
+	int dir = syscall(SYS_openat2, POD1_KEEPER_LOCK_FD, rel, &how, sizeof how);
 	if (dir < 0 && errno != ENOENT)
 		warn("lock keeper: status directory: %s", strerror(errno));
 	return dir;
@@ -797,7 +801,7 @@ static void commit_sent(const char *rel)
 	static char buf[4096];
 	int dir = -2, moved = 0, dropped = 0;
 	while (sent.open && sent.taken < MAX_PENDING) {
-		ssize_t got = read(5, buf, sizeof buf);
+		ssize_t got = read(POD1_KEEPER_COMMIT_FD, buf, sizeof buf);
 		if (got < 0 && errno == EINTR)
 			continue;
 		if (got <= 0) {
@@ -806,7 +810,7 @@ static void commit_sent(const char *rel)
 			break;
 		}
 		for (ssize_t i = 0; i < got; i++) {
-			if (buf[i] != '\n') {
+			if (buf[i] != POD1_COMMIT_LINE_END) {
 				if (!sent.long_line && sent.len < MAX_PENDING_APP)
 					sent.line[sent.len++] = buf[i];
 				else
@@ -851,16 +855,16 @@ static void commit_sent(const char *rel)
  * done pipe or with the waiter gone (EPIPE), we exit at once. */
 static void done_with_lock(void)
 {
-	close(3);
+	close(POD1_KEEPER_LOCK_FD);
 	struct stat st;
-	if (fstat(6, &st))
+	if (fstat(POD1_KEEPER_DONE_FD, &st))
 		return;
 	struct sched_param idle = { 0 };
 	/* musl's sched_setscheduler is a stub (ENOSYS): the system call. */
 	syscall(SYS_sched_setscheduler, 0, SCHED_IDLE, &idle);
-	if (write(6, "", 1) != 1)
+	if (write(POD1_KEEPER_DONE_FD, "", 1) != 1)
 		return;
-	struct pollfd p = { .fd = 6, .events = 0 };
+	struct pollfd p = { .fd = POD1_KEEPER_DONE_FD, .events = 0 };
 	while (poll(&p, 1, -1) < 0 && errno == EINTR)
 		;
 }
@@ -871,10 +875,10 @@ static int keeper_main(const char *status_dir)
 	ignore(SIGPIPE);
 	shed();
 	struct stat st;
-	struct pollfd p[2] = { { .fd = 4, .events = POLLIN }, { .fd = 5, .events = POLLIN } };
-	int flags = fcntl(5, F_GETFL);
+	struct pollfd p[2] = { { .fd = POD1_KEEPER_PID1_FD, .events = POLLIN }, { .fd = POD1_KEEPER_COMMIT_FD, .events = POLLIN } };
+	int flags = fcntl(POD1_KEEPER_COMMIT_FD, F_GETFL);
 	/* No commit pipe: PID 1 commits its statuses. */
-	if (fstat(5, &st) || flags < 0 || fcntl(5, F_SETFL, flags | O_NONBLOCK))
+	if (fstat(POD1_KEEPER_COMMIT_FD, &st) || flags < 0 || fcntl(POD1_KEEPER_COMMIT_FD, F_SETFL, flags | O_NONBLOCK))
 		sent.open = 0;
 	for (;;) {
 		if (poll(p, sent.open ? 2 : 1, -1) < 0) {
@@ -1000,7 +1004,7 @@ int main(int argc, char **argv)
 			i++;
 		i++;
 	}
-	if (nf < 3 || got == 0 || report[got - 1] != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+	if (nf < POD1_REPORT_FIRST_CGROUP || got == 0 || report[got - 1] != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		/* The Go run failed (it said why) or was killed: whatever
 		 * it started (PID 1, the keeper) is our child and it has
 		 * ended it; wait for them all, then fail as it did. A
@@ -1012,10 +1016,10 @@ int main(int argc, char **argv)
 			return 128 + WTERMSIG(status);
 		return code_of(status);
 	}
-	pid_t pid = (pid_t)number(field[0], "PID");
+	pid_t pid = (pid_t)number(field[POD1_REPORT_PID1], "PID");
 	/* The keeper's pid: checked, not needed (the done pipe says it all). */
-	(void)number(field[1], "KEEPER");
-	const char *stage2 = field[2];
+	(void)number(field[POD1_REPORT_KEEPER], "KEEPER");
+	const char *stage2 = field[POD1_REPORT_STAGE2];
 	/* PID 1 is our child and not yet waited for: its pid names it. */
 	hold_netns(pid);
 	int pidfd = syscall(SYS_pidfd_open, pid, 0);
@@ -1043,7 +1047,7 @@ int main(int argc, char **argv)
 	}
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	for (int i = 3; i < nf; i++)
+	for (int i = POD1_REPORT_FIRST_CGROUP; i < nf; i++)
 		drain_cgroup(field[i]);
 	/* The keeper has done its part once it writes a byte on the done
 	 * pipe, after its last commit and after closing its copy of the
@@ -1054,7 +1058,7 @@ int main(int argc, char **argv)
 	struct pollfd done = { .fd = dp[0], .events = POLLIN };
 	while (poll(&done, 1, -1) < 0 && errno == EINTR)
 		;
-	if (strcmp(stage2, "-"))
+	if (strcmp(stage2, POD1_REPORT_NO_BIND))
 		umount2(stage2, MNT_DETACH);
 	if (WIFSIGNALED(status))
 		say("pod init killed by signal %d", WTERMSIG(status));

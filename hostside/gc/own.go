@@ -42,7 +42,7 @@ func (c *collector) ownStage1GC(uuid, dir, entrypoint string) (bool, error) {
 }
 
 // hasNetworks reports whether a pod has network state its stage1 gc
-// tears down (the entry point's test, stage1-init/netsetup.go).
+// tears down (the entry point's test, stage1-init/entry/gc.go).
 func hasNetworks(dir string) bool {
 	for _, name := range []string{layout.NetInfo, layout.Netns, layout.NetDir} {
 		if _, err := os.Lstat(filepath.Join(dir, name)); err == nil {

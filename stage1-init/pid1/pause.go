@@ -1,0 +1,185 @@
+package pid1
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/appexec"
+	"github.com/pod1/pod1/cgroups"
+	"github.com/pod1/pod1/reaper"
+	"github.com/pod1/pod1/stage1-init/handover"
+	"github.com/pod1/pod1/stage1-init/selfexe"
+)
+
+// pause is pod1-pause as PID 1 holds it: the init of the apps' pid
+// namespace, nested under PID 1's (appexec's Launch says why).
+type pause struct {
+	pid int
+	// pidns is the apps' pid namespace (-1 until procfs), which the
+	// set-up processes (appexec.PidNSFd) clone the apps' processes
+	// into. Sent by pod1-pause: setns of a pidfd, or opening
+	// /proc/PID/ns/pid, would need to pass the ptrace check on it.
+	pidns int
+	// sock is where its two procfs instances of the apps' namespace
+	// come from (procfs).
+	sock *os.File
+}
+
+// pauseTag tags pod1-pause in the reaper.
+type pauseTag struct{}
+
+// startPause clones pod1-pause into a new pid namespace, from the
+// detached read-only copy of its binary run handed over (handover.PauseExeFd).
+func startPause(r *reaper.Reaper) (*pause, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%s: socketpair: %w", handover.RolePause, err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "pause"), os.NewFile(uintptr(fds[1]), "pause")
+	defer theirs.Close()
+	closed := ^uintptr(0)
+	files := make([]uintptr, handover.PauseSockFd+1)
+	files[0], files[1], files[2] = closed, closed, os.Stderr.Fd()
+	files[handover.PauseSockFd] = theirs.Fd()
+	var st unix.Stat_t
+	err = unix.Fstat(handover.PauseExeFd, &st)
+	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
+		err = errors.New("not a regular file")
+	}
+	exe := -1
+	if err == nil {
+		exe, err = selfexe.ExecFd(handover.PauseExeFd, files)
+	}
+	unix.Close(handover.PauseExeFd)
+	if err != nil {
+		ours.Close()
+		return nil, fmt.Errorf("%s binary (fd %d): %w", handover.RolePause, handover.PauseExeFd, err)
+	}
+	defer unix.Close(exe)
+	pid, err := r.Start(pauseTag{}, func() (int, error) {
+		return syscall.ForkExec("/proc/self/fd/"+strconv.Itoa(exe), []string{handover.RolePause}, &syscall.ProcAttr{
+			Files: files,
+			Sys:   &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID},
+		})
+	})
+	if err != nil {
+		ours.Close()
+		return nil, fmt.Errorf("start %s: %w", handover.RolePause, err)
+	}
+	return &pause{pid: pid, pidns: -1, sock: ours}, nil
+}
+
+// procfs receives the two procfs instances of the apps' pid namespace
+// pod1-pause makes (one for the spare, one for PID 1's root), and the
+// namespace; it waits for them.
+func (pz *pause) procfs() ([2]int, error) {
+	var b [1]byte
+	oob := make([]byte, unix.CmsgSpace(3*4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(int(pz.sock.Fd()), b[:], oob, unix.MSG_CMSG_CLOEXEC)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return [2]int{}, fmt.Errorf("%s: procfs: %w", handover.RolePause, err)
+		}
+		var got []int
+		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+			for i := range msgs {
+				if fds, err := unix.ParseUnixRights(&msgs[i]); err == nil {
+					got = append(got, fds...)
+				}
+			}
+		}
+		if n != 1 || len(got) != 3 {
+			for _, fd := range got {
+				unix.Close(fd)
+			}
+			return [2]int{}, fmt.Errorf("%s ended before it made the apps' procfs (see its error above)", handover.RolePause)
+		}
+		pz.pidns = got[2]
+		return [2]int{got[0], got[1]}, nil
+	}
+}
+
+// giveRoot hands pod1-pause, read-only, the trees its root holds: the
+// pod's cgroups, at their paths, cloned from PID 1's own root (rkt's apps
+// read their limits through /proc/1/root/sys/fs/cgroup, their pid 1's
+// root, as rkt's stage1 let them; rkt's suite does). awaitRoot waits
+// until it has left everything else behind.
+func (pz *pause) giveRoot(cg *cgroups.Group) error {
+	var paths []string
+	if cg != nil {
+		for _, d := range cg.Dirs() {
+			if !slices.Contains(paths, d) {
+				paths = append(paths, d)
+			}
+		}
+	}
+	msg := []byte{'r'}
+	var fds []int
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	for _, d := range paths {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, d, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			return fmt.Errorf("%s's root: %s: %w", handover.RolePause, d, err)
+		}
+		fds = append(fds, fd)
+		attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &attr); err != nil {
+			return fmt.Errorf("%s's root: %s: %w", handover.RolePause, d, err)
+		}
+		msg = append(append(msg, d...), 0)
+	}
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
+	if err := unix.Sendmsg(int(pz.sock.Fd()), msg, oob, nil, 0); err != nil {
+		return fmt.Errorf("%s's root: %w", handover.RolePause, err)
+	}
+	return nil
+}
+
+// awaitRoot waits for pod1-pause to say it holds nothing any more.
+func (pz *pause) awaitRoot() error {
+	defer pz.sock.Close()
+	var b [1]byte
+	for {
+		n, err := unix.Read(int(pz.sock.Fd()), b[:])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil || n != 1 || b[0] != 'd' {
+			return fmt.Errorf("%s ended before it left the pod's mounts (see its error above)", handover.RolePause)
+		}
+		return nil
+	}
+}
+
+// attachAppsProc puts procfs, a detached procfs of the apps' pid
+// namespace, read-only at appexec.AppsProc under root (PID 1's new root,
+// being built): the set-up processes PID 1 forks from then on clone it
+// for their app's /proc.
+func attachAppsProc(root string, procfs int) error {
+	defer unix.Close(procfs)
+	dst := root + appexec.AppsProc
+	if err := unix.Mkdir(dst, 0o555); err != nil && !errors.Is(err, unix.EEXIST) {
+		return err
+	}
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
+	if err := unix.MountSetattr(procfs, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		return fmt.Errorf("apps' procfs: %w", err)
+	}
+	return unix.MoveMount(procfs, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH)
+}
