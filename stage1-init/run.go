@@ -24,6 +24,7 @@ import (
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/safefile"
 	"github.com/pod1/pod1/sigpolicy"
+	"github.com/pod1/pod1/sockact"
 	"github.com/pod1/pod1/status"
 )
 
@@ -42,6 +43,12 @@ func runMain(args []string) int {
 	// Only the waiter holds the lock and passes stop signals on for the
 	// pod's whole life; without it nothing would, once we hand over.
 	w, err := takeWaiter()
+	if err != nil {
+		return fail(err)
+	}
+	// The waiter is the process rkt exec'd, which systemd passed its
+	// sockets to; they are taken before anything is started.
+	passed, err := sockact.Take(os.Getppid())
 	if err != nil {
 		return fail(err)
 	}
@@ -73,6 +80,9 @@ func runMain(args []string) int {
 		return fail(err)
 	}
 	if err := checkIsolation(pod); err != nil {
+		return fail(err)
+	}
+	if err := sockact.Match(passed, pod, f.opts.PrivateUsers != nil); err != nil {
 		return fail(err)
 	}
 	warnIsolation(pod, f)
@@ -312,7 +322,7 @@ func cloneInitAndHandOver(pod *podspec.Pod, f *runFlags, podDir string, lock *os
 	// (docs/design-start.md) for a pidfd we never use.
 	// PID 1 is the start-path binary, not this one: it links only what
 	// PID 1 and the apps' set-up need (docs/design-start.md).
-	files := pid1Files(pr, self, rw, logFds, commitW, pause)
+	files := sockact.Hand(pod, pid1Files(pr, self, rw, logFds, commitW, pause))
 	exe, exePath, err := readOnlySibling(initBinary, files)
 	if err != nil {
 		pr.Close()
