@@ -42,13 +42,13 @@ func runMain(args []string) int {
 
 	// Only the waiter holds the lock and passes stop signals on for the
 	// pod's whole life; without it nothing would, once we hand over.
-	w, err := takeWaiter()
+	// The waiter, our parent, is the process rkt exec'd, which systemd
+	// passed its sockets to: they are taken before we open anything.
+	passed, err := sockact.Take(os.Getppid())
 	if err != nil {
 		return fail(err)
 	}
-	// The waiter is the process rkt exec'd, which systemd passed its
-	// sockets to; they are taken before anything is started.
-	passed, err := sockact.Take(os.Getppid())
+	w, err := takeWaiter()
 	if err != nil {
 		return fail(err)
 	}
