@@ -280,3 +280,14 @@ func Hand(pod *podplan.Pod, files []uintptr) []uintptr {
 	}
 	return files
 }
+
+// RefuseAdded refuses an app added to a running pod (rkt app add) that has
+// socket-activated ports: the passed sockets were handed out when the pod
+// started, and none is left for it.
+func RefuseAdded(a *podplan.App) error {
+	if len(a.SocketPorts) == 0 {
+		return nil
+	}
+	sp := a.SocketPorts[0]
+	return fmt.Errorf("app %q: ports: socket-activated port %q (%s %d): an app added to a running pod gets no socket (the sockets passed to rkt run go to the pod's apps when it starts)", a.Spec.Name, sp.Name, sp.Protocol, sp.HostPort)
+}

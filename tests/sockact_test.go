@@ -47,7 +47,7 @@ func udpSocket(t *testing.T) (*os.File, int) {
 	f, err := c.(*net.UDPConn).File()
 	must(t, err)
 	port := c.LocalAddr().(*net.UDPAddr).Port
-	c.Close()
+	_ = c.Close()
 	t.Cleanup(func() { f.Close() })
 	return f, port
 }
@@ -308,5 +308,26 @@ func TestLauncherSocketActivation(t *testing.T) {
 	}
 	if !hasLine(stdout.String(), `^sock-serve pid=\d+ fds=1 names=web$`) {
 		t.Errorf("stdout: %s", stdout.String())
+	}
+}
+
+// An app added to a running pod (rkt app add) with a socket-activated port
+// is refused, naming the port: the passed sockets went to the pod's apps
+// when it started, and none is left for it.
+func TestRktSocketActivationAppAdd(t *testing.T) {
+	r := newRkt(t)
+	p := r.start("app", "sandbox", "--stage1-path="+filepath.Join(repoRoot, "build/stage1.aci"), "--net=none")
+	r.rkt("fetch", r.aci("sa-added", map[string]any{
+		"exec":  probe("sock-serve", "1"),
+		"ports": []map[string]any{{"name": "p", "protocol": "tcp", "port": 8080, "socketActivated": true}},
+	}, nil))
+	// rkt shows the entry point's line with --debug only.
+	o, e, code := r.exec(rktTimeout, nil, "--debug", "app", "add", p.UUID, "pod1.test/sa-added", "--name=added")
+	want := `app "added": ports: socket-activated port "p" (tcp 8080): an app added to a running pod gets no socket`
+	if code == 0 || !strings.Contains(e, want) {
+		t.Fatalf("rkt app add: exit %d, want a failure with %q\nstdout: %s\nstderr: %s", code, want, o, e)
+	}
+	if out := r.rkt("app", "list", "--no-legend", p.UUID); strings.Contains(out, "added") {
+		t.Errorf("the refused app is listed:\n%s", out)
 	}
 }
