@@ -126,7 +126,7 @@ func Take(parent int) (*Passed, error) {
 		return nil, fmt.Errorf("%s=%d: more than %d sockets", envFds, n, MaxSockets)
 	}
 	var names []string
-	if hasNames && n > 0 {
+	if hasNames && namesv != "" && n > 0 {
 		names = strings.Split(namesv, ":")
 		if len(names) != n {
 			return nil, fmt.Errorf("%s=%q: %d names for %s=%d", envNames, namesv, len(names), envFds, n)
