@@ -335,44 +335,58 @@ func TestRktSocketActivationAppAdd(t *testing.T) {
 // The same through systemd-socket-activate, which binds the socket, waits
 // for the first connection and execs rkt run as the same process, as
 // systemd starts a socket-activated service: the connection made before
-// the pod existed is the app's first.
+// the pod existed is the app's first. With a network and --port naming the
+// app's port (80), the socket is the host port's, as in rkt's
+// TestSocketActivation.
 func TestRktSocketActivationTool(t *testing.T) {
 	tool, err := exec.LookPath("systemd-socket-activate")
 	if err != nil {
 		t.Fatalf("systemd-socket-activate: %v (Debian's systemd package has it)", err)
 	}
-	r := newRkt(t)
-	probeSock, port := tcpSocket(t, "127.0.0.1", 0)
-	probeSock.Close() // a free port, for the tool to bind
-	img := r.aci("sa-tool", map[string]any{
-		"exec":  probe("sock-serve", "1"),
-		"ports": []map[string]any{{"name": "web", "protocol": "tcp", "port": port, "socketActivated": true}},
-	}, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), rktTimeout)
-	defer cancel()
-	c, o, e := r.cmd(ctx, nil, r.runArgs("run", []string{img})...)
-	c.Args = append([]string{tool, "-l", "127.0.0.1:" + strconv.Itoa(port), "--fdname=ours"}, c.Args...)
-	c.Path = tool
-	must(t, c.Start())
-	done := make(chan error, 1)
-	go func() { done <- c.Wait() }()
-	var conn net.Conn
-	waitFor(t, 10*time.Second, "systemd-socket-activate listening", func() bool {
-		conn, err = net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		return err == nil
-	})
-	defer conn.Close()
-	must(t, conn.SetDeadline(time.Now().Add(eventDeadline)))
-	_, err = fmt.Fprintf(conn, "hello\n")
-	must(t, err)
-	answer, err := bufio.NewReader(conn).ReadString('\n')
-	if err != nil || !strings.HasPrefix(answer, "web ") || !strings.HasSuffix(answer, " hello\n") {
-		t.Fatalf("answer %q (%v), want \"web <pid> hello\"\nstdout: %s\nstderr: %s", answer, err, o, e)
-	}
-	if err := <-done; err != nil {
-		t.Fatalf("rkt run: %v\nstdout: %s\nstderr: %s", err, o, e)
-	}
-	if !hasLine(o.String(), `^sock-serve pid=\d+ fds=1 names=web$`) {
-		t.Errorf("stdout: %s", o)
+	for _, hostPort := range []bool{false, true} {
+		name := "own port"
+		if hostPort {
+			name = "host port"
+		}
+		t.Run(name, func(t *testing.T) {
+			r := newRkt(t)
+			free, port := tcpSocket(t, "127.0.0.1", 0)
+			free.Close() // a free port, for the tool to bind
+			imgPort, args := port, []string{}
+			if hostPort {
+				imgPort, args = 80, []string{"--net=default", "--port=web:" + strconv.Itoa(port)}
+			}
+			img := r.aci("sa-tool", map[string]any{
+				"exec":  probe("sock-serve", "1"),
+				"ports": []map[string]any{{"name": "web", "protocol": "tcp", "port": imgPort, "socketActivated": true}},
+			}, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), rktTimeout)
+			defer cancel()
+			c, o, e := r.cmd(ctx, nil, r.runArgs("run", append(args, img))...)
+			c.Args = append([]string{tool, "-l", "127.0.0.1:" + strconv.Itoa(port), "--fdname=ours"}, c.Args...)
+			c.Path = tool
+			must(t, c.Start())
+			done := make(chan error, 1)
+			go func() { done <- c.Wait() }()
+			var conn net.Conn
+			waitFor(t, 10*time.Second, "systemd-socket-activate listening", func() bool {
+				conn, err = net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(port))
+				return err == nil
+			})
+			defer conn.Close()
+			must(t, conn.SetDeadline(time.Now().Add(eventDeadline)))
+			_, err = fmt.Fprintf(conn, "hello\n")
+			must(t, err)
+			answer, err := bufio.NewReader(conn).ReadString('\n')
+			if err != nil || !strings.HasPrefix(answer, "web ") || !strings.HasSuffix(answer, " hello\n") {
+				t.Fatalf("answer %q (%v), want \"web <pid> hello\"\nstdout: %s\nstderr: %s", answer, err, o, e)
+			}
+			if err := <-done; err != nil {
+				t.Fatalf("rkt run: %v\nstdout: %s\nstderr: %s", err, o, e)
+			}
+			if !hasLine(o.String(), `^sock-serve pid=\d+ fds=1 names=web$`) {
+				t.Errorf("stdout: %s", o)
+			}
+		})
 	}
 }
