@@ -40,14 +40,14 @@ func runMain(args []string) int {
 	// once PID 1 can act on it.
 	req := sigpolicy.Listen()
 
-	// Only the waiter holds the lock and passes stop signals on for the
-	// pod's whole life; without it nothing would, once we hand over.
 	// The waiter, our parent, is the process rkt exec'd, which systemd
 	// passed its sockets to: they are taken before we open anything.
 	passed, err := sockact.Take(os.Getppid())
 	if err != nil {
 		return fail(err)
 	}
+	// Only the waiter holds the lock and passes stop signals on for the
+	// pod's whole life; without it nothing would, once we hand over.
 	w, err := takeWaiter()
 	if err != nil {
 		return fail(err)

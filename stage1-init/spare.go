@@ -136,8 +136,9 @@ func (o *appOS) briefSpare(a *supervisor.App, procfs, shm int) {
 // namespace (its setup process reports on a pipe the spare lacks), the
 // app of an interactive pod's console (its set-up copies the console's
 // devpts from PID 1's root, which the spare's older mount namespace
-// lacks), an app with sockets (its go carries none), an app of a pod with cgroups that could not get one (the spare
-// is not in the pod's), a spare briefed with another spec (dropSpare ends it once the
+// lacks), an app with sockets (its go carries none), an app of a pod
+// with cgroups that could not get one (the spare is not in the pod's), a
+// spare briefed with another spec (dropSpare ends it once the
 // apps are started), or no spare left.
 func (o *appOS) takeSpare(a *supervisor.App, r *appRes, spec []byte) *spare {
 	sp := o.spare
