@@ -123,6 +123,11 @@ func Launch(s *Spec, argv []string, pidns int, ctty bool, then func(pid int, exe
 	if err := joinAppsPidNS(pidns); err != nil {
 		return setupFailed, err
 	}
+	if len(s.Listen) > 0 {
+		ls := *s
+		ls.Env = listenEnv(s.Env, s.Listen)
+		s = &ls
+	}
 	c, code, err := command(s, argv)
 	if err != nil {
 		return code, err
@@ -132,6 +137,12 @@ func Launch(s *Spec, argv []string, pidns int, ctty bool, then func(pid int, exe
 		return setupFailed, fmt.Errorf("pipe: %w", err)
 	}
 	errRead, errWrite := p[0], p[1]
+	errWrite, listen, err := takeListen(len(s.Listen), errWrite)
+	if err != nil {
+		unix.Close(errRead)
+		unix.Close(errWrite)
+		return setupFailed, err
+	}
 	// The thread that clones ends there, holding its P: the goroutine
 	// that goes on needs another. Before the filter: this stops the
 	// world.
@@ -143,7 +154,11 @@ func Launch(s *Spec, argv []string, pidns int, ctty bool, then func(pid int, exe
 		unix.Close(errWrite)
 		return setupFailed, err
 	}
-	st := &launchState{fp: fp, x: c.x, errFd: errWrite, ctty: ctty, tid: int32(unix.Gettid())}
+	st := &launchState{fp: fp, x: c.x, errFd: errWrite, ctty: ctty, tid: int32(unix.Gettid()), listen: listen}
+	st.keep = append([]int32{int32(errWrite)}, listen...)
+	if len(listen) > 0 {
+		st.pidBuf = listenPid(c.x)
+	}
 	if err := st.finalCaps(s.UID == 0); err != nil {
 		unix.Close(errRead)
 		unix.Close(errWrite)
@@ -180,6 +195,13 @@ type launchState struct {
 	x     *preparedExec
 	errFd int
 	ctty  bool
+	// keep are the descriptors above GateFd the cloned process keeps
+	// until its execve, ascending: errFd, then listen, the copies of the
+	// app's sockets it moves to fds 3.. after its gate (takeListen).
+	// pidBuf, with sockets, is LISTEN_PID's number in x's environment.
+	keep   []int32
+	listen []int32
+	pidBuf *[listenPidDigits + 1]byte
 }
 
 // finalCaps makes the capability sets the cloning thread takes before it
@@ -237,6 +259,9 @@ func (st *launchState) result(errRead int, s *Spec, argv0, missing string) error
 		return nil
 	}
 	step, errno := report[0], unix.Errno(binary.LittleEndian.Uint32(report[4:]))
+	if step == stepListen {
+		return fmt.Errorf("socket activation: dup3: %w", errno)
+	}
 	if step == stepCtty {
 		return fmt.Errorf("controlling terminal: %w", errno)
 	}
@@ -250,6 +275,7 @@ const (
 	stepClone
 	stepCtty
 	stepExec
+	stepListen
 )
 
 // launchFinal is the cloning thread's end: the app's filter, its
@@ -284,21 +310,37 @@ func launchFinal(st *launchState) {
 		st.pid = int(r1)
 		exitThread()
 	}
-	// The child. Every descriptor but 0-2, its gate and the report pipe
-	// goes now, not only at execve (the set-up's report pipe among them,
-	// whose end PID 1 waits for); then it waits at its gate. The set-up
-	// process holds fds 3 to GateFd from its birth: the pipe is above.
+	// The child. Every descriptor but 0-2, its gate, the error pipe and
+	// the copies of its sockets goes now, not only at execve (the
+	// set-up's report pipe among them, whose end PID 1 waits for); then
+	// it waits at its gate. The set-up process holds fds 3 to GateFd
+	// from its birth: the pipe and the copies are above (st.keep).
 	_, _, _ = unix.RawSyscall(unix.SYS_CLOSE_RANGE, 3, GateFd-1, 0)
-	if st.errFd > GateFd+1 {
-		_, _, _ = unix.RawSyscall(unix.SYS_CLOSE_RANGE, GateFd+1, uintptr(st.errFd-1), 0)
+	lo := uintptr(GateFd + 1)
+	for _, k := range st.keep {
+		if uintptr(k) > lo {
+			_, _, _ = unix.RawSyscall(unix.SYS_CLOSE_RANGE, lo, uintptr(k)-1, 0)
+		}
+		lo = uintptr(k) + 1
 	}
-	_, _, _ = unix.RawSyscall(unix.SYS_CLOSE_RANGE, uintptr(st.errFd+1), ^uintptr(0), 0)
+	_, _, _ = unix.RawSyscall(unix.SYS_CLOSE_RANGE, lo, ^uintptr(0), 0)
 	var b [1]byte
 	for {
 		_, _, e := unix.RawSyscall(unix.SYS_READ, GateFd, uintptr(unsafe.Pointer(&b[0])), 1)
 		if e != unix.EINTR {
 			break
 		}
+	}
+	// The sockets, as systemd hands them over: fds 3.., open across
+	// execve, and the process's own pid in LISTEN_PID.
+	for i, src := range st.listen {
+		if _, _, e := unix.RawSyscall(unix.SYS_DUP3, uintptr(src), uintptr(3+i), 0); e != 0 {
+			childFail(st.errFd, stepListen, e, status.CodeStage1Failure)
+		}
+	}
+	if st.pidBuf != nil {
+		pid, _, _ := unix.RawSyscall(unix.SYS_GETPID, 0, 0, 0)
+		putPid(st.pidBuf, pid)
 	}
 	_, _, _ = unix.RawSyscall(unix.SYS_SETSID, 0, 0, 0)
 	if st.ctty {

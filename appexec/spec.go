@@ -62,6 +62,12 @@ type Spec struct {
 	// name ttyname(3) finds for it is then /dev/pts/N (an interactive
 	// pod's app, whose terminal PID 1 joins to the caller's).
 	ConsolePts bool `json:"consolePts,omitempty"`
+	// Listen names the sockets the app's process gets as its fds 3..
+	// (socket activation): the set-up process holds them from ListenFd
+	// on, and the app finds them through LISTEN_FDS, LISTEN_PID and
+	// LISTEN_FDNAMES (listen.go). PID 1 sets it when it starts the app's
+	// own process; it is not part of the spec the host side builds.
+	Listen []string `json:"listen,omitempty"`
 }
 
 // ConsolePts is where PID 1's root holds the devpts instance of an

@@ -103,6 +103,11 @@ type App struct {
 	Resources cgroups.Limits `json:"resources"`
 	// Stdio is where its standard descriptors go.
 	Stdio Stdio `json:"stdio"`
+	// Sockets are the sockets the app's process gets as its fds 3..
+	// (socket activation, sockets.go); SocketPorts are its
+	// socket-activated ports, which run matches them to.
+	Sockets     []Socket     `json:"sockets,omitempty"`
+	SocketPorts []SocketPort `json:"-"`
 }
 
 // LogSinks are where the apps' output lines go besides the console.

@@ -80,6 +80,7 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 		p.EmptyVolumes = append(p.EmptyVolumes, app.EmptyVolumes...)
 		names[app.Spec.Name] = true
 	}
+	hostPorts(p.Apps, pm.Ports)
 	if p.ExitPolicy, p.MainApp, err = exitPolicy(pm.Annotations, names); err != nil {
 		return nil, errorf("pod manifest: annotations", "%w", err)
 	}
@@ -318,7 +319,7 @@ func loadApp(podDir string, opts *Options, ra *schema.RuntimeApp, vols map[types
 	}
 	spec.ConsolePts = opts.Interactive && opts.Console && sio.Stdin == StdioInteractive
 	spec.CtrlTTY = sio.Stdin == StdioTTY || spec.ConsolePts
-	out := &App{Spec: *spec, Supervision: sup, Resources: res, Stdio: sio, EmptyVolumes: appVols, Devices: devs}
+	out := &App{Spec: *spec, Supervision: sup, Resources: res, Stdio: sio, EmptyVolumes: appVols, Devices: devs, SocketPorts: socketPorts(app)}
 	for i, eh := range app.EventHandlers {
 		f := field(fmt.Sprintf("eventHandlers[%d]", i))
 		var dst *[]string

@@ -578,6 +578,42 @@ static int interactive(int argc, char **argv)
 	return on;
 }
 
+/* Socket activation (package sockact): systemd passes rkt run its
+ * sockets at fds 3.., LISTEN_FDS of them, with LISTEN_PID our pid (stage0
+ * exec'd us). They reach the Go run, our child, as we got them, and it
+ * checks them and hands each to PID 1 for the app it is for. We keep no
+ * copy once it has reported: a socket held here would outlive the app's
+ * last run. Only the fds open before we made any of our own are ours to
+ * close, and only sockets among them (the Go run refused anything else). */
+#define MAX_LISTEN 256 /* sockact.MaxSockets */
+static int listen_n;
+static unsigned char listen_open[MAX_LISTEN];
+
+static void note_listen_fds(void)
+{
+	const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+	char *end;
+	if (!pid || !fds || !*pid || !*fds)
+		return;
+	long p = strtol(pid, &end, 10);
+	if (*end || p != (long)getpid())
+		return;
+	long n = strtol(fds, &end, 10);
+	if (*end || n <= 0)
+		return;
+	listen_n = n < MAX_LISTEN ? (int)n : MAX_LISTEN;
+	for (int i = 0; i < listen_n; i++)
+		listen_open[i] = fcntl(3 + i, F_GETFD) >= 0;
+}
+
+static void close_listen_fds(void)
+{
+	struct stat st;
+	for (int i = 0; i < listen_n; i++)
+		if (listen_open[i] && !fstat(3 + i, &st) && S_ISSOCK(st.st_mode))
+			close(3 + i);
+}
+
 static void forward(int pidfd, long level)
 {
 	if (pidfd >= 0 && level > LEVEL_NONE)
@@ -926,6 +962,8 @@ int main(int argc, char **argv)
 	sigaddset(&stops, SIGTERM);
 	sigaddset(&stops, SIGQUIT);
 	sigaddset(&stops, SIGUSR1);
+	/* Before we open anything. */
+	note_listen_fds();
 	if (interactive(argc, argv) && tcgetattr(0, &saved_tty) == 0) {
 		atexit(restore_tty);
 		sigaddset(&stops, SIGWINCH);
@@ -1019,6 +1057,7 @@ int main(int argc, char **argv)
 	pid_t pid = (pid_t)number(field[POD1_REPORT_PID1], "PID");
 	/* The keeper's pid: checked, not needed (the done pipe says it all). */
 	(void)number(field[POD1_REPORT_KEEPER], "KEEPER");
+	close_listen_fds();
 	const char *stage2 = field[POD1_REPORT_STAGE2];
 	/* PID 1 is our child and not yet waited for: its pid names it. */
 	hold_netns(pid);

@@ -220,11 +220,13 @@ const LaunchCloneFlags = unix.CLONE_PARENT
 // exactly) and exits (exit); the process waits at its gate (a read of
 // LaunchGateFd), closes the set-up's descriptors (close_range), makes a
 // session of its own (setsid), takes its terminal (ioctl(0, TIOCSCTTY,
-// 0)) and execs. None of them gives a process
-// anything: capset cannot raise the permitted set, the clone is a fork,
-// the ioctl only takes a terminal that is no other session's.
+// 0)), moves a socket-activated app's sockets to fds 3.. (dup3), writes
+// its own pid into LISTEN_PID (getpid) and execs. None of them gives a
+// process anything: capset cannot raise the permitted set, the clone is a
+// fork, the ioctl only takes a terminal that is no other session's, dup3
+// copies a descriptor the process holds.
 func (f *Filter) launchCarveOut(p *program) {
-	for _, name := range []string{"capset", "setsid", "exit", "close_range"} {
+	for _, name := range []string{"capset", "setsid", "exit", "close_range", "dup3", "getpid"} {
 		if nr, ok := syscallNumbers[name]; ok && f.refuses(name) {
 			p.onEqual(nr, unix.SECCOMP_RET_ALLOW)
 		}

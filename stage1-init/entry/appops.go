@@ -15,6 +15,7 @@ import (
 	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/safefile"
+	"github.com/pod1/pod1/sockact"
 )
 
 // Roles of the app entry points (contract §7), run by stage0 as children
@@ -117,6 +118,9 @@ func resolveAddedApp(uuid, name string) (json.RawMessage, error) {
 	}
 	app, shared, err := podspec.LoadApp(podDir, opts, name)
 	if err != nil {
+		return nil, err
+	}
+	if err := sockact.RefuseAdded(app); err != nil {
 		return nil, err
 	}
 	for _, v := range shared {

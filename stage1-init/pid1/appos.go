@@ -287,6 +287,8 @@ func (o *appOS) WriteRecord(a *supervisor.App) {
 // less than PID 1's rmdir of it costs, one per hierarchy, 0.3 ms a pod's
 // end traced, before PID 1 may exit).
 func (o *appOS) WriteStatus(name string, code int, last bool) {
+	// Finished for good: no run of it needs its sockets again.
+	o.pod.CloseSockets(name)
 	if !last {
 		defer o.removeEmptied(o.resByName(name), name)
 	}

@@ -43,7 +43,9 @@ func (o *appOS) Start(a *supervisor.App) (p supervisor.Proc, err error) {
 		}
 	}()
 	r := o.resOf(a)
-	spec, err := json.Marshal(o.withDevLog(a, phaseSpec(a)))
+	// The app's own process gets its sockets (socket activation).
+	ps, listen := a.Cfg.MainSpec(phaseSpec(a), a.Phase() == supervisor.PhaseMain)
+	spec, err := json.Marshal(o.withDevLog(a, ps))
 	if err != nil {
 		return p, err
 	}
@@ -89,6 +91,7 @@ func (o *appOS) Start(a *supervisor.App) (p supervisor.Proc, err error) {
 	// (os.checkPidfd) on the first app's start path, for a pidfd the
 	// reaper, which owns wait4, never uses.
 	files := []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2]), pr.Fd(), rw.Fd(), uintptr(o.pause.pidns), uintptr(o.gateFor())}
+	files = append(files, listen...) // from appexec.ListenFd on
 	fork := func() (int, error) {
 		return syscall.ForkExec("/proc/self/exe", []string{handover.RoleApp}, &syscall.ProcAttr{
 			Env:   os.Environ(),

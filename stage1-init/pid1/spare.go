@@ -92,7 +92,7 @@ func startSpare(r *reaper.Reaper) *spare {
 // reports.
 func (o *appOS) admitSpare(a *supervisor.App) {
 	sp := o.spare
-	if sp == nil || a.Cfg.Spec.UserNS != nil || a.Cfg.Spec.ConsolePts || o.pod.Cgroup == nil {
+	if sp == nil || a.Cfg.Spec.UserNS != nil || a.Cfg.Spec.ConsolePts || len(a.Cfg.Sockets) > 0 || o.pod.Cgroup == nil {
 		return
 	}
 	r := o.resOf(a)
@@ -137,12 +137,13 @@ func (o *appOS) briefSpare(a *supervisor.App, procfs, shm int) {
 // namespace (its setup process reports on a pipe the spare lacks), the
 // app of an interactive pod's console (its set-up copies the console's
 // devpts from PID 1's root, which the spare's older mount namespace
-// lacks), an app of a pod with cgroups that could not get one (the spare
-// is not in the pod's), a spare briefed with another spec (dropSpare ends it once the
+// lacks), an app with sockets (its go carries none), an app of a pod
+// with cgroups that could not get one (the spare is not in the pod's), a
+// spare briefed with another spec (dropSpare ends it once the
 // apps are started), or no spare left.
 func (o *appOS) takeSpare(a *supervisor.App, r *appRes, spec []byte) *spare {
 	sp := o.spare
-	if sp == nil || a.Cfg.Spec.UserNS != nil || a.Cfg.Spec.ConsolePts || r.cg == nil && o.pod.Cgroup != nil ||
+	if sp == nil || a.Cfg.Spec.UserNS != nil || a.Cfg.Spec.ConsolePts || len(a.Cfg.Sockets) > 0 || r.cg == nil && o.pod.Cgroup != nil ||
 		sp.briefed != nil && !bytes.Equal(sp.briefed, spec) {
 		return nil
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/safefile"
 	"github.com/pod1/pod1/sigpolicy"
+	"github.com/pod1/pod1/sockact"
 	"github.com/pod1/pod1/stage1-init/handover"
 	"github.com/pod1/pod1/status"
 )
@@ -36,6 +37,12 @@ func runMain(args []string) int {
 	// once PID 1 can act on it.
 	req := sigpolicy.Listen()
 
+	// The waiter, our parent, is the process rkt exec'd, which systemd
+	// passed its sockets to: they are taken before we open anything.
+	passed, err := sockact.Take(os.Getppid())
+	if err != nil {
+		return fail(err)
+	}
 	// Only the waiter holds the lock and passes stop signals on for the
 	// pod's whole life; without it nothing would, once we hand over.
 	w, err := takeWaiter()
@@ -70,6 +77,9 @@ func runMain(args []string) int {
 		return fail(err)
 	}
 	if err := checkIsolation(pod); err != nil {
+		return fail(err)
+	}
+	if err := sockact.Match(passed, pod, f.opts.PrivateUsers != nil); err != nil {
 		return fail(err)
 	}
 	warnIsolation(pod, f)

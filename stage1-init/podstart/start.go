@@ -13,6 +13,7 @@ import (
 	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/sigpolicy"
+	"github.com/pod1/pod1/sockact"
 	"github.com/pod1/pod1/stage1-init/handover"
 	"github.com/pod1/pod1/stage1-init/netexec"
 	"github.com/pod1/pod1/stage1-init/selfexe"
@@ -221,6 +222,9 @@ func (s *podStart) clonePID1() error {
 		LogDir: orNoFd(s.fds.logDir), CRIDir: orNoFd(s.fds.criDir),
 		Commit: orNoFd(s.fds.commitW), PauseExe: orNoFd(s.fds.pause),
 	}).Files()
+	// The sockets passed to rkt run, after the hand-over's fds: their
+	// numbers go to PID 1 in the configuration (sockact.Hand).
+	files = sockact.Hand(s.pod, files)
 	// syscall.ForkExec, not os.StartProcess: the latter's first call in a
 	// process forks and reaps a throwaway child to probe clone(CLONE_PIDFD)
 	// (os.checkPidfd), a whole fork+exit+wait on the pod's start path

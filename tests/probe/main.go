@@ -209,6 +209,8 @@ func run(cmd string, a []string) error {
 		return orphans(a)
 	case "spawn":
 		return spawn(a)
+	case "sock-serve":
+		return sockServe(a)
 	default:
 		if ok, err := stdio(cmd, a); ok {
 			return err
