@@ -20,6 +20,9 @@ done
 command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 command -v musl-gcc >/dev/null 2>&1 || missing+=(musl-tools)
 compgen -G '/usr/lib/*/libc.a' >/dev/null || missing+=(libc6-dev)
+# strace: a test sees the start's order of system calls through it
+# (tests/tricks_test.go, which skips without it).
+command -v strace >/dev/null 2>&1 || missing+=(strace)
 # systemd-journald and journalctl (package systemd): the logging tests
 # start a private journald and read it back; systemd need not be PID 1.
 { [ -x /lib/systemd/systemd-journald ] && command -v journalctl >/dev/null 2>&1; } || missing+=(systemd)

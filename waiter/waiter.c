@@ -58,6 +58,8 @@
 /* The numbers and names the stage1's processes hand each other:
  * stage1-init/handover/handover.go. */
 #include "handover.h"
+/* The start-latency tricks by name: package starttricks. */
+#include "tricks.h"
 
 enum { LEVEL_NONE, LEVEL_STOP, LEVEL_FORCE };
 
@@ -109,6 +111,42 @@ static long number(const char *s, const char *field)
 		exit(CODE_FAILURE);
 	}
 	return n;
+}
+
+/* The start-latency tricks turned off for this pod (package starttricks):
+ * a bit each, TRICK_* of tricks.h, read from TRICKS_ENV once. */
+static unsigned tricks_off;
+
+static int trick_on(int t)
+{
+	return !(tricks_off & (1u << t));
+}
+
+/* read_tricks reads TRICKS_ENV into tricks_off; it returns -1, having
+ * said which name it does not know, if one is unknown. */
+static int read_tricks(void)
+{
+	const char *v = getenv(TRICKS_ENV);
+	while (v && *v) {
+		size_t n = strcspn(v, ",");
+		const char *s = v, *e = v + n;
+		while (s < e && *s == ' ')
+			s++;
+		while (e > s && e[-1] == ' ')
+			e--;
+		if (e > s) {
+			int t = 0;
+			while (t < TRICK_COUNT && (strlen(trick_names[t]) != (size_t)(e - s) || strncmp(trick_names[t], s, e - s)))
+				t++;
+			if (t == TRICK_COUNT) {
+				say("%s: unknown trick \"%.*s\"", TRICKS_ENV, (int)(e - s > 64 ? 64 : e - s), s);
+				return -1;
+			}
+			tricks_off |= 1u << t;
+		}
+		v += n + (v[n] == ',');
+	}
+	return 0;
 }
 
 /* The kernel's struct sigaction: set directly, so that signals 32 and 33,
@@ -909,7 +947,12 @@ static int keeper_main(const char *status_dir)
 {
 	/* A write on a pipe whose reader is gone fails, it does not kill. */
 	ignore(SIGPIPE);
-	shed();
+	/* The Go run gives us its checked set, and nothing else, as our
+	 * environment; a name we did not know would only keep a trick on. */
+	if (read_tricks())
+		tricks_off = 0;
+	if (trick_on(TRICK_SHED))
+		shed();
 	struct stat st;
 	struct pollfd p[2] = { { .fd = POD1_KEEPER_PID1_FD, .events = POLLIN }, { .fd = POD1_KEEPER_COMMIT_FD, .events = POLLIN } };
 	int flags = fcntl(POD1_KEEPER_COMMIT_FD, F_GETFL);
@@ -979,6 +1022,9 @@ int main(int argc, char **argv)
 		say("signalfd: %s", strerror(errno));
 		return CODE_FAILURE;
 	}
+	/* Bad input, before anything starts. */
+	if (read_tricks())
+		return CODE_FAILURE;
 
 	/* The write ends are the Go run's, inherited through its exec: the
 	 * report's, and the done pipe's, which it hands to the lock keeper
@@ -995,7 +1041,7 @@ int main(int argc, char **argv)
 	close(dp[1]);
 	if (run < 0)
 		return CODE_FAILURE;
-	int primed = prime_cgroups() == 0;
+	int primed = trick_on(TRICK_PRIME) && prime_cgroups() == 0;
 
 	/* The report: read until the Go run closes it (it exits right after
 	 * writing it, or fails without). Stop requests meanwhile raise the
@@ -1060,7 +1106,8 @@ int main(int argc, char **argv)
 	close_listen_fds();
 	const char *stage2 = field[POD1_REPORT_STAGE2];
 	/* PID 1 is our child and not yet waited for: its pid names it. */
-	hold_netns(pid);
+	if (trick_on(TRICK_HOLD_NS))
+		hold_netns(pid);
 	int pidfd = syscall(SYS_pidfd_open, pid, 0);
 	if (pidfd < 0) {
 		warn("pidfd of PID 1: %s", strerror(errno));
@@ -1069,7 +1116,8 @@ int main(int argc, char **argv)
 	forward(pidfd, level);
 	if (winch_pending && pidfd >= 0)
 		syscall(SYS_pidfd_send_signal, pidfd, SIGWINCH, NULL, 0);
-	shed();
+	if (trick_on(TRICK_SHED))
+		shed();
 	struct pollfd fds[2] = { { .fd = sfd, .events = POLLIN }, { .fd = pidfd, .events = POLLIN } };
 	while (pidfd >= 0) {
 		if (poll(fds, 2, -1) < 0) {

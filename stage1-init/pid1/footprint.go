@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/starttricks"
 )
 
 // shedDelay is how long after the pod is up the first shedding runs.
@@ -33,6 +35,9 @@ const shedDelay = 100 * time.Millisecond
 // touched: on a writable private mapping (the binary's data) MADV_DONTNEED
 // would throw modified pages away.
 func shedUnusedMemory() {
+	if !starttricks.On(starttricks.Shed) {
+		return
+	}
 	spans := ownReadOnlyMappings()
 	debug.FreeOSMemory()
 	// Nothing may run between the madvise calls and the return but this
@@ -58,6 +63,9 @@ func shedUnusedMemory() {
 // app's exit to the lock's release. A stop request comes before the apps
 // exit, so this runs while they end.
 func restoreCode() {
+	if !starttricks.On(starttricks.Shed) {
+		return
+	}
 	for _, s := range ownReadOnlyMappings() {
 		_, _, _ = syscall.Syscall(syscall.SYS_MADVISE, s.start, s.end-s.start, unix.MADV_POPULATE_READ)
 	}

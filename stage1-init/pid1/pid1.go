@@ -26,6 +26,7 @@ import (
 	"github.com/pod1/pod1/safefile"
 	"github.com/pod1/pod1/sigpolicy"
 	"github.com/pod1/pod1/stage1-init/handover"
+	"github.com/pod1/pod1/starttricks"
 	"github.com/pod1/pod1/status"
 	"github.com/pod1/pod1/supervisor"
 )
@@ -41,6 +42,9 @@ func initMain() int {
 	// as a zombie waiting for us, so none can be missed (dumb-init #104);
 	// SIGCHLD is not used.
 	req := sigpolicy.Listen()
+	if err := starttricks.UseArgs(os.Args[1:]); err != nil {
+		return fail(fmt.Errorf("pod init: %w", err))
+	}
 	if err := takeHandover(req); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}

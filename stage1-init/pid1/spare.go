@@ -12,6 +12,7 @@ import (
 	"github.com/pod1/pod1/appexec"
 	"github.com/pod1/pod1/reaper"
 	"github.com/pod1/pod1/stage1-init/handover"
+	"github.com/pod1/pod1/starttricks"
 	"github.com/pod1/pod1/supervisor"
 )
 
@@ -48,6 +49,9 @@ type spareTag struct{}
 // app's when taken. It returns nil if it cannot be started: the first app
 // then starts the usual way.
 func startSpare(r *reaper.Reaper) *spare {
+	if !starttricks.On(starttricks.Spare) {
+		return nil
+	}
 	// A socket, not a pipe: the app's stdio, unknown yet, comes with
 	// its go (sendGo).
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
@@ -92,7 +96,8 @@ func startSpare(r *reaper.Reaper) *spare {
 // reports.
 func (o *appOS) admitSpare(a *supervisor.App) {
 	sp := o.spare
-	if sp == nil || a.Cfg.Spec.UserNS != nil || a.Cfg.Spec.ConsolePts || len(a.Cfg.Sockets) > 0 || o.pod.Cgroup == nil {
+	if sp == nil || a.Cfg.Spec.UserNS != nil || a.Cfg.Spec.ConsolePts || len(a.Cfg.Sockets) > 0 || o.pod.Cgroup == nil ||
+		!starttricks.On(starttricks.EarlyMoves) {
 		return
 	}
 	r := o.resOf(a)

@@ -9,6 +9,7 @@ import (
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/stage1-init/handover"
 	"github.com/pod1/pod1/stage1-init/selfexe"
+	"github.com/pod1/pod1/starttricks"
 )
 
 // The pod's lock (rkt's open file description of the pod directory) must
@@ -46,7 +47,7 @@ func startLockKeeper(kf *handover.KeeperFiles) (int, error) {
 	defer unix.Close(exe)
 	kpid, err := syscall.ForkExec(exePath, []string{handover.RoleKeeper, layout.StatusDir}, &syscall.ProcAttr{
 		Dir:   "/",
-		Env:   []string{},
+		Env:   starttricks.Environ(starttricks.Current()),
 		Files: files,
 		Sys:   &syscall.SysProcAttr{Setsid: true, Cloneflags: unix.CLONE_PARENT},
 	})

@@ -22,6 +22,7 @@ import (
 	"github.com/pod1/pod1/sigpolicy"
 	"github.com/pod1/pod1/sockact"
 	"github.com/pod1/pod1/stage1-init/handover"
+	"github.com/pod1/pod1/starttricks"
 	"github.com/pod1/pod1/status"
 )
 
@@ -49,6 +50,11 @@ func runMain(args []string) int {
 	if err != nil {
 		return fail(err)
 	}
+	tricks, err := starttricks.TakeEnv()
+	if err != nil {
+		return fail(err)
+	}
+	logx.Debugf("%s", tricks)
 	f, err := parseRunFlags(args)
 	if err != nil {
 		return fail(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/pod1/pod1/stage1-init/handover"
 	"github.com/pod1/pod1/stage1-init/netexec"
 	"github.com/pod1/pod1/stage1-init/selfexe"
+	"github.com/pod1/pod1/starttricks"
 	"github.com/pod1/pod1/status"
 )
 
@@ -190,6 +191,11 @@ func (s *podStart) openFiles() error {
 		}
 		*p.r, *p.w = fds[0], fds[1]
 	}
+	if !starttricks.On(starttricks.Commit) {
+		// Without a commit pipe PID 1 makes its statuses durable.
+		closeFd(&s.fds.commitR)
+		closeFd(&s.fds.commitW)
+	}
 	// PID 1 waits on its ends of the configuration and ready pipes in
 	// its runtime's poller, which costs it no thread: it takes the
 	// descriptors that are non-blocking there. run's ends, its own
@@ -238,7 +244,7 @@ func (s *podStart) clonePID1() error {
 	s.fds.initExe = exe
 	// From a thread of its own, which PID 1's parent-death signal is tied
 	// to, with the pod's bounding set (forkPID1).
-	pid, err := forkPID1(s.pod.BoundingSet(), exePath, []string{handover.RoleInit}, &syscall.ProcAttr{
+	pid, err := forkPID1(s.pod.BoundingSet(), exePath, append([]string{handover.RoleInit}, starttricks.Args()...), &syscall.ProcAttr{
 		Dir:   s.podDir,
 		Env:   pid1Env(os.Environ()),
 		Files: files,
@@ -288,11 +294,14 @@ func (s *podStart) startKeeper() error {
 		closeFd(&s.fds.criDir)
 		return nil
 	}
+	logDir, criDir, netns := -1, -1, -1
+	if starttricks.On(starttricks.HoldNS) {
+		logDir, criDir, netns = dupFd(s.fds.logDir), dupFd(s.fds.criDir), podNetnsFd(s.pid)
+	}
 	kf := handover.KeeperFiles{
 		Stderr: os.Stderr.Fd(), Lock: s.lock.Fd(), PID1: uintptr(kpidfd),
 		Commit: uintptr(take(&s.fds.commitR)), Done: orNoFd(take(&s.fds.done)),
-		LogDir: orNoFd(dupFd(s.fds.logDir)), CRIDir: orNoFd(dupFd(s.fds.criDir)),
-		Netns: orNoFd(podNetnsFd(s.pid)),
+		LogDir: orNoFd(logDir), CRIDir: orNoFd(criDir), Netns: orNoFd(netns),
 	}
 	// PID 1 has its own copies of the log directories, the keeper gets
 	// its copies now: run is done with them.
@@ -359,7 +368,11 @@ func (s *podStart) setUpCgroups() error {
 	if initCg != nil {
 		placed, pid := make(chan error, 1), s.pid
 		s.placed = placed
-		go func() { placed <- initCg.Add(pid) }()
+		if starttricks.On(starttricks.EarlyMoves) {
+			go func() { placed <- initCg.Add(pid) }()
+		} else {
+			placed <- initCg.Add(pid)
+		}
 	}
 	return nil
 }

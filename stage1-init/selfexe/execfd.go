@@ -1,6 +1,10 @@
 package selfexe
 
-import "golang.org/x/sys/unix"
+import (
+	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/starttricks"
+)
 
 // ExecFd duplicates fd (close-on-exec) to the number a child started by
 // syscall.ForkExec with files executes it through, /proc/self/fd/<n>,
@@ -18,6 +22,10 @@ func ExecFd(fd int, files []uintptr) (int, error) {
 	for _, f := range files {
 		// A file not passed (^uintptr(0)) is -1, as for ForkExec.
 		low = max(low, int(f))
+	}
+	if !starttricks.On(starttricks.FDTable) {
+		// Past the table's first size, as any number would be.
+		return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, max(256, low+len(files)+3))
 	}
 	return unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, low+len(files)+3)
 }
