@@ -411,35 +411,3 @@ func detachedDir(dir string, flags uint) (int, error) {
 	}
 	return fd, nil
 }
-
-// pid1Env is PID 1's environment: ours, with the Go runtime's asynchronous
-// preemption turned off (GODEBUG asyncpreemptoff=1, before any GODEBUG
-// setting of the caller's, which wins). Each asynchronous preemption looks
-// the interrupted code up in the binary's function tables, which faults
-// their pages back in after PID 1 has shed them (shedUnusedMemory), 64 KiB
-// around each (docs/design-start.md): on a busy host the runtime's
-// monitor preempts PID 1's loop whenever the kernel descheduled it
-// mid-step. PID 1 runs one P and no long computation: cooperative
-// preemption, at every function call, is enough for it. The apps' set-up
-// processes inherit it; the apps do not (their environment is their
-// spec's).
-func pid1Env(env []string) []string {
-	const off = "asyncpreemptoff=1"
-	out := make([]string, 0, len(env)+1)
-	found := false
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "GODEBUG="); ok && !found {
-			found = true
-			if v != "" {
-				kv = "GODEBUG=" + off + "," + v
-			} else {
-				kv = "GODEBUG=" + off
-			}
-		}
-		out = append(out, kv)
-	}
-	if !found {
-		out = append(out, "GODEBUG="+off)
-	}
-	return out
-}

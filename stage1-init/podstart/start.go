@@ -246,7 +246,7 @@ func (s *podStart) clonePID1() error {
 	// to, with the pod's bounding set (forkPID1).
 	pid, err := forkPID1(s.pod.BoundingSet(), exePath, append([]string{handover.RoleInit}, starttricks.Args()...), &syscall.ProcAttr{
 		Dir:   s.podDir,
-		Env:   pid1Env(os.Environ()),
+		Env:   os.Environ(),
 		Files: files,
 		Sys: &syscall.SysProcAttr{
 			Cloneflags: cloneFlags(s.f) | unix.CLONE_PARENT,
