@@ -13,6 +13,7 @@ package reaper
 import (
 	"errors"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,28 +53,11 @@ type Reaper struct {
 	expecting int
 	unclaimed map[int]Exit
 	lost      bool
-
-	// The exit watcher (Wakeup): exited is its hand-off to the caller,
-	// drained is set by a Reap that found nothing left, started by a
-	// Start (a first child after none).
-	watchOnce sync.Once
-	exited    chan struct{}
-	drained   chan struct{}
-	started   chan struct{}
-	// noChild, when set (by a test), hears of each time the watcher
-	// found no child and waits for a Start: the moment a test must reach
-	// to exercise the first child after none.
-	noChild chan<- struct{}
 }
 
 // New returns an empty Reaper.
 func New() *Reaper {
-	return &Reaper{
-		procs:   make(map[int]any),
-		exited:  make(chan struct{}),
-		drained: make(chan struct{}, 1),
-		started: make(chan struct{}, 1),
-	}
+	return &Reaper{procs: make(map[int]any)}
 }
 
 // SetSubreaper makes the calling process the reaper of its orphaned
@@ -94,18 +78,10 @@ func (r *Reaper) Start(tag any, fork func() (int, error)) (int, error) {
 		return 0, err
 	}
 	r.procs[pid] = tag
-	raise(r.started)
 	return pid, nil
 }
 
 // raise sets a one-slot flag channel without blocking.
-func raise(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
-}
-
 // Retag gives a registered child a new tag, and reports whether pid was
 // registered (a child already reaped is not).
 func (r *Reaper) Retag(pid int, tag any) bool {
@@ -143,7 +119,7 @@ func (r *Reaper) Orphans() uint64 {
 
 // Reap collects every child that has exited, without blocking, and returns
 // the exits of registered children in the order they were collected. Call
-// it whenever Wakeup (or SIGCHLD) says a child has exited: one wake-up may
+// it whenever Wakeup says a child has exited: one wake-up may
 // stand for many exits, and the loop runs until wait4 reports none left
 // (threats P3).
 func (r *Reaper) Reap() []Exit {
@@ -169,14 +145,13 @@ func (r *Reaper) Reap() []Exit {
 		// The syscall package's wait4, not x/sys/unix's: this runs at
 		// every sweep of an idle pod, and PID 1's loop otherwise needs
 		// no code of x/sys/unix then, whose pages it has shed
-		// (stage1-init/pid1's shedUnusedMemory).
+		// (stage1-init's shedUnusedMemory).
 		pid, err := syscall.Wait4(target, (*syscall.WaitStatus)(&ws), syscall.WNOHANG, nil)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil || pid <= 0 {
 			// ECHILD (no children at all) or 0 (none exited yet).
-			raise(r.drained)
 			return out
 		}
 		e := Exit{Pid: pid, Status: ws, Time: time.Now()}
@@ -348,58 +323,28 @@ func (r *Reaper) Forget(pid int) {
 	delete(r.procs, pid)
 }
 
-// Wakeup returns the channel on which the reaper says that a child has
-// exited and waits to be reaped. After each receive the caller must call
-// Reap; the next exit is reported once a Reap has found nothing left.
-//
-// It replaces SIGCHLD as the caller's wake-up. A goroutine waits, on a
-// thread of its own, in waitid(P_ALL, WEXITED|WNOWAIT), which the kernel
-// wakes directly at a child's exit and which leaves the child for Reap (the
-// reaper stays the only one to wait4). A SIGCHLD instead reaches the
-// caller through the Go runtime's signal handler, the os/signal goroutine
-// and a channel: three threads woken in turn, each a wake-up of an idle
-// CPU on a virtual machine, against one here (docs/design-start.md).
-//
-// With no child at all waitid fails with ECHILD, and the goroutine waits
-// for Start. A process re-parented to the caller meanwhile (an orphan of a
-// process that joined the pid namespace from outside, as enter's do) is
-// then seen only by the caller's own periodic Reap.
+// Wakeup returns the channel on which the reaper says that a child may
+// have exited; after each receive the caller calls Reap, which collects
+// every exit there is. It is SIGCHLD, through the runtime's signal
+// handler, and is called once. A child that exited before the handler was
+// in sent its signal to no one, so the first receive comes at once;
+// signals that come while a wake-up waits are one wake-up. A thread
+// blocked in waitid(P_ALL, WEXITED|WNOWAIT) woke the caller instead, with
+// fewer threads woken in turn, and measured no faster (docs/design-start.md).
 func (r *Reaper) Wakeup() <-chan struct{} {
-	r.watchOnce.Do(func() { go r.watch() })
-	return r.exited
-}
-
-func (r *Reaper) watch() {
-	for {
-		var info unix.Siginfo
-		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		switch {
-		case err == nil:
-		case errors.Is(err, unix.EINTR):
-			continue
-		case errors.Is(err, unix.ECHILD):
-			if r.noChild != nil {
-				select {
-				case r.noChild <- struct{}{}:
-				default:
-				}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, unix.SIGCHLD)
+	out := make(chan struct{}, 1)
+	out <- struct{}{}
+	go func() {
+		for range sig {
+			select {
+			case out <- struct{}{}:
+			default:
 			}
-			<-r.started
-			continue
-		default:
-			// Not expected; never spin on it. The caller's
-			// periodic Reap still collects every exit.
-			time.Sleep(100 * time.Millisecond)
-			continue
 		}
-		// A Reap from before this exit must not count as its own.
-		select {
-		case <-r.drained:
-		default:
-		}
-		r.exited <- struct{}{}
-		<-r.drained
-	}
+	}()
+	return out
 }
 
 // WaitAll blocks until the process has no children left, collecting every

@@ -37,10 +37,9 @@ import (
 func initMain() int {
 	// The signal table first: until it is in, the Go runtime's defaults
 	// would make a SIGTERM exit 2 and drop a SIGUSR1 (threats T20).
-	// Exits need no registration: the reaper's watcher (reaper.Wakeup,
-	// started by the loop) sees a child that exited at any time before,
-	// as a zombie waiting for us, so none can be missed (dumb-init #104);
-	// SIGCHLD is not used.
+	// Exits need no registration: the loop's first wake-up
+	// (reaper.Wakeup) reaps whatever exited before, as a zombie waiting
+	// for us, so none can be missed (dumb-init #104).
 	req := sigpolicy.Listen()
 	if err := starttricks.UseArgs(os.Args[1:]); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
@@ -360,10 +359,9 @@ func (p *pid1) recoverPanic() {
 // a deadline of the supervisor's or of the loop's. Then nothing may remain: leftovers are killed and reaped, and
 // the cgroups removed, before PID 1 exits and the lock can be released.
 func (p *pid1) loop() int {
-	// Woken by the reaper's watcher at each exit, and by a periodic sweep
-	// as well: cheap insurance against a lost wake-up (containerd
-	// #12678), and what reaps an orphan re-parented to us while we have
-	// no child of our own (see reaper.Wakeup).
+	// Woken at each exit (SIGCHLD, reaper.Wakeup), and by a periodic
+	// sweep as well: cheap insurance against a lost wake-up (containerd
+	// #12678).
 	wakeup := p.reaper.Wakeup()
 	sweep := time.NewTicker(time.Second)
 	defer sweep.Stop()
