@@ -63,7 +63,7 @@ WAITER_CC ?= $(if $(shell command -v musl-gcc 2>/dev/null),musl-gcc,gcc)
 WAITER_CC_STAMP := build/.waiter-cc
 $(WAITER_CC_STAMP): FORCE | deps
 	@mkdir -p build; echo '$(WAITER_CC)' | cmp -s - $@ || echo '$(WAITER_CC)' > $@
-bin/pod1-waiter: waiter/waiter.c waiter/handover.h $(WAITER_CC_STAMP)
+bin/pod1-waiter: waiter/waiter.c waiter/handover.h waiter/tricks.h $(WAITER_CC_STAMP)
 	@mkdir -p bin
 	@command -v $(WAITER_CC) >/dev/null 2>&1 || { echo "bin/pod1-waiter: no C compiler ($(WAITER_CC)): install Debian's gcc and musl-tools (sudo apt-get install gcc musl-tools), or build with WAITER_CC=gcc (and libc6-dev)"; exit 1; }
 	$(WAITER_CC) -static -Os -s -Wall -Wextra -Werror -o $@ waiter/waiter.c
@@ -295,14 +295,17 @@ bench: deps all image bin/bench
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(BENCH_PEERS) $(BENCH_TOOLS) || exit 1; \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends conmon || echo "bench: conmon is not in this archive; measured without it"; \
 	fi
-	./bin/bench -repo . -ab $(AB_DIR) -out docs/benchmarks.md -svg docs/benchmarks.svg
+	./bin/bench -repo . -out docs/benchmarks.md -svg docs/benchmarks.svg
 
-# make bench-ab builds the trees of issue 12's restructuring steps (the
-# commits bin/bench -ab-commits names) in AB_DIR; make bench then measures
-# each beside this one and judges "no worse" step by step.
-AB_DIR ?= /var/tmp/pod1-ab
-bench-ab: bin/bench
-	bench/ab-trees.sh $(AB_DIR) $$(./bin/bench -ab-commits)
+# make bench-ab measures what each start-latency trick buys (package
+# starttricks): rounds with every trick on beside rounds with one off, in
+# the same run; the same sections as make bench's, alone, written to
+# build/bench-ab.md (docs/benchmarks.md stays the last full run's).
+# BENCH_AB_ROUNDS raises the rounds (25 at least).
+BENCH_AB_ROUNDS ?= 25
+bench-ab: all image bin/bench
+	@if [ "$$(id -u)" != 0 ]; then echo "make bench-ab needs root (sudo make bench-ab): it starts pods"; exit 1; fi
+	./bin/bench -repo . -only tricks -rounds $(BENCH_AB_ROUNDS) -out build/bench-ab.md -svg ""
 
 clean:
 	rm -rf bin build

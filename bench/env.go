@@ -31,8 +31,6 @@ type bench struct {
 	// vs are other pod1 trees whose stage1 start is measured in the same
 	// rounds as ours, one row each (A/B runs of two builds).
 	vs []string
-	// abDir holds trees built at issue 12's step commits (steps.go).
-	abDir string
 	// warming is set while interleave runs a warm-up round.
 	warming bool
 

@@ -43,14 +43,8 @@ func benchMain() int {
 	npods := flag.Int("pods", 1000, "pods of the host tools measurement")
 	flag.StringVar(&b.peers, "peers", "", "comma-separated words: only the interleaved rows whose name contains one (e.g. \"pod1 stage1,floor\"); all by default")
 	vs := flag.String("vs", "", "comma-separated other pod1 trees (built: bin/, build/): the stage1 start and the cooperative stop of each are measured in the same rounds as -repo's, a row each")
-	flag.StringVar(&b.abDir, "ab", "", "directory of the trees built at issue 12's step commits (bench/ab-trees.sh): each one found is measured in the start rounds, and issue 12's target judged step by step")
-	commits := flag.Bool("ab-commits", false, "print the commits of issue 12's steps (for bench/ab-trees.sh) and exit")
-	only := flag.String("only", "", "comma-separated measurements to run (start,memory,reap,stop,host,scale,logs,net); all by default")
+	only := flag.String("only", "", "comma-separated measurements to run (start,memory,reap,stop,host,scale,logs,net; tricks, or a part of it: tricks-start,tricks-memory,tricks-stop); all by default")
 	flag.Parse()
-	if *commits {
-		fmt.Println(strings.Join(stepCommits(), " "))
-		return 0
-	}
 	if os.Getuid() != 0 {
 		fmt.Fprintln(os.Stderr, "bench: needs root (it starts pods and containers): sudo make bench")
 		return 1
@@ -122,7 +116,8 @@ func benchMain() int {
 			return true
 		}
 		for _, x := range strings.Split(*only, ",") {
-			if x == id {
+			// "tricks" is every tricks-* part, and runs for any.
+			if x == id || x == "tricks" && strings.HasPrefix(id, "tricks") || id == "tricks" && strings.HasPrefix(x, "tricks-") {
 				return true
 			}
 		}
@@ -144,6 +139,9 @@ func benchMain() int {
 		{"scale", func() []*section { return b.measureScale() }},
 		{"logs", func() []*section { return b.measureLogs() }},
 		{"net", func() []*section { return []*section{b.measureNet()} }},
+		// Each start-latency trick off beside every trick on
+		// (make bench-ab runs this alone).
+		{"tricks", func() []*section { return b.measureTricks(want) }},
 	}
 	for _, st := range steps {
 		if !want(st.id) {

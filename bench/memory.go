@@ -94,36 +94,7 @@ func (b *bench) measureMemory() *section {
 	}
 	peers := []*peer{
 		{name: "pod1 stage1", pod1: true, round: func(r *row) error {
-			p, c, err := b.newStartedPod([]podApp{{name: "app", exec: sleepArgv}})
-			if err != nil {
-				return err
-			}
-			defer c.close()
-			defer func() {
-				if err := b.finishPod(p); err != nil {
-					b.logf("memory: %v", err)
-				}
-			}()
-			defer stopChild(c, unix.SIGTERM)
-			_, err = p.pid1(10 * time.Second)
-			if err != nil {
-				return err
-			}
-			if _, err := findProbe(c, c.pid, 10*time.Second); err != nil {
-				return err
-			}
-			time.Sleep(settle)
-			// The run process and its children, PID 1 and the
-			// lock keeper, and PID 1's pod1-pause.
-			procs := append([]int{c.pid}, children(c.pid)...)
-			for _, p := range children(c.pid) {
-				for _, q := range children(p) {
-					if argv0(q) == "pod1-pause" {
-						procs = append(procs, q)
-					}
-				}
-			}
-			return rec("pod1 stage1", r, procs)
+			return b.pod1MemRound(r, sleepArgv, podOpts{}, settle, func(r *row, pids []int) error { return rec("pod1 stage1", r, pids) })
 		}},
 		b.memPeer("systemd-nspawn + systemd + journald", func() (spec, error) {
 			root, err := b.sdTree("mem", sleepArgv, "")
@@ -147,6 +118,41 @@ func (b *bench) measureMemory() *section {
 		}
 	}
 	return s
+}
+
+// pod1MemRound starts a pod of one app running argv with the settings o,
+// and records (rec) the memory of the stage1's processes once the app has
+// run for settle (the memory measurement's: settle): the run entry point and its children, PID 1 and the
+// lock keeper, and PID 1's pod1-pause.
+func (b *bench) pod1MemRound(r *row, argv []string, o podOpts, settle time.Duration, rec func(*row, []int) error) error {
+	p, c, err := b.newStartedPodOpts([]podApp{{name: "app", exec: argv}}, o)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	defer func() {
+		if err := b.finishPod(p); err != nil {
+			b.logf("memory: %v", err)
+		}
+	}()
+	defer stopChild(c, unix.SIGTERM)
+	_, err = p.pid1(10 * time.Second)
+	if err != nil {
+		return err
+	}
+	if _, err := findProbe(c, c.pid, 10*time.Second); err != nil {
+		return err
+	}
+	time.Sleep(settle)
+	procs := append([]int{c.pid}, children(c.pid)...)
+	for _, p := range children(c.pid) {
+		for _, q := range children(p) {
+			if argv0(q) == "pod1-pause" {
+				procs = append(procs, q)
+			}
+		}
+	}
+	return rec(r, procs)
 }
 
 // stopChild ends a runtime: sig, then SIGKILL to its group if it is not

@@ -37,12 +37,16 @@ type podOpts struct {
 	// repo, if set, is another pod1 tree whose binaries run the pod
 	// (-vs), in place of the bench's own -repo.
 	repo string
+	// env is added to the run entry point's environment (the start
+	// tricks turned off: starttricks.Env).
+	env []string
 }
 
 // pod is a prepared pod directory.
 type pod struct {
 	dir, uuid string
 	apps      []podApp
+	env       []string
 }
 
 func newUUID() (string, error) {
@@ -97,7 +101,7 @@ func (b *bench) newPodOpts(apps []podApp, o podOpts) (*pod, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &pod{dir: filepath.Join(b.work, "pods", uuid), uuid: uuid, apps: apps}
+	p := &pod{dir: filepath.Join(b.work, "pods", uuid), uuid: uuid, apps: apps, env: o.env}
 	s1 := filepath.Join(p.dir, layout.Stage1RootFS)
 	for _, d := range []string{layout.StatusDirIn, layout.EnvDirIn, layout.Stage2DirIn} {
 		if err := os.MkdirAll(filepath.Join(s1, d), 0o755); err != nil {
@@ -195,7 +199,7 @@ func (b *bench) startPodNet(p *pod, net string) (*child, error) {
 	return start(spec{
 		argv:  []string{run, net, p.uuid},
 		dir:   p.dir,
-		env:   append(os.Environ(), "RKT_LOCK_FD=3"),
+		env:   append(append(os.Environ(), "RKT_LOCK_FD=3"), p.env...),
 		files: []*os.File{lock},
 		sys:   &syscall.SysProcAttr{},
 	})

@@ -55,6 +55,10 @@ func (b *bench) reapSection(n int, mode, title, desc string) *section {
 	record := func(r *row, out string) error {
 		for _, l := range strings.Split(out, "\n") {
 			f := strings.Fields(l)
+			if len(f) == 6 && strings.HasSuffix(f[0], "]:") {
+				// pod1's console prefix, "<app>[<pid>]:".
+				f = f[1:]
+			}
 			if len(f) != 5 || f[0] != "reap" {
 				continue
 			}

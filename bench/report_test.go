@@ -53,7 +53,7 @@ func TestReportLayout(t *testing.T) {
 
 	want := []string{
 		"# pod1 benchmarks",
-		"## Targets (issues 7, 12, 14, 15, 16)",
+		"## Targets (issues 7, 14, 15, 16)",
 		"## 1. Pod start to exit: one app running `true`",
 		"## Why pod1 is built this way",
 	}

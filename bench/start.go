@@ -99,14 +99,6 @@ func (b *bench) measureStart() *section {
 			return b.truePodRound(r, trueArgv, podOpts{})
 		}},
 	}
-	trees := stepTrees(b.abDir)
-	for _, c := range stepCommits() {
-		if d, ok := trees[c]; ok {
-			peers = append(peers, &peer{name: stepRow(c), pod1: true, round: func(r *row) error {
-				return b.truePodRound(r, trueArgv, podOpts{repo: d})
-			}})
-		}
-	}
 	for _, d := range b.vs {
 		peers = append(peers, &peer{name: "pod1 stage1 (prepared pod), " + d, pod1: true, round: func(r *row) error {
 			return b.truePodRound(r, trueArgv, podOpts{repo: d})

@@ -102,8 +102,13 @@ func stopAndTime(r *row, c *child, app int, timeout time.Duration) error {
 // pod1StopPeer is pod1 stopping a pod of one app; repo, if set, is another
 // tree whose binaries run it (-vs).
 func (b *bench) pod1StopPeer(name string, argv []string, ann map[string]string, ready string, want int, repo string) *peer {
+	return b.pod1StopPeerOpts(name, argv, ann, ready, want, podOpts{repo: repo})
+}
+
+// pod1StopPeerOpts is pod1StopPeer with the pod's settings o.
+func (b *bench) pod1StopPeerOpts(name string, argv []string, ann map[string]string, ready string, want int, o podOpts) *peer {
 	return &peer{name: name, pod1: true, round: func(r *row) error {
-		p, c, err := b.newStartedPodOpts([]podApp{{name: "app", exec: argv, ann: ann}}, podOpts{repo: repo})
+		p, c, err := b.newStartedPodOpts([]podApp{{name: "app", exec: argv, ann: ann}}, o)
 		if err != nil {
 			return err
 		}
