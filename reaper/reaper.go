@@ -81,7 +81,6 @@ func (r *Reaper) Start(tag any, fork func() (int, error)) (int, error) {
 	return pid, nil
 }
 
-// raise sets a one-slot flag channel without blocking.
 // Retag gives a registered child a new tag, and reports whether pid was
 // registered (a child already reaped is not).
 func (r *Reaper) Retag(pid int, tag any) bool {
@@ -145,7 +144,7 @@ func (r *Reaper) Reap() []Exit {
 		// The syscall package's wait4, not x/sys/unix's: this runs at
 		// every sweep of an idle pod, and PID 1's loop otherwise needs
 		// no code of x/sys/unix then, whose pages it has shed
-		// (stage1-init's shedUnusedMemory).
+		// (stage1-init/pid1's shedUnusedMemory).
 		pid, err := syscall.Wait4(target, (*syscall.WaitStatus)(&ws), syscall.WNOHANG, nil)
 		if errors.Is(err, unix.EINTR) {
 			continue
