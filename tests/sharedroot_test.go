@@ -3,7 +3,8 @@ package tests
 // Pods on a host whose mounts are shared, as systemd leaves every host it
 // boots (it makes / shared, recursively, so that each mount is in a peer
 // group of its own): the pod's own mounts must stay in the pod's mount
-// namespaces, and what stage0 mounted for it must be gone after gc.
+// namespaces, and what stage0 mounted for it must be gone after gc, also
+// where the data directory is reachable through a second path.
 
 import (
 	"bufio"
@@ -325,6 +326,63 @@ func TestSharedRootPodMountsStayInThePod(t *testing.T) {
 		t.Errorf("pod1 gc left mounts: %v", m)
 	}
 	if left := podsLeft(data); len(left) > 0 {
+		t.Errorf("pod1 gc left pods: %v", left)
+	}
+}
+
+// A data directory reachable through a second path (a bind mount of
+// another directory, as an fstab bind gives on a systemd host, where it
+// joins its source's peer group): every overlay stage0 mounts for a pod
+// is mounted under both. gc must take both away, or the pod's directory
+// cannot be removed (EBUSY), for rkt gc and pod1 gc alike.
+func TestSharedRootDataDirBoundElsewhere(t *testing.T) {
+	n := newSharedNS(t)
+	r := newRkt(t)
+	r.bin = n.wrap(r.bin)
+	img := r.aci("bound", nil, nil)
+	bound := func(data string) string {
+		src := filepath.Join(t.TempDir(), "src")
+		must(t, os.Mkdir(src, 0o755))
+		if out, code := n.run("mount", "--bind", src, data); code != 0 {
+			t.Fatalf("mount --bind %s %s: exit %d: %s", src, data, code, out)
+		}
+		return src
+	}
+
+	// The pods' files are in src: the test's own namespace sees the
+	// data directory unbound, empty.
+	src := bound(r.data)
+	if out, errOut, code := r.run(img); code != 0 {
+		t.Fatalf("rkt run: exit %d\n%s%s", code, out, errOut)
+	}
+	ownPodsUnder(src)
+	if m := n.mountsUnder(filepath.Join(r.data, "pods"), filepath.Join(src, "pods")); len(m) != 4 {
+		t.Errorf("before gc, the pod's two overlays under both paths: got %v", m)
+	}
+	_, errOut, code := r.exec(rktTimeout, nil, "gc", "--grace-period=0s")
+	if code != 0 || strings.Contains(errOut, "unable to remove") {
+		t.Errorf("rkt gc: exit %d: %s", code, errOut)
+	}
+	if m := n.mountsUnder(filepath.Join(r.data, "pods"), filepath.Join(src, "pods")); len(m) > 0 {
+		t.Errorf("rkt gc left mounts: %v", m)
+	}
+	if left := podsLeft(src); len(left) > 0 {
+		t.Errorf("rkt gc left pods: %v", left)
+	}
+
+	data := newPod1Data(t, n)
+	src = bound(data)
+	if out, code := n.run(bin("pod1"), "run", "--dir="+data, "--stage1-path="+stage1ACI(t), "--net=none", img); code != 0 {
+		t.Fatalf("pod1 run: exit %d: %s", code, out)
+	}
+	ownPodsUnder(src)
+	if out, code := n.run(bin("pod1"), "--dir="+data, "gc", "--grace-period=0s"); code != 0 {
+		t.Errorf("pod1 gc: exit %d: %s", code, out)
+	}
+	if m := n.mountsUnder(filepath.Join(data, "pods"), filepath.Join(src, "pods")); len(m) > 0 {
+		t.Errorf("pod1 gc left mounts: %v", m)
+	}
+	if left := podsLeft(src); len(left) > 0 {
 		t.Errorf("pod1 gc left pods: %v", left)
 	}
 }
