@@ -9,6 +9,7 @@ import (
 
 	"github.com/appc/spec/schema/types"
 
+	"github.com/pod1/pod1/podmounts"
 	"github.com/pod1/pod1/podpid"
 	"github.com/pod1/pod1/sigpolicy"
 )
@@ -75,6 +76,11 @@ func gcMain(args []string) int {
 	// After the cgroups: every pod process is gone, and no plugin
 	// runs against a namespace something still uses.
 	if err := gcNetworks(podDir, *localConfig, fs.Arg(0), *debug); err != nil {
+		return fail(fmt.Errorf("gc: %w", err))
+	}
+	// rkt's gc would leave the copies of the apps' overlays under a
+	// second path of the data directory (package podmounts).
+	if err := podmounts.UnmountCopied(podDir); err != nil {
 		return fail(fmt.Errorf("gc: %w", err))
 	}
 	return 0
