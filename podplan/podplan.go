@@ -63,6 +63,9 @@ type Pod struct {
 	// ConsoleRaw: the apps' lines reach the console as they wrote them,
 	// not as "<app>[<pid>]: <line>" (pod1/console-format).
 	ConsoleRaw bool `json:"consoleRaw,omitempty"`
+	// NoMachine: the run entry point does not register the pod with
+	// systemd-machined (AnnMachined). PID 1 has no use for it.
+	NoMachine bool `json:"-"`
 	// Logs says where PID 1 sends the apps' output lines besides the
 	// console; the run entry point decides it.
 	Logs LogSinks `json:"logs"`
@@ -143,6 +146,18 @@ const (
 	ConsoleFormatRkt = "rkt"
 	// ConsoleFormatRaw is the bytes as the app wrote them.
 	ConsoleFormatRaw = "raw"
+)
+
+// pod1's machined option.
+const (
+	// AnnMachined (pod) is MachinedRegister, the default: the pod is
+	// registered with systemd-machined where it runs, as machine
+	// rkt-<uuid>; or MachinedNo: it is not.
+	AnnMachined = "pod1/machined"
+	// MachinedRegister registers the pod.
+	MachinedRegister = "register"
+	// MachinedNo leaves machined alone.
+	MachinedNo = "no"
 )
 
 // Stdio modes of one stream of an app.

@@ -1,0 +1,257 @@
+package tests
+
+// Pods registered with systemd-machined as rkt's stage1 registered them,
+// machine rkt-<uuid>. They need systemd as PID 1 and machined, so they
+// skip elsewhere and run in `make vm-test LAYOUT=systemd`.
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// needMachined skips the test unless systemd is PID 1 and machined can be
+// reached (machinectl list starts it on demand).
+func needMachined(t *testing.T) {
+	t.Helper()
+	needSystemd(t)
+	if _, err := exec.LookPath("machinectl"); err != nil {
+		t.Skip("machinectl is missing (Debian's systemd-container): machined cannot run here")
+	}
+	if out, err := sysTool(t, "machinectl", "list", "--no-legend"); err != nil {
+		t.Skipf("machined does not answer here: %v: %s", err, out)
+	}
+}
+
+// machineProps is `machinectl show` of a machine, nil if machined does not
+// know it.
+func machineProps(t *testing.T, name string) map[string]string {
+	t.Helper()
+	out, err := sysTool(t, "machinectl", "show", name)
+	if err != nil {
+		return nil
+	}
+	m := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// machineListed reports whether `machinectl list` names the machine.
+func machineListed(t *testing.T, name string) bool {
+	t.Helper()
+	out, err := sysTool(t, "machinectl", "list", "--no-legend")
+	if err != nil {
+		t.Fatalf("machinectl list: %v: %s", err, out)
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == name {
+			return true
+		}
+	}
+	return false
+}
+
+// checkRegistered checks the pod's registration as rkt's stage1 made it:
+// listed, class container, service rkt, its leader the pod's PID 1, its
+// root the stage1's, and its unit the one given.
+func (r *rktEnv) checkRegistered(uuid, unit string) {
+	r.t.Helper()
+	name := "rkt-" + uuid
+	if !machineListed(r.t, name) {
+		out, _ := sysTool(r.t, "machinectl", "list")
+		r.t.Fatalf("machinectl list does not name %s:\n%s", name, out)
+	}
+	p := machineProps(r.t, name)
+	want := map[string]string{
+		"Name":          name,
+		"Class":         "container",
+		"Service":       "rkt",
+		"Leader":        strconv.Itoa(r.pid(uuid)),
+		"RootDirectory": filepath.Join(r.data, "pods/run", uuid, "stage1/rootfs"),
+		"Unit":          unit,
+		"State":         "running",
+	}
+	for k, v := range want {
+		if p[k] != v {
+			r.t.Errorf("machinectl show %s: %s=%q, want %q", name, k, p[k], v)
+		}
+	}
+	if out, err := sysTool(r.t, "machinectl", "status", name); err != nil {
+		r.t.Errorf("machinectl status %s: %v: %s", name, err, out)
+	}
+}
+
+// waitUnregistered waits until machined no longer knows the pod.
+func waitUnregistered(t *testing.T, uuid, why string) {
+	t.Helper()
+	waitFor(t, 30*time.Second, "machine rkt-"+uuid+" gone "+why, func() bool {
+		return machineProps(t, "rkt-"+uuid) == nil && !machineListed(t, "rkt-"+uuid)
+	})
+}
+
+// subcgroup is the pod's cgroup as its subcgroup file names it.
+func (r *rktEnv) subcgroup(uuid string) string {
+	r.t.Helper()
+	b, err := os.ReadFile(filepath.Join(r.data, "pods/run", uuid, "subcgroup"))
+	must(r.t, err)
+	return string(b)
+}
+
+// A pod started outside any unit of its own (here: from the suite's
+// service, which holds other processes) is registered as machine
+// rkt-<uuid> in the scope machined makes for it,
+// machine.slice/machine-rkt\x2d<uuid>.scope, where rkt's stage1 had it and
+// which the subcgroup file names. `machinectl terminate` stops it as a
+// stopped pod (the app's SIGTERM handler ran, statuses final, lock free)
+// and the machine is gone.
+func TestMachinedRegistersPod(t *testing.T) {
+	needMachined(t)
+	r := newRkt(t)
+	img := r.aci("reg", map[string]any{"exec": []string{"/bin/probe", "term-exit", "7", "+", "sleep", "1h"}}, nil)
+	p := r.start("run", img)
+	scope := `machine-rkt\x2d` + strings.ReplaceAll(p.UUID, "-", `\x2d`) + ".scope"
+	r.checkRegistered(p.UUID, scope)
+	if got, want := r.subcgroup(p.UUID), "machine.slice/"+scope; got != want {
+		t.Errorf("subcgroup %q, want %q", got, want)
+	}
+	if cg := unitProp(t, scope, "ControlGroup"); cg != "/machine.slice/"+scope {
+		t.Errorf("%s's ControlGroup %q", scope, cg)
+	}
+	cgroupBelowUnit(t, scope, r.appPid(p.UUID, "reg"))
+	// What the journal tools make of the machine (docs/conformance.md):
+	// shown, not checked.
+	for _, a := range [][]string{
+		{"-M", "rkt-" + p.UUID},
+		{"_MACHINE_ID=" + strings.ReplaceAll(p.UUID, "-", "")},
+		{"-m", "POD1_POD_UUID=" + p.UUID},
+		{"-u", scope},
+	} {
+		out, err := sysTool(t, "journalctl", append([]string{"--no-pager", "-n", "5"}, a...)...)
+		t.Logf("journalctl %s: %v\n%s", strings.Join(a, " "), err, out)
+	}
+	if out, err := sysTool(t, "machinectl", "terminate", "rkt-"+p.UUID); err != nil {
+		t.Fatalf("machinectl terminate: %v: %s", err, out)
+	}
+	code := p.wait(t)
+	st := r.status(p.UUID)
+	if st.State != "exited" || st.appExit("reg") != 7 {
+		t.Fatalf("after machinectl terminate: rkt run exit %d, pod %s, app exit %d; want exited, 7 (its SIGTERM handler)\nstderr: %s", code, st.State, st.appExit("reg"), p.errb)
+	}
+	dirs, _ := filepath.Glob(filepath.Join(r.data, "pods/*", p.UUID))
+	if len(dirs) != 1 || locked(t, dirs[0]) {
+		t.Fatalf("pod directory %v locked after machinectl terminate", dirs)
+	}
+	waitUnregistered(t, p.UUID, "after machinectl terminate")
+}
+
+// `machinectl poweroff` sends the machine's leader, the pod's PID 1,
+// SIGRTMIN+4, which systemd in rkt's stage1 took as "power off": the pod
+// stops gracefully.
+func TestMachinedPoweroff(t *testing.T) {
+	needMachined(t)
+	r := newRkt(t)
+	img := r.aci("off", map[string]any{"exec": []string{"/bin/probe", "term-exit", "7", "+", "sleep", "1h"}}, nil)
+	p := r.start("run", img)
+	r.checkRegistered(p.UUID, `machine-rkt\x2d`+strings.ReplaceAll(p.UUID, "-", `\x2d`)+".scope")
+	if out, err := sysTool(t, "machinectl", "poweroff", "rkt-"+p.UUID); err != nil {
+		t.Fatalf("machinectl poweroff: %v: %s", err, out)
+	}
+	code := p.wait(t)
+	if st := r.status(p.UUID); st.State != "exited" || st.appExit("off") != 7 {
+		t.Fatalf("after machinectl poweroff: rkt run exit %d, pod %s, app exit %d; want exited, 7\nstderr: %s", code, st.State, st.appExit("off"), p.errb)
+	}
+	waitUnregistered(t, p.UUID, "after machinectl poweroff")
+}
+
+// A pod that ends by itself, and one whose PID 1 is SIGKILLed, leave no
+// machine behind.
+func TestMachinedGoneWhenPodEnds(t *testing.T) {
+	needMachined(t)
+	t.Run("ends", func(t *testing.T) {
+		r := newRkt(t)
+		img := r.aci("ends", map[string]any{"exec": []string{"/bin/probe", "sleep", "1h"}}, nil)
+		p := r.start("run", img)
+		r.checkRegistered(p.UUID, `machine-rkt\x2d`+strings.ReplaceAll(p.UUID, "-", `\x2d`)+".scope")
+		must(t, unix.Kill(r.appPid(p.UUID, "ends"), unix.SIGKILL))
+		p.wait(t)
+		waitUnregistered(t, p.UUID, "after the pod ended")
+	})
+	t.Run("PID 1 killed", func(t *testing.T) {
+		r := newRkt(t)
+		img := r.aci("killed", map[string]any{"exec": []string{"/bin/probe", "sleep", "1h"}}, nil)
+		p := r.start("run", img)
+		r.checkRegistered(p.UUID, `machine-rkt\x2d`+strings.ReplaceAll(p.UUID, "-", `\x2d`)+".scope")
+		must(t, unix.Kill(r.pid(p.UUID), unix.SIGKILL))
+		p.wait(t)
+		waitUnregistered(t, p.UUID, "after PID 1 was killed")
+	})
+}
+
+// `systemd-run --unit=NAME rkt run`: the pod stays in the unit (its
+// limits, systemctl stop) and is registered as the unit's machine, as
+// systemd-nspawn --keep-unit registered rkt's; `machinectl terminate`
+// stops the unit, which stops the pod in order.
+func TestMachinedUnitPod(t *testing.T) {
+	needMachined(t)
+	r := newRkt(t)
+	img := r.aci("unitreg", map[string]any{"exec": []string{"/bin/probe", "term-exit", "7", "+", "sleep", "1h"}}, nil)
+	unit := newUnitName(t)
+	uuid := r.startPodUnit(unit, nil, img)
+	cgroupBelowUnit(t, unit, r.appPid(uuid, "unitreg"))
+	r.checkRegistered(uuid, unit)
+	if out, err := sysTool(t, "machinectl", "terminate", "rkt-"+uuid); err != nil {
+		t.Fatalf("machinectl terminate: %v: %s", err, out)
+	}
+	waitFor(t, 60*time.Second, unit+" stopped by machinectl terminate", func() bool {
+		s := unitProp(t, unit, "ActiveState")
+		return s == "inactive" || s == "failed"
+	})
+	st := r.status(uuid)
+	if st.State != "exited" || st.appExit("unitreg") != 7 {
+		t.Fatalf("after machinectl terminate: pod %s, app exit %d; want exited, 7 (its SIGTERM handler)", st.State, st.appExit("unitreg"))
+	}
+	dirs, _ := filepath.Glob(filepath.Join(r.data, "pods/*", uuid))
+	if len(dirs) != 1 || locked(t, dirs[0]) {
+		t.Fatalf("pod directory %v locked after machinectl terminate", dirs)
+	}
+	waitUnregistered(t, uuid, "after its unit stopped")
+}
+
+// pod1/machined=no keeps the pod out of machined (rkt app sandbox
+// --annotation): machinectl does not know it, and its cgroup is where it
+// would be without machined.
+func TestMachinedAnnotationOff(t *testing.T) {
+	needMachined(t)
+	r := newRkt(t)
+	p := r.start("app", "sandbox", "--stage1-path="+filepath.Join(repoRoot, "build/stage1.aci"), "--net=none",
+		"--annotation=pod1/machined=no")
+	if machineProps(t, "rkt-"+p.UUID) != nil {
+		t.Errorf("pod1/machined=no: machine rkt-%s registered", p.UUID)
+	}
+	if sub := r.subcgroup(p.UUID); strings.HasPrefix(sub, "machine.slice/") {
+		t.Errorf("pod1/machined=no: subcgroup %q", sub)
+	}
+	r.rkt("stop", p.UUID)
+	p.wait(t)
+}
+
+// A pod1/machined value other than register or no refuses the pod with
+// 254 before anything starts, naming the annotation (on any host).
+func TestMachinedAnnotationBad(t *testing.T) {
+	r := newRkt(t)
+	out, errOut, code := r.exec(rktTimeout, nil, "app", "sandbox", "--stage1-path="+filepath.Join(repoRoot, "build/stage1.aci"),
+		"--net=none", "--annotation=pod1/machined=off")
+	if code != 254 || !strings.Contains(errOut, `pod1/machined: "off"`) {
+		t.Errorf("pod1/machined=off: exit %d, want 254 naming the annotation\n%s%s", code, out, errOut)
+	}
+}
