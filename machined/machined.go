@@ -40,9 +40,9 @@ const (
 	Service = "rkt"
 	Class   = "container"
 
-	// Timeout bounds a whole registration: connecting, authenticating
-	// and the call, which for CreateMachine includes systemd making the
-	// scope.
+	// Timeout bounds each of a registration's two steps: connecting,
+	// authenticating and a ping of machined; then the call, which for
+	// CreateMachine includes systemd making the scope.
 	Timeout = 5 * time.Second
 )
 
@@ -146,13 +146,16 @@ var errTimeout = errors.New("no answer from the system bus in time")
 var ErrAbsent = errors.New("systemd-machined is not on the system bus")
 
 // call makes one method call on machined over a private connection to the
-// bus at socket, everything (dial, authentication, the call) bounded by
-// Timeout: the socket's deadline ends any read or write that waits past
-// it.
+// bus at socket, in two steps each bounded by Timeout (the socket's
+// deadline ends any read or write that waits past it): connecting,
+// authenticating and a ping of machined, which the bus answers once
+// machined runs (starting it if need be), then the call. A machined slow
+// to start thus costs the pod a warning before anything is asked of it,
+// never a CreateMachine that systemd carries out after we gave up on it.
 func call(socket, method string, args ...any) error {
-	deadline := time.Now().Add(Timeout)
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	deadline := time.Now().Add(Timeout)
 	nc, err := (&net.Dialer{Deadline: deadline}).DialContext(ctx, "unix", socket)
 	if err != nil {
 		return fmt.Errorf("system bus: %w", err)
@@ -173,6 +176,20 @@ func call(socket, method string, args ...any) error {
 	if err := conn.Hello(); err != nil {
 		return fmt.Errorf("system bus: %w", timedOut(err, deadline))
 	}
+	if err := callOne(ctx, conn, deadline, "org.freedesktop.DBus.Peer.Ping"); err != nil {
+		return err
+	}
+	deadline = time.Now().Add(Timeout)
+	if err := nc.SetDeadline(deadline); err != nil {
+		return fmt.Errorf("system bus: %w", err)
+	}
+	return callOne(ctx, conn, deadline, method, args...)
+}
+
+// callOne makes one call on machined, bounded by deadline.
+func callOne(ctx context.Context, conn *dbus.Conn, deadline time.Time, method string, args ...any) error {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	c := conn.Object(dest, objPath).CallWithContext(ctx, method, 0, args...)
 	var de dbus.Error
 	if errors.As(c.Err, &de) && (de.Name == "org.freedesktop.DBus.Error.ServiceUnknown" || de.Name == "org.freedesktop.DBus.Error.NameHasNoOwner") {
