@@ -63,9 +63,10 @@ type Pod struct {
 	// ConsoleRaw: the apps' lines reach the console as they wrote them,
 	// not as "<app>[<pid>]: <line>" (pod1/console-format).
 	ConsoleRaw bool `json:"consoleRaw,omitempty"`
-	// NoMachine: the run entry point does not register the pod with
-	// systemd-machined (AnnMachined). PID 1 has no use for it.
-	NoMachine bool `json:"-"`
+	// Machined is how the run entry point registers the pod with
+	// systemd-machined: MachinedUnit, MachinedScope or MachinedNo
+	// (AnnMachined). PID 1 has no use for it.
+	Machined string `json:"-"`
 	// Logs says where PID 1 sends the apps' output lines besides the
 	// console; the run entry point decides it.
 	Logs LogSinks `json:"logs"`
@@ -150,12 +151,19 @@ const (
 
 // pod1's machined option.
 const (
-	// AnnMachined (pod) is MachinedRegister, the default: the pod is
-	// registered with systemd-machined where it runs, as machine
-	// rkt-<uuid>; or MachinedNo: it is not.
+	// AnnMachined (pod) says which pods are registered with
+	// systemd-machined, as machine rkt-<uuid> (docs/hosts.md).
 	AnnMachined = "pod1/machined"
-	// MachinedRegister registers the pod.
-	MachinedRegister = "register"
+	// MachinedUnit, the default, registers a pod that runs in a unit of
+	// its own (systemd-run rkt run, a .service): the pod stays in the
+	// unit. Others are not registered: their cgroups stay where they
+	// are, below the caller's, and outlive the pod until gc.
+	MachinedUnit = "unit"
+	// MachinedScope also registers the others, in the scope
+	// machine.slice/machine-rkt\x2d<uuid>.scope that systemd makes for
+	// them, where rkt's stage1 had them; systemd removes that scope, and
+	// the pod's cgroups in it, when the pod ends.
+	MachinedScope = "scope"
 	// MachinedNo leaves machined alone.
 	MachinedNo = "no"
 )

@@ -42,7 +42,7 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 	if err != nil {
 		return nil, errorf("pod manifest: annotations", "%w", err)
 	}
-	noMachine, err := machinedOff(pm.Annotations)
+	machinedAs, err := machinedMode(pm.Annotations)
 	if err != nil {
 		return nil, errorf("pod manifest: annotations", "%w", err)
 	}
@@ -64,7 +64,7 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 		CRIDir:       criDir,
 		CRIFormat:    criFormat,
 		ConsoleRaw:   raw,
-		NoMachine:    noMachine,
+		Machined:     machinedAs,
 	}
 	if p.Hostname == "" {
 		p.Hostname = "rkt-" + opts.UUID

@@ -8,15 +8,17 @@ import (
 	"github.com/pod1/pod1/podplan"
 )
 
-// machinedOff reads pod1/machined: whether the pod is kept out of
-// systemd-machined.
-func machinedOff(pod types.Annotations) (bool, error) {
+// machinedMode reads pod1/machined: which pods are registered with
+// systemd-machined (podplan.MachinedUnit when it is not given).
+func machinedMode(pod types.Annotations) (string, error) {
 	v, ok := pod.Get(podplan.AnnMachined)
-	switch {
-	case !ok || v == podplan.MachinedRegister:
-		return false, nil
-	case v == podplan.MachinedNo:
-		return true, nil
+	if !ok {
+		return podplan.MachinedUnit, nil
 	}
-	return false, fmt.Errorf("annotation %s: %q is not one of %s, %s", podplan.AnnMachined, v, podplan.MachinedRegister, podplan.MachinedNo)
+	switch v {
+	case podplan.MachinedUnit, podplan.MachinedScope, podplan.MachinedNo:
+		return v, nil
+	}
+	return "", fmt.Errorf("annotation %s: %q is not one of %s, %s, %s", podplan.AnnMachined, v,
+		podplan.MachinedUnit, podplan.MachinedScope, podplan.MachinedNo)
 }

@@ -228,18 +228,12 @@ func TestHostsideGCAfterStage1Killed(t *testing.T) {
 // A pod that ends in order leaves its cgroups, with no process in them,
 // until gc removes them, as rkt's stage1 does (rkt's TestGCCgroup and
 // TestRmCgroup look for them between the run and the gc): the gc entry
-// point, and pod1 gc in its own process. A pod registered with
-// systemd-machined in a scope of its own (docs/hosts.md) is the
-// exception: the scope is systemd's, which removes it, and the pod's
-// cgroups in it, once the pod's last process is gone.
+// point, and pod1 gc in its own process.
 func TestPodCgroupsStayEmptyUntilGC(t *testing.T) {
 	t.Run("gc entry point", func(t *testing.T) {
 		p := newPod(t, []App{{Name: "a", Exec: probe("exit", "0")}}, nil)
 		if r := runPod(t, p, RunOpts{}); r.Code != 0 {
 			t.Fatalf("exit %d: %s", r.Code, r.Stderr)
-		}
-		if scopeGone(t, p.Dir, p.UUID) {
-			return
 		}
 		cg := cgroupDirs(p)
 		if len(cg) == 0 {
@@ -260,10 +254,6 @@ func TestPodCgroupsStayEmptyUntilGC(t *testing.T) {
 			t.Fatalf("exit %d: %s", c, bp.Stderr)
 		}
 		p := &Pod{UUID: bp.UUID}
-		dirs, _ := filepath.Glob(filepath.Join(data, "pods", "*", bp.UUID))
-		if len(dirs) == 1 && scopeGone(t, dirs[0], bp.UUID) {
-			return
-		}
 		cg := cgroupDirs(p)
 		if len(cg) == 0 {
 			t.Fatal("no cgroups left after the pod's end, to be removed by gc")
@@ -276,21 +266,6 @@ func TestPodCgroupsStayEmptyUntilGC(t *testing.T) {
 			t.Errorf("cgroups left after gc: %v", left)
 		}
 	})
-}
-
-// scopeGone reports whether the pod in podDir was registered with
-// machined in a scope of its own (its subcgroup file names
-// machine.slice's), and then checks that systemd removed the scope.
-func scopeGone(t *testing.T, podDir, uuid string) bool {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(podDir, "subcgroup"))
-	if err != nil || !strings.HasPrefix(string(b), "machine.slice/") {
-		return false
-	}
-	waitFor(t, 30*time.Second, "systemd removed the pod's scope "+string(b), func() bool {
-		return len(cgroupDirs(&Pod{UUID: uuid})) == 0
-	})
-	return true
 }
 
 // assertNoProcessIn fails if any of the cgroup directories, or any below

@@ -107,19 +107,62 @@ func (r *rktEnv) subcgroup(uuid string) string {
 	return string(b)
 }
 
-// A pod started outside any unit of its own (here: from the suite's
-// service, which holds other processes) is registered as machine
-// rkt-<uuid> in the scope machined makes for it,
-// machine.slice/machine-rkt\x2d<uuid>.scope, where rkt's stage1 had it and
-// which the subcgroup file names. `machinectl terminate` stops it as a
-// stopped pod (the app's SIGTERM handler ran, statuses final, lock free)
-// and the machine is gone.
-func TestMachinedRegistersPod(t *testing.T) {
+// scopeName is the scope machined makes for pod uuid, and the name pod1
+// gives the pod's cgroup anyway.
+func scopeName(uuid string) string {
+	return `machine-rkt\x2d` + strings.ReplaceAll(uuid, "-", `\x2d`) + ".scope"
+}
+
+// startSandboxUnit starts `rkt app sandbox` (whose --annotation gives the
+// pod's annotations) as the unit's main process, and returns the pod's
+// UUID once it runs.
+func (r *rktEnv) startSandboxUnit(unit string, args ...string) string {
+	r.t.Helper()
+	uf := filepath.Join(r.dir, "uuid-"+unit)
+	a := append([]string{"--unit=" + unit, "--quiet", "--setenv=TMPDIR=" + r.dir, "--",
+		r.bin, "--dir=" + r.data, "--insecure-options=image", "app", "sandbox", "--uuid-file-save=" + uf,
+		"--stage1-path=" + filepath.Join(repoRoot, "build/stage1.aci"), "--net=none"}, args...)
+	if out, err := sysTool(r.t, "systemd-run", a...); err != nil {
+		r.t.Fatalf("systemd-run: %v: %s", err, out)
+	}
+	return r.waitPodOfUnit(unit, uf)
+}
+
+// By default (pod1/machined=unit) a pod started outside any unit of its
+// own (here: from the suite's service, which holds other processes) is
+// not registered: its cgroup stays below its caller's, named
+// machine-rkt\x2d<uuid>.scope, and outlives the pod until gc, as rkt's
+// TestGCCgroup and TestRmCgroup expect of a pod's cgroups.
+func TestMachinedNotOutsideAUnit(t *testing.T) {
 	needMachined(t)
 	r := newRkt(t)
-	img := r.aci("reg", map[string]any{"exec": []string{"/bin/probe", "term-exit", "7", "+", "sleep", "1h"}}, nil)
+	img := r.aci("plain", map[string]any{"exec": []string{"/bin/probe", "sleep", "1h"}}, nil)
 	p := r.start("run", img)
-	scope := `machine-rkt\x2d` + strings.ReplaceAll(p.UUID, "-", `\x2d`) + ".scope"
+	if machineProps(t, "rkt-"+p.UUID) != nil || machineListed(t, "rkt-"+p.UUID) {
+		t.Errorf("machine rkt-%s registered outside a unit, without pod1/machined=scope", p.UUID)
+	}
+	sub := r.subcgroup(p.UUID)
+	if strings.HasPrefix(sub, "machine.slice/") || filepath.Base(sub) != scopeName(p.UUID) {
+		t.Errorf("subcgroup %q, want one below the caller's named %s", sub, scopeName(p.UUID))
+	}
+	must(t, unix.Kill(r.appPid(p.UUID, "plain"), unix.SIGKILL))
+	p.wait(t)
+	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", sub)); err != nil {
+		t.Errorf("the pod's cgroup is gone before gc: %v", err)
+	}
+}
+
+// pod1/machined=scope registers a pod started outside any unit of its own
+// in the scope machined makes for it,
+// machine.slice/machine-rkt\x2d<uuid>.scope, where rkt's stage1 had it
+// and which the subcgroup file names. `machinectl terminate` stops it
+// (lock free) and the machine is gone.
+func TestMachinedScopePod(t *testing.T) {
+	needMachined(t)
+	r := newRkt(t)
+	p := r.start("app", "sandbox", "--stage1-path="+filepath.Join(repoRoot, "build/stage1.aci"), "--net=none",
+		"--annotation=pod1/machined=scope")
+	scope := scopeName(p.UUID)
 	r.checkRegistered(p.UUID, scope)
 	if got, want := r.subcgroup(p.UUID), "machine.slice/"+scope; got != want {
 		t.Errorf("subcgroup %q, want %q", got, want)
@@ -127,12 +170,11 @@ func TestMachinedRegistersPod(t *testing.T) {
 	if cg := unitProp(t, scope, "ControlGroup"); cg != "/machine.slice/"+scope {
 		t.Errorf("%s's ControlGroup %q", scope, cg)
 	}
-	cgroupBelowUnit(t, scope, r.appPid(p.UUID, "reg"))
+	cgroupBelowUnit(t, scope, r.pid(p.UUID))
 	// What the journal tools make of the machine (docs/conformance.md):
 	// shown, not checked.
 	for _, a := range [][]string{
 		{"-M", "rkt-" + p.UUID},
-		{"_MACHINE_ID=" + strings.ReplaceAll(p.UUID, "-", "")},
 		{"-m", "POD1_POD_UUID=" + p.UUID},
 		{"-u", scope},
 	} {
@@ -142,11 +184,7 @@ func TestMachinedRegistersPod(t *testing.T) {
 	if out, err := sysTool(t, "machinectl", "terminate", "rkt-"+p.UUID); err != nil {
 		t.Fatalf("machinectl terminate: %v: %s", err, out)
 	}
-	code := p.wait(t)
-	st := r.status(p.UUID)
-	if st.State != "exited" || st.appExit("reg") != 7 {
-		t.Fatalf("after machinectl terminate: rkt run exit %d, pod %s, app exit %d; want exited, 7 (its SIGTERM handler)\nstderr: %s", code, st.State, st.appExit("reg"), p.errb)
-	}
+	p.wait(t)
 	dirs, _ := filepath.Glob(filepath.Join(r.data, "pods/*", p.UUID))
 	if len(dirs) != 1 || locked(t, dirs[0]) {
 		t.Fatalf("pod directory %v locked after machinectl terminate", dirs)
@@ -161,40 +199,41 @@ func TestMachinedPoweroff(t *testing.T) {
 	needMachined(t)
 	r := newRkt(t)
 	img := r.aci("off", map[string]any{"exec": []string{"/bin/probe", "term-exit", "7", "+", "sleep", "1h"}}, nil)
-	p := r.start("run", img)
-	r.checkRegistered(p.UUID, `machine-rkt\x2d`+strings.ReplaceAll(p.UUID, "-", `\x2d`)+".scope")
-	if out, err := sysTool(t, "machinectl", "poweroff", "rkt-"+p.UUID); err != nil {
+	unit := newUnitName(t)
+	uuid := r.startPodUnit(unit, nil, img)
+	r.checkRegistered(uuid, unit)
+	if out, err := sysTool(t, "machinectl", "poweroff", "rkt-"+uuid); err != nil {
 		t.Fatalf("machinectl poweroff: %v: %s", err, out)
 	}
-	code := p.wait(t)
-	if st := r.status(p.UUID); st.State != "exited" || st.appExit("off") != 7 {
-		t.Fatalf("after machinectl poweroff: rkt run exit %d, pod %s, app exit %d; want exited, 7\nstderr: %s", code, st.State, st.appExit("off"), p.errb)
+	waitFor(t, 60*time.Second, unit+" ended after machinectl poweroff", func() bool {
+		s := unitProp(t, unit, "ActiveState")
+		return s == "inactive" || s == "failed"
+	})
+	if st := r.status(uuid); st.State != "exited" || st.appExit("off") != 7 {
+		t.Fatalf("after machinectl poweroff: pod %s, app exit %d; want exited, 7", st.State, st.appExit("off"))
 	}
-	waitUnregistered(t, p.UUID, "after machinectl poweroff")
+	waitUnregistered(t, uuid, "after machinectl poweroff")
 }
 
 // A pod that ends by itself, and one whose PID 1 is SIGKILLed, leave no
 // machine behind.
 func TestMachinedGoneWhenPodEnds(t *testing.T) {
 	needMachined(t)
-	t.Run("ends", func(t *testing.T) {
-		r := newRkt(t)
-		img := r.aci("ends", map[string]any{"exec": []string{"/bin/probe", "sleep", "1h"}}, nil)
-		p := r.start("run", img)
-		r.checkRegistered(p.UUID, `machine-rkt\x2d`+strings.ReplaceAll(p.UUID, "-", `\x2d`)+".scope")
-		must(t, unix.Kill(r.appPid(p.UUID, "ends"), unix.SIGKILL))
-		p.wait(t)
-		waitUnregistered(t, p.UUID, "after the pod ended")
-	})
-	t.Run("PID 1 killed", func(t *testing.T) {
-		r := newRkt(t)
-		img := r.aci("killed", map[string]any{"exec": []string{"/bin/probe", "sleep", "1h"}}, nil)
-		p := r.start("run", img)
-		r.checkRegistered(p.UUID, `machine-rkt\x2d`+strings.ReplaceAll(p.UUID, "-", `\x2d`)+".scope")
-		must(t, unix.Kill(r.pid(p.UUID), unix.SIGKILL))
-		p.wait(t)
-		waitUnregistered(t, p.UUID, "after PID 1 was killed")
-	})
+	for _, c := range []struct{ name, app string }{{"ends", "ends"}, {"PID 1 killed", "killed"}} {
+		t.Run(c.name, func(t *testing.T) {
+			r := newRkt(t)
+			img := r.aci(c.app, map[string]any{"exec": []string{"/bin/probe", "sleep", "1h"}}, nil)
+			unit := newUnitName(t)
+			uuid := r.startPodUnit(unit, nil, img)
+			r.checkRegistered(uuid, unit)
+			victim := r.appPid(uuid, c.app)
+			if c.app == "killed" {
+				victim = r.pid(uuid)
+			}
+			must(t, unix.Kill(victim, unix.SIGKILL))
+			waitUnregistered(t, uuid, c.name)
+		})
+	}
 }
 
 // `systemd-run --unit=NAME rkt run`: the pod stays in the unit (its
@@ -227,25 +266,22 @@ func TestMachinedUnitPod(t *testing.T) {
 	waitUnregistered(t, uuid, "after its unit stopped")
 }
 
-// pod1/machined=no keeps the pod out of machined (rkt app sandbox
-// --annotation): machinectl does not know it, and its cgroup is where it
-// would be without machined.
+// pod1/machined=no keeps a pod that runs in a unit of its own out of
+// machined (rkt app sandbox --annotation).
 func TestMachinedAnnotationOff(t *testing.T) {
 	needMachined(t)
 	r := newRkt(t)
-	p := r.start("app", "sandbox", "--stage1-path="+filepath.Join(repoRoot, "build/stage1.aci"), "--net=none",
-		"--annotation=pod1/machined=no")
-	if machineProps(t, "rkt-"+p.UUID) != nil {
-		t.Errorf("pod1/machined=no: machine rkt-%s registered", p.UUID)
+	unit := newUnitName(t)
+	uuid := r.startSandboxUnit(unit, "--annotation=pod1/machined=no")
+	if machineProps(t, "rkt-"+uuid) != nil {
+		t.Errorf("pod1/machined=no: machine rkt-%s registered", uuid)
 	}
-	if sub := r.subcgroup(p.UUID); strings.HasPrefix(sub, "machine.slice/") {
-		t.Errorf("pod1/machined=no: subcgroup %q", sub)
+	if out, err := sysTool(t, "systemctl", "stop", unit); err != nil {
+		t.Errorf("systemctl stop %s: %v: %s", unit, err, out)
 	}
-	r.rkt("stop", p.UUID)
-	p.wait(t)
 }
 
-// A pod1/machined value other than register or no refuses the pod with
+// A pod1/machined value other than unit, scope or no refuses the pod with
 // 254 before anything starts, naming the annotation (on any host).
 func TestMachinedAnnotationBad(t *testing.T) {
 	r := newRkt(t)

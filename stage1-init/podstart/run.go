@@ -194,7 +194,7 @@ func makeCgroups(pod *podspec.Pod, pid int, podDir string) (*cgroups.Group, *mac
 	// The waiter, our parent, is the process rkt exec'd: a unit whose
 	// every process descends from it gets the pod inside it.
 	pg, machine, err := machined.NewPod(machined.Pod{UUID: pod.UUID, Leader: pid, Root: filepath.Join(podDir, layout.Stage1RootFS)},
-		cgroups.PodName(pod.UUID), handover.Stage1Cgroup, needs, os.Getppid(), !pod.NoMachine)
+		cgroups.PodName(pod.UUID), handover.Stage1Cgroup, needs, os.Getppid(), pod.Machined)
 	if errors.Is(err, os.ErrExist) {
 		return nil, nil, fmt.Errorf("UUID %s: %w: a pod with this UUID is running, or was killed and not yet collected by gc", pod.UUID, err)
 	}
