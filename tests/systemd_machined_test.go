@@ -67,9 +67,15 @@ func machineListed(t *testing.T, name string) bool {
 func (r *rktEnv) checkRegistered(uuid, unit string) {
 	r.t.Helper()
 	name := "rkt-" + uuid
-	if !machineListed(r.t, name) {
-		out, _ := sysTool(r.t, "machinectl", "list")
-		r.t.Fatalf("machinectl list does not name %s:\n%s", name, out)
+	// A pod in a unit of its own is registered once PID 1 is in its
+	// cgroup, which may come after rkt already reports it running.
+	deadline := time.Now().Add(30 * time.Second)
+	for !machineListed(r.t, name) {
+		if time.Now().After(deadline) {
+			out, _ := sysTool(r.t, "machinectl", "list")
+			r.t.Fatalf("machinectl list does not name %s:\n%s", name, out)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	p := machineProps(r.t, name)
 	want := map[string]string{
@@ -119,7 +125,7 @@ func scopeName(uuid string) string {
 func (r *rktEnv) startSandboxUnit(unit string, args ...string) string {
 	r.t.Helper()
 	uf := filepath.Join(r.dir, "uuid-"+unit)
-	a := append([]string{"--unit=" + unit, "--quiet", "--setenv=TMPDIR=" + r.dir, "--",
+	a := append([]string{"--unit=" + unit, "--quiet", "--setenv=TMPDIR=" + r.dir, "--setenv=RKT_EXPERIMENT_APP=true", "--",
 		r.bin, "--dir=" + r.data, "--insecure-options=image", "app", "sandbox", "--uuid-file-save=" + uf,
 		"--stage1-path=" + filepath.Join(repoRoot, "build/stage1.aci"), "--net=none"}, args...)
 	if out, err := sysTool(r.t, "systemd-run", a...); err != nil {
