@@ -7,6 +7,7 @@ require (
 	github.com/containernetworking/cni v1.3.1
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/cyphar/filepath-securejoin v0.7.0
+	github.com/godbus/dbus/v5 v5.2.4
 	github.com/moby/sys/capability v0.5.0
 	github.com/moby/sys/mountinfo v0.7.3
 	github.com/vishvananda/netlink v1.3.1

@@ -150,6 +150,13 @@ const OwnLeaf = "pod1-run"
 // none after. A process forked meanwhile is moved at the next pass; one
 // not ours leaves dir as it is (a login session's scope: the user's shell).
 func moveOwnToLeaf(dir string, ancestor int) bool {
+	return moveToLeaf(dir, OwnLeaf, ancestor)
+}
+
+// moveToLeaf moves every process of the cgroup dir into dir/leaf if each
+// is ancestor or a descendant of it, and reports whether dir holds none
+// after.
+func moveToLeaf(dir, leaf string, ancestor int) bool {
 	for pass := 0; pass < 5; pass++ {
 		pids, err := (&Group{V2: dir}).Procs()
 		if err != nil {
@@ -163,13 +170,13 @@ func moveOwnToLeaf(dir string, ancestor int) bool {
 				return false
 			}
 		}
-		leaf := filepath.Join(dir, OwnLeaf)
-		if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		to := filepath.Join(dir, leaf)
+		if err := os.Mkdir(to, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return false
 		}
 		for _, pid := range pids {
 			// A process gone meanwhile (ESRCH) is no longer there.
-			if err := (&Group{V2: leaf}).Add(pid); err != nil && !errors.Is(err, unix.ESRCH) {
+			if err := (&Group{V2: to}).Add(pid); err != nil && !errors.Is(err, unix.ESRCH) {
 				return false
 			}
 		}

@@ -63,6 +63,10 @@ type Pod struct {
 	// ConsoleRaw: the apps' lines reach the console as they wrote them,
 	// not as "<app>[<pid>]: <line>" (pod1/console-format).
 	ConsoleRaw bool `json:"consoleRaw,omitempty"`
+	// Machined is how the run entry point registers the pod with
+	// systemd-machined: MachinedUnit, MachinedScope or MachinedNo
+	// (AnnMachined). PID 1 has no use for it.
+	Machined string `json:"-"`
 	// Logs says where PID 1 sends the apps' output lines besides the
 	// console; the run entry point decides it.
 	Logs LogSinks `json:"logs"`
@@ -143,6 +147,25 @@ const (
 	ConsoleFormatRkt = "rkt"
 	// ConsoleFormatRaw is the bytes as the app wrote them.
 	ConsoleFormatRaw = "raw"
+)
+
+// pod1's machined option.
+const (
+	// AnnMachined (pod) says which pods are registered with
+	// systemd-machined, as machine rkt-<uuid> (docs/hosts.md).
+	AnnMachined = "pod1/machined"
+	// MachinedUnit, the default, registers a pod that runs in a unit of
+	// its own (systemd-run rkt run, a .service): the pod stays in the
+	// unit. Others are not registered: their cgroups stay where they
+	// are, below the caller's, and outlive the pod until gc.
+	MachinedUnit = "unit"
+	// MachinedScope also registers the others, in the scope
+	// machine.slice/machine-rkt\x2d<uuid>.scope that systemd makes for
+	// them, where rkt's stage1 had them; systemd removes that scope, and
+	// the pod's cgroups in it, when the pod ends.
+	MachinedScope = "scope"
+	// MachinedNo leaves machined alone.
+	MachinedNo = "no"
 )
 
 // Stdio modes of one stream of an app.

@@ -42,6 +42,10 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 	if err != nil {
 		return nil, errorf("pod manifest: annotations", "%w", err)
 	}
+	machinedAs, err := machinedMode(pm.Annotations)
+	if err != nil {
+		return nil, errorf("pod manifest: annotations", "%w", err)
+	}
 	vols, shared, err := loadVolumes(podDir, pm.Volumes, opts.PrivateUsers)
 	if err != nil {
 		return nil, err
@@ -60,6 +64,7 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 		CRIDir:       criDir,
 		CRIFormat:    criFormat,
 		ConsoleRaw:   raw,
+		Machined:     machinedAs,
 	}
 	if p.Hostname == "" {
 		p.Hostname = "rkt-" + opts.UUID

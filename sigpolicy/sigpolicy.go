@@ -70,11 +70,17 @@ func (a Action) String() string {
 // system call on every thread (runtime.sigPerThreadSyscall, SIGRTMIN+1).
 const sigPerThreadSyscall = unix.Signal(33)
 
+// SigPoweroff is systemd's SIGRTMIN+4 (glibc's SIGRTMIN, 34, plus 4):
+// what `machinectl poweroff` sends a machine's leader, the pod's PID 1,
+// and what systemd as a container's init (rkt's stage1) took as "power
+// off", a graceful stop. musl's SIGRTMIN differs: the number is fixed.
+const SigPoweroff = unix.Signal(38)
+
 // Of returns what sig means to run and to PID 1 (the same for both: run
 // forwards what PID 1 acts on).
 func Of(sig unix.Signal) Action {
 	switch sig {
-	case unix.SIGHUP, unix.SIGINT, unix.SIGTERM:
+	case unix.SIGHUP, unix.SIGINT, unix.SIGTERM, SigPoweroff:
 		return Stop
 	case unix.SIGUSR1, unix.SIGQUIT:
 		// SIGUSR1 is what stop --force sends; SIGQUIT is Ctrl-\ on

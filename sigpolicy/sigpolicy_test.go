@@ -9,7 +9,7 @@ import (
 func TestTable(t *testing.T) {
 	tab := Table()
 	want := map[unix.Signal]Action{
-		unix.SIGHUP: Stop, unix.SIGINT: Stop, unix.SIGTERM: Stop,
+		unix.SIGHUP: Stop, unix.SIGINT: Stop, unix.SIGTERM: Stop, SigPoweroff: Stop,
 		unix.SIGQUIT: ForceStop, unix.SIGUSR1: ForceStop,
 		unix.SIGKILL: Uncatchable, unix.SIGSTOP: Uncatchable,
 		unix.SIGCHLD: Runtime, unix.SIGURG: Runtime, unix.SIGPROF: Runtime, 33: Runtime,

@@ -144,19 +144,26 @@ func TestSignalsIgnoredKeepThePod(t *testing.T) {
 // Every signal whose action is a stop stops the pod, gracefully or forced
 // as the table says, whether it is sent to the run process or (SIGQUIT,
 // SIGINT) comes from the terminal of rkt run, to run's whole process
-// group: exit 0, every status written. An app cannot send PID 1 any
-// (TestSignalsIgnoredKeepThePod).
+// group: exit 0, every status written; systemd's poweroff signal also when
+// it is sent to PID 1, as machinectl poweroff does. An app cannot send
+// PID 1 any (TestSignalsIgnoredKeepThePod).
 func TestSignalsThatStopThePod(t *testing.T) {
 	type tc struct {
 		name string
 		sig  unix.Signal
-		to   string // "run", "tty" (run's process group)
+		to   string // "run", "tty" (run's process group), "pid1"
 	}
 	var cases []tc
 	for _, s := range signalsWith(sigpolicy.Stop, sigpolicy.ForceStop) {
-		cases = append(cases, tc{"run-" + unix.SignalName(s), s, "run"})
+		name := unix.SignalName(s)
+		if name == "" {
+			name = strconv.Itoa(int(s))
+		}
+		cases = append(cases, tc{"run-" + name, s, "run"})
 	}
-	cases = append(cases, tc{"tty-SIGQUIT", unix.SIGQUIT, "tty"}, tc{"tty-SIGINT", unix.SIGINT, "tty"})
+	cases = append(cases, tc{"tty-SIGQUIT", unix.SIGQUIT, "tty"}, tc{"tty-SIGINT", unix.SIGINT, "tty"},
+		// machinectl poweroff signals the machine's leader, PID 1.
+		tc{"pid1-poweroff", sigpolicy.SigPoweroff, "pid1"})
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -167,7 +174,7 @@ func TestSignalsThatStopThePod(t *testing.T) {
 			apps := []App{{Name: "sleeper", Exec: probe("sleep", "1h")}}
 			p := newPod(t, apps, nil)
 			r := start(t, p, RunOpts{})
-			podPid(t, p)
+			pid1 := podPid(t, p)
 			waitSupervisorReady(t, p)
 			t0 := time.Now()
 			switch c.to {
@@ -175,6 +182,8 @@ func TestSignalsThatStopThePod(t *testing.T) {
 				must(t, r.Cmd.Process.Signal(c.sig))
 			case "tty":
 				must(t, unix.Kill(-r.Cmd.Process.Pid, c.sig))
+			case "pid1":
+				must(t, unix.Kill(pid1, c.sig))
 			}
 			if code := r.Wait(t); code != 0 {
 				t.Fatalf("pod exit %d; stderr %s", code, r.Stderr)

@@ -81,6 +81,10 @@ command -v mkfs.ext4 >/dev/null 2>&1 || need_pkgs="$need_pkgs e2fsprogs"
 command -v depmod >/dev/null 2>&1 || need_pkgs="$need_pkgs kmod"
 command -v xz >/dev/null 2>&1 || need_pkgs="$need_pkgs xz-utils"
 command -v zstd >/dev/null 2>&1 || need_pkgs="$need_pkgs zstd"
+# machined, for the pods' registration (systemd's own package leaves it out).
+if [ "${LAYOUT#*systemd}" != "$LAYOUT" ]; then
+	[ -x /lib/systemd/systemd-machined ] || need_pkgs="$need_pkgs systemd-container"
+fi
 if [ -n "$need_pkgs" ]; then
 	echo "vm-test: installing$need_pkgs"
 	apt-get install -y -qq --no-install-recommends $need_pkgs >/dev/null || {

@@ -11,7 +11,7 @@
  * validates and sets up everything and clones the pod's PID 1 and the
  * lock keeper as children of this process (CLONE_PARENT), then reports on
  * a pipe what it made and exits. From then on this process passes each
- * stop request on to PID 1 as sigpolicy says (SIGHUP, SIGINT, SIGTERM: a
+ * stop request on to PID 1 as sigpolicy says (SIGHUP, SIGINT, SIGTERM, SIGRTMIN+4: a
  * graceful stop, sent as SIGTERM; SIGQUIT, SIGUSR1: a forced stop, sent
  * as SIGUSR1; a request only ever rises, and one that came before PID 1
  * was ready is passed on once it is), passes SIGWINCH on to PID 1 and
@@ -62,6 +62,11 @@
 #include "tricks.h"
 
 enum { LEVEL_NONE, LEVEL_STOP, LEVEL_FORCE };
+
+/* systemd's SIGRTMIN+4 (machinectl poweroff), a graceful stop as
+ * sigpolicy.SigPoweroff says: glibc's SIGRTMIN plus 4, a fixed number,
+ * since musl's SIGRTMIN is another. */
+#define SIG_POWEROFF 38
 
 /* rkt's stage1 failure code. */
 #define CODE_FAILURE 254
@@ -1003,6 +1008,7 @@ int main(int argc, char **argv)
 	sigaddset(&stops, SIGHUP);
 	sigaddset(&stops, SIGINT);
 	sigaddset(&stops, SIGTERM);
+	sigaddset(&stops, SIG_POWEROFF);
 	sigaddset(&stops, SIGQUIT);
 	sigaddset(&stops, SIGUSR1);
 	/* Before we open anything. */

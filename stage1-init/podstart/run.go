@@ -15,6 +15,7 @@ import (
 	"github.com/pod1/pod1/console"
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/logx"
+	"github.com/pod1/pod1/machined"
 	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podpid"
 	"github.com/pod1/pod1/podspec"
@@ -164,13 +165,14 @@ func writeSpecs(podDir string, apps []podspec.App) error {
 	return nil
 }
 
-// makeCgroups creates the pod's cgroup (cgroups.NewPod places it) and
+// makeCgroups creates the pod's cgroup (machined.NewPod places it, and
+// registers the pod with systemd-machined where it runs) and
 // makes in it the one PID 1 lives in (apps get their own, siblings of it);
 // limitApps limits the number of their tasks. The apps' device allow-list
 // and limits live in cgroups:
 // a host where the pod cannot have them, or the controllers they need,
 // gets a one-line error before any app starts.
-func makeCgroups(pod *podspec.Pod) (*cgroups.Group, error) {
+func makeCgroups(pod *podspec.Pod, pid int, podDir string) (*cgroups.Group, *machined.Pending, error) {
 	need := map[string]bool{}
 	if pod.PidsMax != 0 {
 		need["pids"] = true
@@ -191,12 +193,13 @@ func makeCgroups(pod *podspec.Pod) (*cgroups.Group, error) {
 	}
 	// The waiter, our parent, is the process rkt exec'd: a unit whose
 	// every process descends from it gets the pod inside it.
-	pg, err := cgroups.NewPod(cgroups.PodName(pod.UUID), needs, os.Getppid())
+	pg, machine, err := machined.NewPod(machined.Pod{UUID: pod.UUID, Leader: pid, Root: filepath.Join(podDir, layout.Stage1RootFS)},
+		cgroups.PodName(pod.UUID), handover.Stage1Cgroup, needs, os.Getppid(), pod.Machined)
 	if errors.Is(err, os.ErrExist) {
-		return nil, fmt.Errorf("UUID %s: %w: a pod with this UUID is running, or was killed and not yet collected by gc", pod.UUID, err)
+		return nil, nil, fmt.Errorf("UUID %s: %w: a pod with this UUID is running, or was killed and not yet collected by gc", pod.UUID, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("cgroup: %w", err)
+		return nil, nil, fmt.Errorf("cgroup: %w", err)
 	}
 	pod.Cgroup = pg
 	// The apps live in one cgroup, which the pod's pids.max is put on:
@@ -204,12 +207,13 @@ func makeCgroups(pod *podspec.Pod) (*cgroups.Group, error) {
 	// outside it, so fork-bombing apps cannot take it down.
 	apps, err := pg.Child(cgroups.AppsName)
 	if err != nil {
-		return nil, fmt.Errorf("cgroup: %w", err)
+		return nil, nil, fmt.Errorf("cgroup: %w", err)
 	}
 	if err := apps.PassOn(needs); err != nil {
-		return nil, fmt.Errorf("cgroup: %w", err)
+		return nil, nil, fmt.Errorf("cgroup: %w", err)
 	}
-	return pg.Child(handover.Stage1Cgroup)
+	initCg, err := pg.Child(handover.Stage1Cgroup)
+	return initCg, machine, err
 }
 
 // limitApps puts the pod's pids.max on the apps' cgroup. It is called

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pod1/pod1/control"
 	"github.com/pod1/pod1/logx"
+	"github.com/pod1/pod1/machined"
 	"github.com/pod1/pod1/podspec"
 	"github.com/pod1/pod1/sigpolicy"
 	"github.com/pod1/pod1/sockact"
@@ -59,6 +60,9 @@ type podStart struct {
 	// placed reports PID 1's move into its cgroup, nil when none is
 	// under way; joinPlaced waits for it.
 	placed chan error
+	// machine is the pod's registration with systemd-machined that waits
+	// for PID 1 to be in its cgroup, nil if there is none to make.
+	machine *machined.Pending
 	// sendErr is what sending PID 1 its configuration met (PID 1 died
 	// before reading it).
 	sendErr error
@@ -348,7 +352,8 @@ func (s *podStart) setUpCgroups() error {
 	if err := makePodDirs(s.podDir); err != nil {
 		return err
 	}
-	initCg, err := makeCgroups(s.pod)
+	initCg, machine, err := makeCgroups(s.pod, s.pid, s.podDir)
+	s.machine = machine
 	if err == nil && s.pod.Cgroup != nil {
 		err = saveCgroups(s.podDir, s.pod.Cgroup)
 	}
@@ -462,6 +467,7 @@ func (s *podStart) awaitPID1() error {
 	if err := s.joinPlaced(); err != nil {
 		return fmt.Errorf("cgroup: %w", err)
 	}
+	s.machine.Register()
 	return nil
 }
 
