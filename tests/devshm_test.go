@@ -23,13 +23,16 @@ func halfOfRAM(t *testing.T) uint64 {
 // The pod's apps share one /dev/shm (as in rkt's stage1, where one tmpfs
 // was bound into every app): what one writes, the other reads. It is
 // tmpfs's default size, half of the host's memory, nosuid, nodev and
-// noexec, and world-writable with the sticky bit.
+// noexec, and world-writable with the sticky bit. The reader waits for a
+// second file, written after the first is complete: the first exists as
+// soon as it is created, before its bytes are in.
 func TestRktDevShmShared(t *testing.T) {
 	r := newRkt(t)
 	a, b := r.aci("shma", nil, nil), r.aci("shmb", nil, nil)
 	out, errOut, code := r.run(
-		a, "--exec=/bin/probe", "--", "write", "/dev/shm/from-a", "hello", "+", "wait-file", "/dev/shm/from-b", "---",
-		b, "--exec=/bin/probe", "--", "wait-file", "/dev/shm/from-a", "+", "cat", "/dev/shm/from-a", "+", "write", "/dev/shm/from-b", "x",
+		a, "--exec=/bin/probe", "--", "write", "/dev/shm/from-a", "hello", "+", "write", "/dev/shm/a-done", "", "+",
+		"wait-file", "/dev/shm/from-b", "---",
+		b, "--exec=/bin/probe", "--", "wait-file", "/dev/shm/a-done", "+", "cat", "/dev/shm/from-a", "+", "write", "/dev/shm/from-b", "x",
 		"+", "statfs", "/dev/shm", "+", "stat", "/dev/shm", "+", "mounts")
 	if code != 0 || !hasLine(out, "^cat hello$") {
 		t.Fatalf("/dev/shm between two apps: exit %d, want the one's file read by the other\n%s%s", code, out, errOut)
