@@ -91,7 +91,7 @@ func (b *bench) measureTricks(want func(string) bool) []*section {
 	stop := newSection("tricks-stop", "Start-latency tricks: the stop, each stop trick off", "ms", "SIGTERM → all gone", "app exit → all gone")
 	stop.desc = "As in the stopping measurement, the app exiting on SIGTERM, for the tricks on the stop's path. " + trickMethod
 	peers = nil
-	for _, v := range trickRows(starttricks.Commit, starttricks.HoldNS, starttricks.Shed) {
+	for _, v := range trickRows(starttricks.Commit, starttricks.Shed) {
 		peers = append(peers, b.pod1StopPeerOpts(v.name, []string{"/probe", "term-exit", "0", "+", "sleep", "60s"}, nil, "term-exit ready", 0, v.o))
 	}
 	if want("tricks-stop") {

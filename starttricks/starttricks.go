@@ -32,25 +32,14 @@ type Trick uint
 // The tricks. Their order is the C header's (tricks.h); a new one is
 // added at the end of the list, with its row in tricks.
 const (
-	// Spare: PID 1 forks the first app's set-up process before it
-	// reads its configuration (stage1-init/pid1/spare.go).
-	Spare Trick = iota
 	// Shed: PID 1, the waiter and the lock keeper drop their binary's
 	// pages once the pod is up (stage1-init/pid1/footprint.go, waiter.c's
 	// shed).
-	Shed
+	Shed Trick = iota
 	// Prime: the waiter writes to its own cgroup.procs while the Go run
 	// starts, so that the pod's moves into cgroups do not wait for an
 	// RCU grace period (waiter.c's prime).
 	Prime
-	// EarlyMoves: run moves PID 1 into its cgroup while it prepares the
-	// rest, and PID 1 moves the spare into the first app's cgroup right
-	// after (stage1-init/podstart/start.go, pid1/spare.go's admitSpare).
-	EarlyMoves
-	// HoldNS: the waiter and the lock keeper hold PID 1's network
-	// namespace and the pod's detached log directories, so that their
-	// teardown follows the lock's release.
-	HoldNS
 	// FDTable: the binary a child executes through /proc/self/fd is
 	// kept below the descriptor table's first size
 	// (stage1-init/selfexe/execfd.go).
@@ -63,13 +52,10 @@ const (
 
 // names are the tricks' names, by Trick.
 var names = [count]string{
-	Spare:      "spare",
-	Shed:       "shed",
-	Prime:      "prime",
-	EarlyMoves: "early-moves",
-	HoldNS:     "hold-ns",
-	FDTable:    "fdtable",
-	Commit:     "commit",
+	Shed:    "shed",
+	Prime:   "prime",
+	FDTable: "fdtable",
+	Commit:  "commit",
 }
 
 // All lists every trick, in order.
@@ -192,8 +178,8 @@ func Current() Set { return off }
 func On(t Trick) bool { return !off.Off(t) }
 
 // argPrefix starts the argument that hands a set to PID 1 (Arg, FromArgs):
-// PID 1 needs its set before it reads its configuration, since the spare
-// is forked before.
+// an argument, not a field of the configuration, so that PID 1 has its
+// set before anything it does.
 const argPrefix = "--tricks-off="
 
 // Arg returns the argument carrying s, or "" when every trick is on.

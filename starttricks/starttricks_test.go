@@ -30,14 +30,14 @@ func TestCHeader(t *testing.T) {
 }
 
 func TestParse(t *testing.T) {
-	s, err := Parse(" shed, spare,,commit ")
+	s, err := Parse(" shed, fdtable,,commit ")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.Off(Shed) || !s.Off(Spare) || !s.Off(Commit) || s.Off(Prime) {
+	if !s.Off(Shed) || !s.Off(FDTable) || !s.Off(Commit) || s.Off(Prime) {
 		t.Fatalf("set %v", s)
 	}
-	if got := s.String(); got != "spare,shed,commit" {
+	if got := s.String(); got != "shed,fdtable,commit" {
 		t.Fatalf("String %q", got)
 	}
 	if again, err := Parse(s.String()); err != nil || again != s {

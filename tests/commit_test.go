@@ -8,12 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/pod1/pod1/stage1-init/handover"
 	"github.com/pod1/pod1/status"
 )
 
@@ -211,38 +213,28 @@ func TestKeeperLetsGoOfTheLockAndOutlivesTheWaiter(t *testing.T) {
 	}
 }
 
-// Under the waiter, the lock keeper holds the pod's detached log directory
-// too (its fd 7: the very mount PID 1 writes through, fd 7 there), and
-// PID 1's network namespace (its fd 9), so that the last close of each,
-// which tears it down, comes with the keeper's exit after the pod's end,
-// not with PID 1's or the waiter's.
-func TestKeeperHoldsTheLogDirectoryAndNetns(t *testing.T) {
-	if _, err := os.Stat("/run/systemd/journal/socket"); err == nil {
-		t.Skip("the host's journal listens: the pod has no log directory")
-	}
+// The lock keeper holds what run hands it (handover.KeeperFiles) and
+// nothing else: no mount of the pod's (its log directory), no namespace,
+// nothing an app's end could be held up by, and nothing of the pod kept
+// alive after PID 1's end.
+func TestKeeperHoldsOnlyItsHandOver(t *testing.T) {
 	p := newPod(t, []App{{Name: "a", Exec: probe("sleep", "1h"),
 		Annotations: map[string]string{"coreos.com/rkt/stage2/stdout": "log"}}}, nil)
 	r, w := startUnderWaiter(t, p)
-	mnt := func(pid, fd int) string {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/fdinfo/%d", pid, fd))
-		if err != nil {
-			return ""
-		}
-		for _, l := range strings.Split(string(b), "\n") {
-			if v, ok := strings.CutPrefix(l, "mnt_id:"); ok {
-				return strings.TrimSpace(v)
-			}
-		}
-		return ""
+	k := keeperOf(t, w)
+	var got []string
+	for _, fd := range fdsOf(k) {
+		n, _, _ := strings.Cut(fd, "=")
+		got = append(got, n)
 	}
-	pid1, k := podPid(t, p), keeperOf(t, w)
-	if m := mnt(pid1, 7); m == "" || mnt(k, 7) != m {
-		t.Errorf("the keeper's fd 7 is on mount %q, PID 1's log directory on %q", mnt(k, 7), m)
+	want := []string{"2", "3", "4", "5", "6"}
+	for _, fd := range []int{handover.KeeperLockFd, handover.KeeperPID1Fd, handover.KeeperCommitFd, handover.KeeperDoneFd} {
+		if fd > 6 {
+			t.Fatalf("handover's keeper fd %d: the test's list is old", fd)
+		}
 	}
-	if ns, shared := podNetns(pid1, w); shared {
-		t.Error("the pod shares the waiter's network namespace")
-	} else if got, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/9", k)); got != ns {
-		t.Errorf("the keeper's fd 9 is %q, PID 1's network namespace %q", got, ns)
+	if !slices.Equal(got, want) {
+		t.Errorf("the keeper's fds %q, want %q: %q", got, want, fdsOf(k))
 	}
 	must(t, unix.Kill(w, unix.SIGTERM))
 	if code := r.Wait(t); code != 0 {

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,12 +86,6 @@ func TestTricksOff(t *testing.T) {
 			k, i := fdTarget(tp.keeper, handover.KeeperCommitFd), fdTarget(tp.init, handover.CommitFd)
 			return strings.HasPrefix(k, "pipe:") && strings.HasPrefix(i, "pipe:"), fmt.Sprintf("keeper's commit fd %q, PID 1's %q", k, i)
 		}},
-		// The waiter and the keeper hold PID 1's network namespace.
-		{starttricks.HoldNS, func(t *testing.T, tp *trickPod) (bool, string) {
-			ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", tp.init))
-			w, k := slices.ContainsFunc(fdsOf(tp.waiter), hasTarget(ns)), slices.ContainsFunc(fdsOf(tp.keeper), hasTarget(ns))
-			return w && k, fmt.Sprintf("%s held by the waiter %v, by the keeper %v", ns, w, k)
-		}},
 		// PID 1, pod1-pause and the keeper were executed through a
 		// descriptor below 64, where the table did not grow.
 		{starttricks.FDTable, func(t *testing.T, tp *trickPod) (bool, string) {
@@ -156,10 +149,7 @@ func within(t *testing.T, tp *trickPod, on func(*testing.T, *trickPod) (bool, st
 }
 
 // The tricks of the start's order, seen in the system calls of a pod run
-// under strace: the spare, forked (and executed, the clone being a vfork)
-// before PID 1 reads its configuration; the spare moved into its app's
-// cgroup (an early move) before PID 1 pivots into its own root; the
-// waiter's priming writes to its own cgroup.procs.
+// under strace: the waiter's priming writes to its own cgroup.procs.
 func TestTricksOffTraced(t *testing.T) {
 	straceBin, err := exec.LookPath("strace")
 	if err != nil {
@@ -169,16 +159,6 @@ func TestTricksOffTraced(t *testing.T) {
 		trick starttricks.Trick
 		on    func(tr *trace) (bool, string)
 	}{
-		{starttricks.Spare, func(tr *trace) (bool, string) {
-			spare := tr.first(-1, `execve\("/proc/self/exe", \["pod1-app"\]`)
-			config := tr.first(-1, `(read\(3<pipe:\[\d+\]>, |read resumed>)"\{\\"uuid\\"`)
-			return spare >= 0 && config >= 0 && spare < config, fmt.Sprintf("first pod1-app exec at line %d, PID 1's configuration read at line %d", spare, config)
-		}},
-		{starttricks.EarlyMoves, func(tr *trace) (bool, string) {
-			move := tr.first(tr.init, openProcs)
-			pivot := tr.first(tr.init, `pivot_root\(`)
-			return move >= 0 && pivot >= 0 && move < pivot, fmt.Sprintf("PID 1's first move at line %d, its pivot at line %d", move, pivot)
-		}},
 		{starttricks.Prime, func(tr *trace) (bool, string) {
 			prime := tr.first(tr.waiter, openProcs)
 			return prime >= 0, fmt.Sprintf("the waiter's first write to a cgroup.procs at line %d", prime)
@@ -316,10 +296,6 @@ func fdTarget(pid, fd int) string {
 	return l
 }
 
-func hasTarget(target string) func(string) bool {
-	return func(fd string) bool { return target != "" && strings.HasSuffix(fd, "="+target) }
-}
-
 // pauseOf is pod1-pause, PID 1's child whose name is that.
 func pauseOf(t *testing.T, init int) int {
 	t.Helper()
@@ -367,17 +343,17 @@ func execFn(t *testing.T, pid int) string {
 func TestRktTricksOff(t *testing.T) {
 	r := newRkt(t)
 	img := r.aci("ok", map[string]any{"exec": []string{"/bin/probe", "exit", "0"}}, nil)
-	r.env = append(r.env, starttricks.Env+"=spare,spair")
+	r.env = append(r.env, starttricks.Env+"=fdtable,spair")
 	out, errOut, code := r.run("--insecure-options=image", img)
 	if code != 254 || !strings.Contains(errOut, `"spair"`) {
-		t.Fatalf("rkt run with %s=spare,spair: exit %d, want 254 with a line naming \"spair\"\nstdout: %s\nstderr: %s", starttricks.Env, code, out, errOut)
+		t.Fatalf("rkt run with %s=fdtable,spair: exit %d, want 254 with a line naming \"spair\"\nstdout: %s\nstderr: %s", starttricks.Env, code, out, errOut)
 	}
-	r.env = append(r.env, starttricks.Env+"=shed, spare")
+	r.env = append(r.env, starttricks.Env+"=shed, fdtable")
 	out, errOut, code = r.exec(rktTimeout, nil, append([]string{"--debug"}, r.runArgs("run", []string{"--insecure-options=image", img})...)...)
 	if code != 0 {
-		t.Fatalf("rkt run with %s=shed,spare: exit %d\nstdout: %s\nstderr: %s", starttricks.Env, code, out, errOut)
+		t.Fatalf("rkt run with %s=shed,fdtable: exit %d\nstdout: %s\nstderr: %s", starttricks.Env, code, out, errOut)
 	}
-	if want := "start-latency tricks off (" + starttricks.Env + "): spare,shed"; !strings.Contains(errOut, want) {
+	if want := "start-latency tricks off (" + starttricks.Env + "): shed,fdtable"; !strings.Contains(errOut, want) {
 		t.Errorf("rkt --debug run: no %q in its output\nstderr: %s", want, errOut)
 	}
 }

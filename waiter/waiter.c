@@ -397,24 +397,6 @@ static void drain_cgroup(const char *path)
 	close(parent);
 }
 
-/* hold_netns keeps an fd on PID 1's network namespace, unless it is ours
- * (--net=host), until this process exits. The kernel tears a network
- * namespace down in deferred work once its last reference is gone: held
- * here, that work starts after the lock is released instead of competing
- * with the pod's end (PID 1's exit, the keeper's commit, this process's
- * check) for the CPU, and for what the teardown of PID 1's mount namespace
- * waits for too. A pod with a network of rkt's has it bind-mounted for gc
- * anyway. */
-static void hold_netns(pid_t pid)
-{
-	char path[64];
-	snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	struct stat pod, own;
-	if (fd >= 0 && (fstat(fd, &pod) || stat("/proc/self/ns/net", &own) || (pod.st_ino == own.st_ino && pod.st_dev == own.st_dev)))
-		close(fd);
-}
-
 /* The name the Go run dispatches on, and the variable naming the report
  * pipe's fd in its environment. */
 #define GO_RUN_ROLE POD1_ROLE_RUN
@@ -741,11 +723,8 @@ static void shed(void)
  * released. Nothing else in the status directory is committed, and no
  * commit replaces a final status in place. Then it closes the lock and
  * tells the waiter on its done pipe (fd 6), and exits after the waiter
- * (done_with_lock). Under the waiter it also holds the pod's detached log
- * directories (fds 7 and 8, where the pod has them) and PID 1's network
- * namespace (fd 9, unless it is the host's), so that their teardown, dear,
- * comes with its exit, after the pod's end, rather than with PID 1's or
- * the waiter's. argv[1] is the status directory, below the pod directory. */
+ * (done_with_lock). argv[1] is the status directory, below the pod
+ * directory. */
 #define KEEPER_ROLE POD1_ROLE_KEEPER
 #define PENDING_SUFFIX ".commit"
 /* status.MaxPending: the names taken from PID 1 in the pod's life. */
@@ -1112,8 +1091,6 @@ int main(int argc, char **argv)
 	close_listen_fds();
 	const char *stage2 = field[POD1_REPORT_STAGE2];
 	/* PID 1 is our child and not yet waited for: its pid names it. */
-	if (trick_on(TRICK_HOLD_NS))
-		hold_netns(pid);
 	int pidfd = syscall(SYS_pidfd_open, pid, 0);
 	if (pidfd < 0) {
 		warn("pidfd of PID 1: %s", strerror(errno));

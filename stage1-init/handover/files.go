@@ -41,26 +41,22 @@ func (f *PID1Files) Files() []uintptr {
 // KeeperFiles are the descriptors run hands the lock keeper, NoFd for one
 // it does not pass; the keeper has no stdin or stdout.
 type KeeperFiles struct {
-	Stderr         uintptr
-	Lock           uintptr
-	PID1           uintptr
-	Commit         uintptr
-	Done           uintptr
-	LogDir, CRIDir uintptr
-	Netns          uintptr
+	Stderr uintptr
+	Lock   uintptr
+	PID1   uintptr
+	Commit uintptr
+	Done   uintptr
 }
 
 // Files returns f indexed by each descriptor's number in the keeper, for
 // syscall.ProcAttr.Files.
 func (f *KeeperFiles) Files() []uintptr {
-	files := make([]uintptr, KeeperNetnsFd+1)
+	files := make([]uintptr, KeeperDoneFd+1)
 	files[0], files[1], files[2] = NoFd, NoFd, f.Stderr
 	files[KeeperLockFd] = f.Lock
 	files[KeeperPID1Fd] = f.PID1
 	files[KeeperCommitFd] = f.Commit
 	files[KeeperDoneFd] = f.Done
-	files[KeeperLogDirFd], files[KeeperCRIDirFd] = f.LogDir, f.CRIDir
-	files[KeeperNetnsFd] = f.Netns
 	return files
 }
 

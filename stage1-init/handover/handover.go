@@ -8,7 +8,7 @@
 //	                   ready pipe, the log directories, the commit pipe,
 //	                   pod1-pause's binary
 //	PID 1 -> run       ReadyByte on ReadyFd: its signal table is in
-//	run -> keeper      fds KeeperLockFd..KeeperNetnsFd (KeeperFiles), the
+//	run -> keeper      fds KeeperLockFd..KeeperDoneFd (KeeperFiles), the
 //	                   status directory as its argument
 //	PID 1 -> keeper    the commit pipe: an app's name a line
 //	                   (CommitLineEnd)
@@ -129,13 +129,6 @@ const (
 	// KeeperDoneFd is the write end of the waiter's done pipe
 	// (WaiterEnv): a byte on it says the keeper let go of the lock.
 	KeeperDoneFd = 6
-	// KeeperLogDirFd, KeeperCRIDirFd and KeeperNetnsFd are copies of
-	// PID 1's LogDirFd and CRIDirFd and PID 1's network namespace
-	// (unless it is the host's): their last close, dear, comes with the
-	// keeper's exit, after the pod's end.
-	KeeperLogDirFd = 7
-	KeeperCRIDirFd = 8
-	KeeperNetnsFd  = 9
 )
 
 // CommitLineEnd ends each app name on the commit pipe.

@@ -32,9 +32,6 @@ type appOS struct {
 	// that get none.
 	logs    *podlog.Forwarder
 	devNull int
-	// spare is the app process started ahead of the configuration for
-	// the first app to take (spare.go).
-	spare *spare
 	// pause is the init of the apps' pid namespace.
 	pause *pause
 	res   map[*supervisor.App]*appRes
@@ -43,9 +40,6 @@ type appOS struct {
 	// console is the terminal of the interactive app's current or last
 	// run, joined to the caller's (pod.Console; console.go).
 	console atomic.Pointer[console.Console]
-	// earlyDevLog are the /dev/log sockets made for the spare's brief,
-	// before logs existed, until their app starts (withDevLog).
-	earlyDevLog map[string]*podlog.SyslogSocket
 	// reports carries the setup processes' reports to the loop
 	// (readReport); early holds the exits of reported processes that
 	// ended before their report was read (Adopt).
@@ -56,10 +50,9 @@ type appOS struct {
 	// counts the apps named on it.
 	commit int
 	sent   int
-	// holdGo keeps the spare's go (heldGo) while the pod's first apps
-	// start (releaseGo).
-	holdGo bool
-	heldGo []heldGo
+	// firstStart: the pod's first apps are being started (their
+	// processes wait at the gate).
+	firstStart bool
 	// gate is the read end of the pipe the pod's first apps' processes
 	// wait on before their execve (appexec.GateFd), gateW its write end,
 	// closed once every one of them exists (openGate); -1 when none.
@@ -92,12 +85,8 @@ type appRes struct {
 
 // pendingStart is a run's first process waiting for its spec.
 type pendingStart struct {
-	pw   *os.File // the spec's pipe (or the spare's socket)
+	pw   *os.File // the spec's pipe
 	spec []byte   // nil: nothing to send
-	// stdio is sent with the go on the spare's socket (nil: the
-	// process has its own), and the gate with it.
-	stdio *[3]int
-	gate  int
 	// closeStdio releases our copies of the app's log pipes.
 	closeStdio func()
 }
@@ -119,7 +108,7 @@ func (o *appOS) resOf(a *supervisor.App) *appRes {
 // gateFor is the gate of an app's process started now: the first apps'
 // while they start, else /dev/null, which lets it go at once.
 func (o *appOS) gateFor() int {
-	if o.holdGo && o.gate >= 0 {
+	if o.firstStart && o.gate >= 0 {
 		return o.gate
 	}
 	return o.devNull

@@ -63,12 +63,6 @@ func (o *appOS) Start(a *supervisor.App) (p supervisor.Proc, err error) {
 	// clones into the apps' pid namespace, PID 1's child; its exit is
 	// kept from before its pid is known (Adopt).
 	o.reaper.Expect()
-	if sp := o.takeSpare(a, r, spec); sp != nil {
-		r.pending = pendingStart{pw: sp.spec, spec: spec, stdio: &stdio, gate: o.gateFor(), closeStdio: closeStdio}
-		o.awaitReport(a, r, sp.report)
-		// Moved into a's cgroup already when admitSpare did.
-		return o.admit(a, r, sp.pid, sp.in == a)
-	}
 	fail := func(err error, files ...*os.File) (supervisor.Proc, error) {
 		o.reaper.Unexpect()
 		for _, f := range files {
@@ -114,7 +108,7 @@ func (o *appOS) Start(a *supervisor.App) (p supervisor.Proc, err error) {
 	}
 	o.awaitReport(a, r, rr)
 	r.pending = pendingStart{pw: pw, spec: spec, closeStdio: closeStdio}
-	return o.admit(a, r, pid, false)
+	return o.admit(a, r, pid)
 }
 
 // withDevLog returns a copy of s, the spec of a run of a, with the path of
@@ -127,25 +121,7 @@ func (o *appOS) withDevLog(a *supervisor.App, s *appexec.Spec) *appexec.Spec {
 	var p string
 	wd, err := os.Getwd()
 	seen := filepath.Join(wd, layout.DevLogDir)
-	switch early := o.earlyDevLog[a.Name]; {
-	case err != nil:
-	case o.logs == nil:
-		// The spare's brief, before PID 1 has its forwarder: the
-		// socket is bound now, for the set-up to find, and read from
-		// the app's start on (what is sent before waits in it).
-		var sk *podlog.SyslogSocket
-		if sk, err = podlog.BindSyslog(a.Name, written(layout.DevLogDir), seen); err == nil {
-			if o.earlyDevLog == nil {
-				o.earlyDevLog = map[string]*podlog.SyslogSocket{}
-			}
-			o.earlyDevLog[a.Name] = sk
-			p = sk.Path
-		}
-	case early != nil:
-		delete(o.earlyDevLog, a.Name)
-		o.logs.ServeSyslog(a.Name, early)
-		p = early.Path
-	default:
+	if err == nil {
 		// Through the directory PID 1 kept writable: its root shows
 		// the stage1's rkt/ read-only (keepWritable).
 		p, err = o.logs.ListenSyslog(a.Name, written(layout.DevLogDir), seen)
@@ -166,10 +142,10 @@ func (o *appOS) awaitReport(a *supervisor.App, r *appRes, rr *os.File) {
 	go o.readReport(h, rr)
 }
 
-// admit moves the run's first process into the app's cgroup, unless it is
-// in it already, and returns its pid in the pod and on the host.
-func (o *appOS) admit(a *supervisor.App, r *appRes, pid int, in bool) (supervisor.Proc, error) {
-	if r.cg != nil && !in {
+// admit moves the run's first process into the app's cgroup, and returns
+// its pid in the pod and on the host.
+func (o *appOS) admit(a *supervisor.App, r *appRes, pid int) (supervisor.Proc, error) {
+	if r.cg != nil {
 		if err := r.cg.Add(pid); err != nil {
 			// Outside its cgroup it would have no device allow-list
 			// and no limits: it dies before it reads its spec.
@@ -182,8 +158,8 @@ func (o *appOS) admit(a *supervisor.App, r *appRes, pid int, in bool) (superviso
 	return supervisor.Proc{Pid: pid, HostPid: hostPid(pid), HandOver: true}, nil
 }
 
-// Started sends the run's first process its spec, or the spare its go
-// (with the app's stdio), now that the run is recorded.
+// Started sends the run's first process its spec, now that the run is
+// recorded.
 func (o *appOS) Started(a *supervisor.App) {
 	r := o.resOf(a)
 	p := r.pending
@@ -191,17 +167,10 @@ func (o *appOS) Started(a *supervisor.App) {
 	if p.pw == nil {
 		return
 	}
-	if p.spec != nil && p.stdio != nil && o.holdGo {
-		// The pod's first apps are still being started: the spare's
-		// app runs once each of them is in its cgroup (releaseGo).
-		o.heldGo = append(o.heldGo, heldGo{app: a.Name, pending: p})
-		return
-	}
 	o.send(a.Name, p)
 }
 
-// send hands a run's first process what it waits for: the spare its go,
-// any other its spec.
+// send hands a run's first process its spec, which it waits for.
 func (o *appOS) send(app string, p pendingStart) {
 	// Our copies of the log pipes' write ends: the app holds its own.
 	defer p.closeStdio()
@@ -211,36 +180,9 @@ func (o *appOS) send(app string, p pendingStart) {
 	if p.spec == nil {
 		return
 	}
-	var err error
-	if p.stdio != nil {
-		// The spare has its spec (takeSpare): it waits for this.
-		err = sendGo(p.pw, *p.stdio, p.gate)
-	} else {
-		_, err = p.pw.Write(p.spec)
-	}
+	_, err := p.pw.Write(p.spec)
 	if err != nil {
 		o.debugf("app %q: send spec: %v", app, err)
-	}
-}
-
-// heldGo is a spare's go kept until the pod's first apps are all started.
-type heldGo struct {
-	app     string
-	pending pendingStart
-}
-
-// releaseGo sends the gos held while the pod's first apps started
-// (holdGo). The spare's app would otherwise run before the apps after it
-// are moved into their cgroups: a move is not held by pids.max (the
-// kernel checks it at fork), and a first app that forks at once (a fork
-// bomb) could fill the pod's limit before the next app's process is
-// moved in, over it.
-func (o *appOS) releaseGo() {
-	o.holdGo = false
-	held := o.heldGo
-	o.heldGo = nil
-	for _, h := range held {
-		o.send(h.app, h.pending)
 	}
 }
 
@@ -639,8 +581,8 @@ func (o *appOS) appsPidsMax() int {
 }
 
 // hostIsReady is told that run has finished preparing the host, the
-// pod's pids.max included: the cgroups made before (the spare's app's,
-// admitSpare) get the per-app default worked out from it.
+// pod's pids.max included: the cgroups made before get the per-app
+// default worked out from it.
 func (o *appOS) hostIsReady() {
 	o.hostReady = true
 	if o.pod.PidsMax >= 0 {

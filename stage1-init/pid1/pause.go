@@ -26,8 +26,8 @@ type pause struct {
 	// into. Sent by pod1-pause: setns of a pidfd, or opening
 	// /proc/PID/ns/pid, would need to pass the ptrace check on it.
 	pidns int
-	// sock is where its two procfs instances of the apps' namespace
-	// come from (procfs).
+	// sock is where its procfs instance of the apps' namespace comes
+	// from (procfs).
 	sock *os.File
 }
 
@@ -75,19 +75,19 @@ func startPause(r *reaper.Reaper) (*pause, error) {
 	return &pause{pid: pid, pidns: -1, sock: ours}, nil
 }
 
-// procfs receives the two procfs instances of the apps' pid namespace
-// pod1-pause makes (one for the spare, one for PID 1's root), and the
-// namespace; it waits for them.
-func (pz *pause) procfs() ([2]int, error) {
+// procfs receives the procfs instance of the apps' pid namespace
+// pod1-pause makes (for PID 1's root), and the namespace; it waits for
+// them.
+func (pz *pause) procfs() (int, error) {
 	var b [1]byte
-	oob := make([]byte, unix.CmsgSpace(3*4))
+	oob := make([]byte, unix.CmsgSpace(2*4))
 	for {
 		n, oobn, _, _, err := unix.Recvmsg(int(pz.sock.Fd()), b[:], oob, unix.MSG_CMSG_CLOEXEC)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
 		if err != nil {
-			return [2]int{}, fmt.Errorf("%s: procfs: %w", handover.RolePause, err)
+			return -1, fmt.Errorf("%s: procfs: %w", handover.RolePause, err)
 		}
 		var got []int
 		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
@@ -97,14 +97,14 @@ func (pz *pause) procfs() ([2]int, error) {
 				}
 			}
 		}
-		if n != 1 || len(got) != 3 {
+		if n != 1 || len(got) != 2 {
 			for _, fd := range got {
 				unix.Close(fd)
 			}
-			return [2]int{}, fmt.Errorf("%s ended before it made the apps' procfs (see its error above)", handover.RolePause)
+			return -1, fmt.Errorf("%s ended before it made the apps' procfs (see its error above)", handover.RolePause)
 		}
-		pz.pidns = got[2]
-		return [2]int{got[0], got[1]}, nil
+		pz.pidns = got[1]
+		return got[0], nil
 	}
 }
 

@@ -296,21 +296,6 @@ func handOverOrWait(w *waiter, req *sigpolicy.Requests, pid, pidfd int, perr, pi
 	return status.CodeStage1Failure
 }
 
-// podNetnsFd opens PID 1's network namespace, or returns -1 if it is ours
-// (--net=host) or cannot be opened.
-func podNetnsFd(pid int) int {
-	fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/net", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1
-	}
-	var pod, own unix.Stat_t
-	if unix.Fstat(fd, &pod) != nil || unix.Stat("/proc/self/ns/net", &own) != nil || pod.Ino == own.Ino && pod.Dev == own.Dev {
-		unix.Close(fd)
-		return -1
-	}
-	return fd
-}
-
 // forwardStop passes each stop request that reaches us, when we could not
 // hand PID 1 over to the waiter, on to PID 1, at the level it has reached
 // (sigpolicy.Forward), including those that arrived before PID 1 existed.

@@ -57,9 +57,6 @@ type podStart struct {
 	// cgroupsMade: the pod's cgroups exist, and are emptied (and left
 	// for gc) if the start ends before the hand-over.
 	cgroupsMade bool
-	// placed reports PID 1's move into its cgroup, nil when none is
-	// under way; joinPlaced waits for it.
-	placed chan error
 	// machine is the pod's registration with systemd-machined that waits
 	// for PID 1 to be in its cgroup, nil if there is none to make.
 	machine *machined.Pending
@@ -280,15 +277,8 @@ func (s *podStart) clonePID1() error {
 // hands the keeper (its fork and exec are on no one's way until PID 1 gets
 // its configuration: joinKeeper waits for it before then). The keeper's
 // pidfd of PID 1 is opened now, while PID 1 surely is ours and unreaped.
-//
 // Besides the lock, the pidfd and the commit pipe, the keeper holds the
-// waiter's done pipe, copies of the pod's detached log directories and PID
-// 1's network namespace (unless it is ours). The keeper outlives the
-// waiter (waiter.c, done_with_lock), and the last close of each of these
-// is dear: a detached mount's teardown (an expedited RCU grace period), a
-// network namespace's (deferred work that took a CPU from the waiter's
-// exit and its caller's wake-up). Held by the keeper too, that comes after
-// the pod's end.
+// waiter's done pipe.
 func (s *podStart) startKeeper() error {
 	s.keeperDone = make(chan error, 1)
 	kpidfd, err := unix.PidfdOpen(s.pid, 0)
@@ -298,22 +288,17 @@ func (s *podStart) startKeeper() error {
 		closeFd(&s.fds.criDir)
 		return nil
 	}
-	logDir, criDir, netns := -1, -1, -1
-	if starttricks.On(starttricks.HoldNS) {
-		logDir, criDir, netns = dupFd(s.fds.logDir), dupFd(s.fds.criDir), podNetnsFd(s.pid)
-	}
 	kf := handover.KeeperFiles{
 		Stderr: os.Stderr.Fd(), Lock: s.lock.Fd(), PID1: uintptr(kpidfd),
 		Commit: uintptr(take(&s.fds.commitR)), Done: orNoFd(take(&s.fds.done)),
-		LogDir: orNoFd(logDir), CRIDir: orNoFd(criDir), Netns: orNoFd(netns),
 	}
-	// PID 1 has its own copies of the log directories, the keeper gets
-	// its copies now: run is done with them.
+	// PID 1 has its own copies of the log directories: run is done
+	// with them.
 	closeFd(&s.fds.logDir)
 	closeFd(&s.fds.criDir)
 	go func() {
 		k, err := startLockKeeper(&kf)
-		for _, fd := range []uintptr{kf.PID1, kf.Commit, kf.Done, kf.LogDir, kf.CRIDir, kf.Netns} {
+		for _, fd := range []uintptr{kf.PID1, kf.Commit, kf.Done} {
 			if fd != handover.NoFd {
 				unix.Close(int(fd))
 			}
@@ -322,18 +307,6 @@ func (s *podStart) startKeeper() error {
 		s.keeperDone <- err
 	}()
 	return nil
-}
-
-// dupFd is a copy of fd (close-on-exec), -1 for none or on an error.
-func dupFd(fd int) int {
-	if fd < 0 {
-		return -1
-	}
-	d, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
-	if err != nil {
-		return -1
-	}
-	return d
 }
 
 // joinKeeper waits for the keeper's start, once, and reports how it went.
@@ -346,8 +319,7 @@ func (s *podStart) joinKeeper() error {
 }
 
 // setUpCgroups makes the pod's cgroups, names them in the pod directory,
-// and moves PID 1 into its own: the move waits for the kernel, and the
-// rest is prepared meanwhile.
+// and moves PID 1 into its own.
 func (s *podStart) setUpCgroups() error {
 	if err := makePodDirs(s.podDir); err != nil {
 		return err
@@ -364,32 +336,16 @@ func (s *podStart) setUpCgroups() error {
 		return err
 	}
 	s.cgroupsMade = s.pod.Cgroup != nil
-	// PID 1 is moved into its cgroup while the rest is prepared and
-	// while PID 1 sets itself up from its configuration: the move
-	// waits for an RCU grace period (the writer's side of the kernel's
-	// cgroup_threadgroup_rwsem), which was on every pod's start path
-	// (docs/design-start.md). PID 1 starts
-	// nothing before it reads HostReady, written once the move is done.
+	// PID 1 has started nothing yet: it reads its configuration, and
+	// HostReady, only after this. The move's wait for the kernel (an
+	// RCU grace period, docs/design-start.md) is kept short by the
+	// waiter's priming.
 	if initCg != nil {
-		placed, pid := make(chan error, 1), s.pid
-		s.placed = placed
-		if starttricks.On(starttricks.EarlyMoves) {
-			go func() { placed <- initCg.Add(pid) }()
-		} else {
-			placed <- initCg.Add(pid)
+		if err := initCg.Add(s.pid); err != nil {
+			return fmt.Errorf("cgroup: %w", err)
 		}
 	}
 	return nil
-}
-
-// joinPlaced waits for PID 1's move into its cgroup, once.
-func (s *podStart) joinPlaced() error {
-	if s.placed == nil {
-		return nil
-	}
-	err := <-s.placed
-	s.placed = nil
-	return err
 }
 
 // setUpHost prepares what PID 1's own root binds and the apps use (the
@@ -459,13 +415,10 @@ func writeAll(fd int, b []byte) error {
 }
 
 // awaitPID1 waits for what PID 1 needs before it may start anything: its
-// lock keeper, and its move into its cgroup.
+// lock keeper.
 func (s *podStart) awaitPID1() error {
 	if err := s.joinKeeper(); err != nil {
 		return err
-	}
-	if err := s.joinPlaced(); err != nil {
-		return fmt.Errorf("cgroup: %w", err)
 	}
 	s.machine.Register()
 	return nil
@@ -510,8 +463,6 @@ func (s *podStart) handOver() int {
 // waiter's children: it reaps them, and exits once both are gone, the
 // keeper when PID 1 is). close, deferred, releases the rest.
 func (s *podStart) fail(err error) int {
-	// Nothing of the move may run on once run has given up.
-	_ = s.joinPlaced()
 	if s.pid > 0 {
 		_ = s.joinKeeper()
 		_ = unix.Kill(s.pid, unix.SIGKILL)
