@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -178,7 +179,10 @@ func clonePods(dir, tmpl string, n int) error {
 	return nil
 }
 
-var uuidRE = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+// uuidRE is a pod UUID as cgroups.json spells it: with dashes, or with
+// systemd's escape of them in a unit name (machine-rkt\x2d<uuid>.scope),
+// as JSON writes it (a doubled backslash).
+var uuidRE = regexp.MustCompile(`[0-9a-f]{8}(?:-|\\\\x2d)[0-9a-f]{4}(?:-|\\\\x2d)[0-9a-f]{4}(?:-|\\\\x2d)[0-9a-f]{4}(?:-|\\\\x2d)[0-9a-f]{12}`)
 
 // renameCgroups gives a cloned pod its own cgroups.json: gc refuses a
 // cgroup path that does not carry the pod's own UUID (a planted file), so
@@ -196,5 +200,12 @@ func renameCgroups(tmpl, dst, uuid string) error {
 	if err := os.Remove(target); err != nil {
 		return err
 	}
-	return os.WriteFile(target, uuidRE.ReplaceAll(b, []byte(uuid)), 0o640)
+	escaped := strings.ReplaceAll(uuid, "-", `\\x2d`)
+	out := uuidRE.ReplaceAllFunc(b, func(m []byte) []byte {
+		if bytes.Contains(m, []byte(`\\x2d`)) {
+			return []byte(escaped)
+		}
+		return []byte(uuid)
+	})
+	return os.WriteFile(target, out, 0o640)
 }
