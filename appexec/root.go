@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -91,7 +92,7 @@ func mountOne(root *os.File, m *Mount, s *Spec) error {
 	case KindPodShm:
 		return mountPodShm(root, m.Target)
 	case KindBind:
-		return mountBind(root, m)
+		return mountBind(root, m, s.StageBinds)
 	}
 	return fmt.Errorf("unknown mount kind %q", m.Kind)
 }
@@ -233,7 +234,7 @@ func bindDevLog(dfd int, src string) error {
 // mountBind bind-mounts a volume or file; the target is created and
 // resolved inside the root, each component without escaping it
 // (CVE-2024-45310, threats T9).
-func mountBind(root *os.File, m *Mount) error {
+func mountBind(root *os.File, m *Mount, stageBinds []string) error {
 	if m.IfMissing {
 		f, err := openInRoot(root, m.Target)
 		if err == nil {
@@ -275,6 +276,11 @@ func mountBind(root *os.File, m *Mount) error {
 	if err != nil {
 		return err
 	}
+	if flags&unix.MS_REC != 0 && !m.InPlace {
+		if err := unstack(root, m, stageBinds); err != nil {
+			return err
+		}
+	}
 	if !m.ReadOnly {
 		return nil
 	}
@@ -299,6 +305,48 @@ func mountBind(root *os.File, m *Mount) error {
 	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | nodevAttr}
 	if err := unix.MountSetattr(int(t.Fd()), "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
 		return fmt.Errorf("make the volume and every mount below it read-only (mount_setattr): %w", err)
+	}
+	return nil
+}
+
+// unstack takes off the app's new bind of m.Source the binds PID 1's
+// own root stacked inside it (stageBinds): the recursive bind brought
+// them along, where the host has none. What each covered shows again:
+// the source's own tree, host mounts included. Deepest first, so that
+// a stacked bind inside another comes off before it. A path is reached
+// beneath the bind without following a symlink: the volume's content is
+// the app's (and the host's) to change, and what is not a stacked bind
+// there is left alone.
+func unstack(root *os.File, m *Mount, stageBinds []string) error {
+	prefix := strings.TrimSuffix(m.Source, "/") + "/"
+	var inside []string
+	for _, p := range stageBinds {
+		if rel, ok := strings.CutPrefix(p, prefix); ok && rel != "" {
+			inside = append(inside, rel)
+		}
+	}
+	if len(inside) == 0 {
+		return nil
+	}
+	sort.Slice(inside, func(i, j int) bool { return strings.Count(inside[i], "/") > strings.Count(inside[j], "/") })
+	vol, err := openInRoot(root, m.Target)
+	if err != nil {
+		return err
+	}
+	defer vol.Close()
+	for _, rel := range inside {
+		fd, err := unix.Openat2(int(vol.Fd()), rel, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+		})
+		if err != nil {
+			continue // gone, or not reached without a symlink: no bind of ours
+		}
+		err = unix.Unmount("/proc/self/fd/"+strconv.Itoa(fd), unix.MNT_DETACH)
+		unix.Close(fd)
+		if err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("volume %s: take off the stage1's bind of %s: %w", m.Target, prefix+rel, err)
+		}
 	}
 	return nil
 }

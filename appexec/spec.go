@@ -53,6 +53,14 @@ type Spec struct {
 	// /dev. PID 1 sets it when it starts the app; it is not part of the
 	// spec the host side builds.
 	DevLog string `json:"devLog,omitempty"`
+	// StageBinds are the paths PID 1's own root holds a tree of the
+	// host's at, one bind each (stage1-init/pid1's ownRootBinds). A bind
+	// volume whose source holds one of them would show it, stacked on
+	// the source's own tree where the host has no mount, a directory
+	// the app could neither rename nor remove: the set-up takes them
+	// off its copy (unstack). PID 1 sets it when it starts the app; it
+	// is not part of the spec the host side builds.
+	StageBinds []string `json:"stageBinds,omitempty"`
 	// CtrlTTY makes fd 0, a pseudo-terminal PID 1 holds the master of
 	// (rkt's tty stdin), the controlling terminal of the app's session.
 	CtrlTTY bool `json:"ctrlTTY,omitempty"`

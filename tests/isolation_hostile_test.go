@@ -128,6 +128,41 @@ func TestMountTargetsThroughSymlinks(t *testing.T) {
 	}
 }
 
+// A volume whose source holds another volume's source shows the host's
+// tree there: the inner source is a plain directory in the app, which it
+// may rename like any other. PID 1's own root binds each source at its
+// path, and the recursive bind of the outer one brought PID 1's bind of
+// the inner one along, a mount the host does not have (rename failed with
+// EBUSY). The app that renames is the pod's first, then its second.
+func TestNestedVolumeSourceIsPlainInTheApp(t *testing.T) {
+	for _, moverFirst := range []bool{true, false} {
+		name := "second-app"
+		if moverFirst {
+			name = "first-app"
+		}
+		t.Run(name, func(t *testing.T) {
+			parent, elsewhere := t.TempDir(), t.TempDir()
+			must(t, os.Mkdir(filepath.Join(parent, "child"), 0o755))
+			vols := []map[string]any{{"name": "parent", "kind": "host", "source": parent},
+				{"name": "child", "kind": "host", "source": filepath.Join(parent, "child")}}
+			mover := App{Name: "mover", Exec: probe("swap", "/p/child", elsewhere), MPoints: []map[string]any{{"name": "parent", "path": "/p"}}}
+			other := App{Name: "other", Exec: probe("exit", "0"), MPoints: []map[string]any{{"name": "child", "path": "/c"}}}
+			apps := []App{other, mover}
+			if moverFirst {
+				apps = []App{mover, other}
+			}
+			p := newPod(t, apps, vols)
+			r := runPod(t, p, RunOpts{})
+			if !strings.Contains(r.Stdout.String(), "swap done") {
+				t.Fatalf("the app could not rename the inner source: %q %s", r.Stdout, r.Stderr)
+			}
+			if _, err := os.Stat(filepath.Join(parent, "child.old")); err != nil {
+				t.Errorf("on the host: %v", err)
+			}
+		})
+	}
+}
+
 // T-MNT-1 (CVE-2021-30465's swap, on the source side): an app that can
 // write the parent of another app's volume source replaces that source
 // with a symlink to a host directory between two starts of the other app.

@@ -45,7 +45,9 @@ func (o *appOS) Start(a *supervisor.App) (p supervisor.Proc, err error) {
 	r := o.resOf(a)
 	// The app's own process gets its sockets (socket activation).
 	ps, listen := a.Cfg.MainSpec(phaseSpec(a), a.Phase() == supervisor.PhaseMain)
-	spec, err := json.Marshal(o.withDevLog(a, ps))
+	ps = o.withDevLog(a, ps)
+	ps.StageBinds = stageBinds
+	spec, err := json.Marshal(ps)
 	if err != nil {
 		return p, err
 	}

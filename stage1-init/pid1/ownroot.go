@@ -136,6 +136,7 @@ func enterOwnRoot(pod *podplan.Pod, appsProc, shm int) error {
 		if err := attach(trees[i], b); err != nil {
 			return fmt.Errorf("own root: %s: %w", b.path, err)
 		}
+		stageBinds = append(stageBinds, b.path)
 	}
 	if err := mountPodProc(ownRootBase + "/proc"); err != nil {
 		return fmt.Errorf("own root: %w", err)
@@ -167,6 +168,11 @@ func enterOwnRoot(pod *podplan.Pod, appsProc, shm int) error {
 	}
 	return nil
 }
+
+// stageBinds are the paths of ownRootBinds attached in PID 1's root, which
+// each app's set-up takes off the volumes that bring them along
+// (appexec.Spec.StageBinds).
+var stageBinds []string
 
 // ownRootBinds lists what the new root holds, parents before children.
 func ownRootBinds(pod *podplan.Pod, podDir string) []bindSpec {
