@@ -136,9 +136,6 @@ func TestWaiter(t *testing.T) {
 				}
 			}
 			slices.Sort(own)
-			// And PID 1's network namespace unless it is the
-			// waiter's: held so that its teardown comes after the
-			// lock's release (hold_netns).
 			// And the done pipe's read end, whose write end is the
 			// lock keeper's fd 6: the waiter waits for the keeper to
 			// close it (its statuses committed, its copy of the
@@ -150,14 +147,11 @@ func TestWaiter(t *testing.T) {
 			if !slices.ContainsFunc(own, func(s string) bool { return strings.HasSuffix(s, "="+done) }) {
 				t.Errorf("the waiter does not hold the keeper's done pipe %s: %v", done, own)
 			}
-			want := 4
-			if podNet, shared := podNetns(init, pid); !shared {
-				want = 5
-				if !slices.ContainsFunc(own, func(s string) bool { return strings.HasSuffix(s, "="+podNet) }) {
-					t.Errorf("the waiter does not hold PID 1's network namespace %s: %v", podNet, own)
-				}
+			// Nothing of the pod's: no namespace of PID 1's.
+			if podNet, shared := podNetns(init, pid); !shared && slices.ContainsFunc(own, func(s string) bool { return strings.HasSuffix(s, "="+podNet) }) {
+				t.Errorf("the waiter holds PID 1's network namespace %s: %v", podNet, own)
 			}
-			if len(own) != want || !slices.ContainsFunc(own, func(s string) bool { return strings.HasSuffix(s, "=anon_inode:[pidfd]") }) ||
+			if len(own) != 4 || !slices.ContainsFunc(own, func(s string) bool { return strings.HasSuffix(s, "=anon_inode:[pidfd]") }) ||
 				!slices.ContainsFunc(own, func(s string) bool { return strings.HasSuffix(s, "=anon_inode:[signalfd]") }) ||
 				!slices.ContainsFunc(own, func(s string) bool { return strings.HasSuffix(s, "="+p.Dir) }) {
 				t.Errorf("the waiter's fds: %v (all: %v)", own, fds)
