@@ -18,7 +18,7 @@ RKT := build/rkt/rkt
 BINS := bin/stage1-init bin/pod1-init bin/pod1-waiter bin/pod1-pause bin/net-setup bin/pod1 bin/probe bin/demo-hello
 SRCS := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 
-.PHONY: deps FORCE all image demo test test-unit test-race lint tools check-static clean bench bench-ab vm-test rkt conformance \
+.PHONY: deps FORCE all image demo test test-unit test-race lint tools check-static clean bench bench-ab vm-test rkt test-helpers conformance \
 	vm-conformance install install-default-stage1 uninstall uninstall-default-stage1
 
 all: $(BINS)
@@ -226,6 +226,27 @@ rkt: $(RKT)
 $(RKT): tools/rkt-stage0/build.sh tools/rkt-stage0/go.mod.in tools/rkt-stage0/go.sum.in
 	@mkdir -p build/rkt
 	RKT_BUILD_DIR=$(abspath build/rkt/work) ./tools/rkt-stage0/build.sh $(abspath $@)
+
+# What the integration tests build with Go when they run (rkt's API
+# client, appc's ACE validator), built ahead for the VMs of make vm-test,
+# which have no Go: tests/ uses these when it finds no go.
+TEST_HELPERS := build/rkt/rkt-apiclient build/ace/ace-validator
+test-helpers: $(TEST_HELPERS)
+
+# The client is built in rkt's source tree that $(RKT)'s build leaves (its
+# go.mod has rkt's API and gRPC packages; nothing is fetched), without the
+# build constraint that keeps it out of pod1's module.
+build/rkt/rkt-apiclient: tools/rkt-apiclient/main.go $(RKT)
+	@mkdir -p build/rkt/work/src/pod1-apiclient
+	sed '/^\/\/go:build ignore$$/d' tools/rkt-apiclient/main.go >build/rkt/work/src/pod1-apiclient/main.go
+	cd build/rkt/work/src && GO111MODULE=on GOWORK=off GOTOOLCHAIN=local GOPROXY=off CGO_ENABLED=0 \
+		GOFLAGS="-modcacherw -buildvcs=false -mod=readonly" $(GO) build -o $(abspath $@) ./pod1-apiclient
+
+# The validator and the image manifests appc/spec ships beside it.
+build/ace/ace-validator: go.mod go.sum
+	@mkdir -p build/ace
+	CGO_ENABLED=0 $(GO) build -trimpath -o $@ github.com/appc/spec/ace
+	cp $$($(GO) list -f '{{.Dir}}' github.com/appc/spec/ace)/image_manifest_*.json.in build/ace/
 
 # make conformance runs rkt v1.30.0's own functional test suite (rkt's
 # tests/, the coreos flavour) with build/stage1.aci as rkt's default stage1

@@ -38,7 +38,7 @@ func rktAPIClient(t *testing.T) string {
 		if _, err := exec.LookPath("go"); err != nil {
 			out := filepath.Join(repoRoot, "build/rkt/rkt-apiclient")
 			if _, serr := os.Stat(out); serr != nil {
-				apiClient.err = fmt.Errorf("no go to build the API client (%w), and no %s built before", err, out)
+				apiClient.err = fmt.Errorf("no go to build the API client (%w), and no %s built before (make test-helpers)", err, out)
 			}
 			apiClient.path = out
 			return

@@ -220,7 +220,7 @@ done
 # binaries (compiled here: the guest has no writable Go cache, and
 # compiling under the emulator would take longer than the suite).
 echo "vm-test: building $REPO"
-make -C "$REPO" all image >/dev/null || die "make all image in $REPO failed"
+make -C "$REPO" all image rkt test-helpers >/dev/null || die "make all image rkt test-helpers in $REPO failed"
 # The checkout goes under the guest's /tmp: on the same mount as the pods
 # the tests make there, so that hard links from bin/ work as on a host
 # with TMPDIR and the checkout on one file system.
