@@ -279,6 +279,7 @@ for layout in $LAYOUT; do
 		echo "EVENT_DEADLINE='${VM_EVENT_DEADLINE}'"
 		echo "KROOT='$kroot'"
 		echo "SUITE='$SUITE'"
+		echo "ACCEL='$VM_ACCEL'"
 		echo "CONF_WORK='$CONF_WORK'"
 		echo "CONF_TIMEOUT='$CONF_TIMEOUT'"
 	} >"$work/stage/env"
