@@ -347,6 +347,11 @@ func (p *pid1) loop() int {
 	for {
 		p.handle(exits)
 		exits = nil
+		// Reports that came before the clock is read are taken before
+		// it: a slow start of many apps (the loop does not run while
+		// they start) would otherwise find every set-up late, its
+		// report waiting here (supervisor.ReportTimeout).
+		p.takeReports()
 		next := p.sup.Tick()
 		if !p.sup.Starting() {
 			// Every app of the pod's start has its process.
@@ -450,6 +455,19 @@ func (p *pid1) report(h *setupReport) {
 	early := p.os.early
 	p.os.early = nil
 	p.handle(early)
+}
+
+// takeReports handles every set-up report that is waiting, without
+// waiting for one.
+func (p *pid1) takeReports() {
+	for {
+		select {
+		case h := <-p.os.reports:
+			p.report(h)
+		default:
+			return
+		}
+	}
 }
 
 // handle hands the exits of the apps' processes to the supervisor.
