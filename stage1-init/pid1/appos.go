@@ -57,10 +57,8 @@ type appOS struct {
 	// wait on before their execve (appexec.GateFd), gateW its write end,
 	// closed once every one of them exists (openGate); -1 when none.
 	gate, gateW int
-	// podPidsMax caches appsPidsMax; hostReady is set once run has
-	// prepared the host (hostIsReady).
+	// podPidsMax caches appsPidsMax.
 	podPidsMax *int
-	hostReady  bool
 }
 
 // appRes is what appOS holds for one app.

@@ -565,37 +565,15 @@ func giveStdio(s *appexec.Spec, modes [3]string, fds [3]int) error {
 
 // appsPidsMax is the pod's pids.max, on its apps' cgroup (0 for none).
 // The annotation's is in the configuration; the host's default run puts
-// there before handover.HostReady, off its start path, and it is read from there
-// once, after handover.HostReady (repidCgroups sets again what an app's cgroup got
-// before).
+// there before handover.HostReady, and it is read from there once: no app
+// starts before HostReady.
 func (o *appOS) appsPidsMax() int {
 	if o.pod.PidsMax >= 0 {
 		return o.pod.PidsMax
 	}
 	if o.podPidsMax == nil {
 		n := o.pod.Cgroup.Sub(cgroups.AppsName).PidsMax()
-		if !o.hostReady {
-			return n
-		}
 		o.podPidsMax = &n
 	}
 	return *o.podPidsMax
-}
-
-// hostIsReady is told that run has finished preparing the host, the
-// pod's pids.max included: the cgroups made before get the per-app
-// default worked out from it.
-func (o *appOS) hostIsReady() {
-	o.hostReady = true
-	if o.pod.PidsMax >= 0 {
-		return
-	}
-	for a, r := range o.res {
-		if r.cg == nil || a.Cfg.Supervision.PidsMax >= 0 {
-			continue
-		}
-		if err := r.cg.SetPidsMax(podplan.AppPidsMax(o.appsPidsMax())); err != nil {
-			o.logf("app %q: pids.max: %v", a.Name, err)
-		}
-	}
 }

@@ -163,7 +163,6 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 		}
 		o.gate, o.gateW = gate[0], gate[1]
 	}
-	o.hostIsReady()
 	// A stop asked while the apps start is acted on before the next one
 	// starts, not after all of them.
 	o.firstStart = true
