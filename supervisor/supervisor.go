@@ -39,6 +39,9 @@ type OS interface {
 	// Started lets the process of a run Start began go on (sends it its
 	// spec), once the run is recorded.
 	Started(a *App)
+	// SetupCPU is the CPU time the run's set-up process (a.Pid, Starting)
+	// has used so far; false when it cannot be told.
+	SetupCPU(a *App) (time.Duration, bool)
 	// Signal sends sig to the app's first process and everything in its
 	// cgroup; Kill sends SIGKILL to them.
 	Signal(a *App, sig unix.Signal)
@@ -153,9 +156,15 @@ const (
 )
 
 // ReportTimeout bounds the Starting state: how long an app's set-up
-// process may take to report the app's process in its user namespace (a
-// mount on a hung file system could block it). PID 1 goes on meanwhile.
-const ReportTimeout = 30 * time.Second
+// process may go without reporting the app's process and without using
+// the CPU (a mount on a hung file system could block it). One that used
+// the CPU since the last look is busy, not stuck (a pod that starts
+// hundreds of apps on a slow machine): it gets another ReportTimeout, up
+// to ReportLimit from its start. PID 1 goes on meanwhile.
+const (
+	ReportTimeout = 30 * time.Second
+	ReportLimit   = 5 * time.Minute
+)
 
 // Proc is the first process of a run, as Start returns it.
 type Proc struct {
@@ -212,6 +221,10 @@ type App struct {
 	setupTime   time.Time
 	// awaiting: a report of the current run's set-up process is to come.
 	awaiting bool
+	// setupCPU is the CPU time the set-up had used at the last look at
+	// it; setupLimit is when it is killed however busy (ReportLimit).
+	setupCPU   time.Duration
+	setupLimit time.Time
 	// stopAsked: the pod's stop came while the run was starting; its
 	// deadline is then the grace period's.
 	stopAsked bool
@@ -596,12 +609,34 @@ func (s *Supervisor) begin(a *App, p Proc) {
 	a.Pid, a.deadline, a.setupEnded, a.awaiting, a.stopAsked = p.Pid, time.Time{}, false, p.HandOver, false
 	if p.HandOver {
 		// The record shows the app's process once it is known.
-		a.state, a.deadline = Starting, s.os.Now().Add(ReportTimeout)
+		now := s.os.Now()
+		a.state, a.deadline = Starting, now.Add(ReportTimeout)
+		a.setupCPU, a.setupLimit = 0, now.Add(ReportLimit)
 		a.Rec.PodPid, a.Rec.Pid = 0, 0
 		return
 	}
 	a.state = Running
 	a.Rec.PodPid, a.Rec.Pid = p.Pid, p.HostPid
+}
+
+// setupBusy reports whether a's set-up, at its report deadline, used the
+// CPU since the last look and may have another ReportTimeout; it then
+// has it.
+func (s *Supervisor) setupBusy(a *App) bool {
+	if a.stopAsked || a.setupEnded {
+		return false
+	}
+	now := s.os.Now()
+	cpu, ok := s.os.SetupCPU(a)
+	if !ok || cpu <= a.setupCPU || !now.Before(a.setupLimit) {
+		return false
+	}
+	a.setupCPU, a.deadline = cpu, now.Add(ReportTimeout)
+	if a.deadline.After(a.setupLimit) {
+		a.deadline = a.setupLimit
+	}
+	s.os.Debugf("app %q: its set-up has not reported yet but is busy (%v of CPU): waiting on", a.Name, cpu)
+	return true
 }
 
 func handOverNote(p Proc) string {

@@ -26,6 +26,8 @@ type fakeOS struct {
 	// full marks the apps whose cgroup still holds processes.
 	full map[*App]bool
 	oom  bool
+	// cpu is the CPU time each app's set-up has used (none: unknown).
+	cpu map[*App]time.Duration
 	// calls lists every call that acts (not Now, not the logs).
 	calls    []string
 	records  map[string][]string // record states written, per app
@@ -37,7 +39,7 @@ type fakeOS struct {
 
 func newFakeOS(t *testing.T) *fakeOS {
 	return &fakeOS{t: t, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), nextPid: 100,
-		full: map[*App]bool{}, records: map[string][]string{}, statuses: map[string]int{}, last: map[string]bool{}}
+		full: map[*App]bool{}, cpu: map[*App]time.Duration{}, records: map[string][]string{}, statuses: map[string]int{}, last: map[string]bool{}}
 }
 
 func (f *fakeOS) Now() time.Time { return f.now }
@@ -60,6 +62,10 @@ func (f *fakeOS) Adopt(a *App, pid int) int {
 	return pid + 1000
 }
 func (f *fakeOS) Started(a *App) { f.call("started %s", a.Name) }
+func (f *fakeOS) SetupCPU(a *App) (time.Duration, bool) {
+	d, ok := f.cpu[a]
+	return d, ok
+}
 func (f *fakeOS) Signal(a *App, sig unix.Signal) {
 	f.call("signal %s %s", a.Name, unix.SignalName(sig))
 }
@@ -628,6 +634,68 @@ func TestUserNSHandOver(t *testing.T) {
 		s.Exit(stuck, sigkill, f.now)
 		if stuck.state != Exited || f.statuses["stuck"] != 137 || !s.Over() || s.Code() != 137 {
 			t.Fatalf("stuck %v statuses %v over %v code %d", stuck.state, f.statuses, s.Over(), s.Code())
+		}
+	})
+	t.Run("busy set-up", func(t *testing.T) {
+		// A set-up that uses the CPU (hundreds of apps starting on a
+		// slow machine) waits on, each ReportTimeout that it used
+		// some, up to ReportLimit.
+		f := newFakeOS(t)
+		s := newPod(f, false, userns("busy", podplan.RestartNever), userns("idle", podplan.RestartNever))
+		busy, idle := s.Find("busy"), s.Find("idle")
+		s.StartAll(func() bool { return false })
+		f.cpu[busy], f.cpu[idle] = 10*time.Millisecond, 0
+		f.advance(ReportTimeout)
+		s.Tick()
+		if busy.state != Starting || idle.state != Killing {
+			t.Fatalf("at the first deadline: busy %v, idle %v", busy.state, idle.state)
+		}
+		// Busy again: another period. Then no CPU used since: killed.
+		f.cpu[busy] = 20 * time.Millisecond
+		f.advance(ReportTimeout)
+		s.Tick()
+		if busy.state != Starting {
+			t.Fatalf("busy again: %v", busy.state)
+		}
+		f.advance(ReportTimeout)
+		s.Tick()
+		if busy.state != Killing || !slices.Contains(f.calls, "kill busy") {
+			t.Fatalf("idle for a period: %v, calls %q", busy.state, f.calls)
+		}
+		// However busy, ReportLimit ends it.
+		f = newFakeOS(t)
+		s = newPod(f, false, userns("spin", podplan.RestartNever))
+		spin := s.Find("spin")
+		s.StartAll(func() bool { return false })
+		t0 := f.now
+		for i := 1; ; i++ {
+			f.cpu[spin] = time.Duration(i) * time.Second
+			next := s.Tick()
+			if spin.state != Starting {
+				break
+			}
+			if next.Sub(t0) > ReportLimit || !next.After(f.now) {
+				t.Fatalf("next look at %v", next.Sub(t0))
+			}
+			f.now = next
+		}
+		if spin.state != Killing || f.now.Sub(t0) != ReportLimit {
+			t.Fatalf("%v after %v; logs %q", spin.state, f.now.Sub(t0), f.logs)
+		}
+		if l := f.logs[len(f.logs)-1]; !strings.Contains(l, "busy for 5m0s") {
+			t.Fatalf("log %q", l)
+		}
+		// A stop asked while it starts is not waited on past its grace.
+		f = newFakeOS(t)
+		s = newPod(f, false, userns("stopped", podplan.RestartNever))
+		st := s.Find("stopped")
+		s.StartAll(func() bool { return false })
+		f.cpu[st] = time.Second
+		s.StopPod("signal", false)
+		f.now = s.Tick()
+		s.Tick()
+		if st.state != Killing {
+			t.Fatalf("stopped while busy: %v", st.state)
 		}
 	})
 	t.Run("pod stop", func(t *testing.T) {

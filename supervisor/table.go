@@ -97,12 +97,19 @@ func theTable() [numStates][numEvents]cell {
 			Add:      refused("the name is taken", errTaken),
 			Start:    refused("it is starting", errRunning),
 			Reported: reported,
-			ReportDeadline: {to: of(Killing, Cleaning, Backoff, Exited, Starting), doc: "the set-up did not report in time (a mount on a hung file system): logged; its set-up process and cgroup are killed (Killing: its end, 137, is the run's, and its restart policy decides); if it had already ended, its end is the run's (as Reported with no process)",
+			ReportDeadline: {to: of(Killing, Cleaning, Backoff, Exited, Starting), doc: "the set-up did not report in time: one that used the CPU since the last look waits on (Starting), up to ReportLimit; else (a mount on a hung file system) logged, and its set-up process and cgroup are killed (Killing: its end, 137, is the run's, and its restart policy decides); if it had already ended, its end is the run's (as Reported with no process)",
 				do: func(s *Supervisor, a *App, in *Input) {
+					if s.setupBusy(a) {
+						return
+					}
 					if a.stopAsked {
 						s.os.Logf(Info, "app %q: stopped while it started, its grace period is over: killing it", a.Name)
 					} else {
-						s.os.Logf(Warning, "app %q: its set-up did not report the app's process within %v: killing it", a.Name, ReportTimeout)
+						why := fmt.Sprintf("used no CPU for %v", ReportTimeout)
+						if !s.os.Now().Before(a.setupLimit) {
+							why = fmt.Sprintf("has been busy for %v", ReportLimit)
+						}
+						s.os.Logf(Warning, "app %q: its set-up has not reported the app's process and %s: killing it", a.Name, why)
 					}
 					a.awaiting = false
 					if a.setupEnded {

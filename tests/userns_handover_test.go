@@ -110,7 +110,7 @@ func TestUserNSHandOverDoesNotBlockPID1(t *testing.T) {
 	}
 	r.Wait(t)
 	t.Logf("the pod ended %v after the start", time.Since(t0))
-	if strings.Contains(r.Stderr.String(), "did not report the app's process within") {
+	if strings.Contains(r.Stderr.String(), "has not reported the app's process and") {
 		t.Fatalf("the set-up was ended by its report deadline, not by the stop: PID 1 waited for it")
 	}
 	if got := p.Status(t, "stuck"); got != 137 {

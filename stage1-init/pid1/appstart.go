@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -278,6 +279,40 @@ func (o *appOS) isAppProcess(app string, pid int) bool {
 		o.logf("app %q: pid %d: %s", app, pid, why)
 	}
 	return why == ""
+}
+
+// SetupCPU reads the CPU time the app's set-up process has used (user
+// and system, its threads' together) from its stat in PID 1's procfs.
+func (o *appOS) SetupCPU(a *supervisor.App) (time.Duration, bool) {
+	if a.Pid <= 0 {
+		return 0, false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(a.Pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	return statCPU(b)
+}
+
+// statCPU is the utime and stime of a /proc/PID/stat, counted in USER_HZ
+// (100 on every Linux; proc(5)).
+func statCPU(b []byte) (time.Duration, bool) {
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, false
+	}
+	// After the name: state (field 3) ... utime (14), stime (15).
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, false
+	}
+	u, err1 := strconv.ParseUint(f[11], 10, 63)
+	k, err2 := strconv.ParseUint(f[12], 10, 63)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(u+k) * (time.Second / 100), true
 }
 
 // notAppProcess is isAppProcess's answer: "" for the app's process, else
