@@ -8,7 +8,8 @@
  * capabilities it holds. Something must be the init of the apps'
  * namespace, which reaps the processes orphaned there and whose end
  * ends the namespace: this program, Kubernetes' pause in spirit. It
- * holds nothing an app lacks: no capability, no descriptor, no_new_privs,
+ * holds nothing an app lacks: no capability (its bounding set, the apps',
+ * is a ceiling it cannot use), no descriptor, no_new_privs,
  * an empty read-only root in a mount namespace of its own. An app that
  * takes it over gains nothing; one that stops it is one that could kill
  * its siblings anyway.
@@ -34,6 +35,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -63,6 +65,9 @@
 #ifndef SYS_close_range
 #define SYS_close_range 436
 #endif
+/* linux/securebits.h: NOROOT, NO_SETUID_FIXUP, KEEP_CAPS (off) and
+ * NO_CAP_AMBIENT_RAISE, each locked. */
+#define SECBITS_LOCKED_DOWN 0xef
 /* capset's arguments (linux/capability.h, which musl does not ship). */
 #define CAP_VERSION_3 0x20080522
 struct cap_header {
@@ -159,8 +164,13 @@ static int mkdirs(char *path)
  * hierarchy. */
 #define MAX_TREES 64
 
-/* take_trees receives from PID 1, on fd 3, the trees our root holds:
- * 'r', then each tree's path NUL-terminated, with a detached read-only
+/* The bounding set we keep, as PID 1 sends it with our trees: the apps'
+ * (rkt's apps read it as their pid 1's). None until it comes. */
+static unsigned long long keep_bounding;
+
+/* take_trees receives from PID 1, on fd 3, the bounding set we keep and
+ * the trees our root holds: 'r', the set as 16 hex digits and a NUL,
+ * then each tree's path NUL-terminated, with a detached read-only
  * mount of each (SCM_RIGHTS), and attaches each at its path under
  * EMPTY_ROOT. rkt's apps read their cgroups' limits through /proc/1/root,
  * their pid 1's root, as rkt's stage1 let them (rkt's tests do); nothing
@@ -181,6 +191,13 @@ static int take_trees(void)
 	if (n <= 0 || buf[0] != 'r')
 		return 0;
 	buf[n] = 0;
+	char *end;
+	errno = 0;
+	unsigned long long mask = strtoull(buf + 1, &end, 16);
+	if (n < 18 || end != buf + 17 || *end != 0 || errno) {
+		errno = EINVAL;
+		return fail("bounding set");
+	}
 	int fds[MAX_TREES], nfds = 0;
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
@@ -189,7 +206,7 @@ static int take_trees(void)
 		for (int i = 0; i < k && nfds < MAX_TREES; i++)
 			memcpy(&fds[nfds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
 	}
-	char *p = buf + 1;
+	char *p = buf + 18;
 	for (int i = 0; i < nfds && p < buf + n; i++) {
 		size_t len = strlen(p);
 		if (len == 0 || p[0] != '/' || strstr(p, "/..") || len > 4000) {
@@ -206,6 +223,7 @@ static int take_trees(void)
 		close(fds[i]);
 		p += len + 1;
 	}
+	keep_bounding = mask;
 	return 0;
 }
 
@@ -231,8 +249,10 @@ static int own_root(void)
 	return 0;
 }
 
-/* drop_everything leaves no capability in any set, and no way to get one
- * back by executing anything. */
+/* drop_everything leaves no capability in any set but the bounding set
+ * (keep_bounding, a ceiling only), and no way to get one back by executing
+ * anything: no_new_privs caps what an exec gives at what we hold (none),
+ * and SECBIT_NOROOT, locked, takes away root's grant at exec besides. */
 static int drop_everything(void)
 {
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
@@ -240,8 +260,11 @@ static int drop_everything(void)
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		return fail("prctl no_new_privs");
 	for (int c = 0; c <= 63; c++)
-		if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+		if (!(keep_bounding >> c & 1) && prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
 			return fail("drop the bounding set");
+	/* While we still hold CAP_SETPCAP. */
+	if (prctl(PR_SET_SECUREBITS, SECBITS_LOCKED_DOWN, 0, 0, 0) < 0)
+		return fail("securebits");
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
 		return fail("clear the ambient set");
 	struct cap_header h = {.version = CAP_VERSION_3};

@@ -23,11 +23,24 @@ var PID1Capabilities = []string{
 }
 
 // BoundingSet is PID 1's bounding set for the pod: its own needs and
-// every capability an app of the pod may be given; a mutable pod's apps
-// added later may ask for rkt's defaults. nil means all of them: an app
-// with --disable-capabilities-restriction keeps the stage1's whole set.
+// every capability an app of the pod may be given (AppsBoundingSet). nil
+// means all of them: an app with --disable-capabilities-restriction keeps
+// the stage1's whole set.
 func (pod *Pod) BoundingSet() []string {
-	set := slices.Clone(PID1Capabilities)
+	apps := pod.AppsBoundingSet()
+	if apps == nil {
+		return nil
+	}
+	return appexec.SortCapabilities(append(slices.Clone(PID1Capabilities), apps...))
+}
+
+// AppsBoundingSet is every capability an app of the pod may be given: the
+// union of their bounding sets, which the init of the apps' pid namespace
+// shows as its own, as rkt's stage1 showed its pid 1's (rkt's TestCaps
+// reads it); a mutable pod's apps added later may ask for rkt's defaults.
+// nil means all of them (--disable-capabilities-restriction).
+func (pod *Pod) AppsBoundingSet() []string {
+	set := []string{}
 	if pod.Mutable {
 		set = append(set, appexec.DefaultCapabilities...)
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -71,6 +72,18 @@ func capMask(t *testing.T, names ...string) string {
 		}
 	}
 	return fmt.Sprintf("%016x", m)
+}
+
+// capsAnd is the capabilities two masks (as /proc/PID/status shows them)
+// share.
+func capsAnd(t *testing.T, a, b string) string {
+	t.Helper()
+	x, err1 := strconv.ParseUint(a, 16, 64)
+	y, err2 := strconv.ParseUint(b, 16, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("capability masks %q, %q", a, b)
+	}
+	return fmt.Sprintf("%016x", x&y)
 }
 
 // ownBoundingSet is the test's own bounding set: what the stage1 it

@@ -64,7 +64,7 @@ var lookAtPause = probe("ls", "/proc/1/root/", "+", "mkdir", "/proc/1/root/plant
 // anything of the host, and its bounding set is its own needs plus what
 // the pod's apps are given (here CAP_SYS_PTRACE; then every capability).
 // The app itself, which PID 1 is out of reach of, finds pod1-pause as its
-// pid 1, holding nothing. Before PID 1 had a root of its own, the same
+// pid 1, holding nothing but a bounding set, the app's, it cannot use. Before PID 1 had a root of its own, the same
 // app listed the host's /etc and created a cgroup in the host's tree.
 func TestPID1HasARootOfItsOwn(t *testing.T) {
 	for _, tc := range []struct {
@@ -138,7 +138,12 @@ func TestPID1HasARootOfItsOwn(t *testing.T) {
 			for _, w := range []string{
 				"ls /proc/1/root/ sys", "mkdir /proc/1/root/planted EROFS", "mkdir /proc/1/root/sys/fs/cgroup/planted EROFS",
 				"readlink /proc/1/exe -> /", "open-write /proc/1/exe ETXTBSY",
-				"status-of 1 CapEff 0000000000000000", "status-of 1 CapBnd 0000000000000000",
+				"status-of 1 CapEff 0000000000000000", "status-of 1 CapPrm 0000000000000000",
+				"status-of 1 CapInh 0000000000000000", "status-of 1 CapAmb 0000000000000000",
+				"status-of 1 NoNewPrivs 1",
+				// Its bounding set is the app's, as rkt's pid 1's was
+				// (rkt's TestCaps): a ceiling it cannot use.
+				"status-of 1 CapBnd " + capsAnd(t, capMask(t, tc.caps...), ownBoundingSet(t)),
 			} {
 				if !strings.Contains(app, w+"\n") {
 					t.Errorf("app: missing %q", w)

@@ -329,3 +329,34 @@ func TestRktAceValidator(t *testing.T) {
 		t.Logf("stdout: %s\nstderr: %s", out, errOut)
 	}
 }
+
+// The app's pid 1, pod1-pause, shows the apps' bounding set, as rkt's
+// stage1's pid 1 did (rkt's TestCaps reads it with --print-caps-pid=1):
+// rkt's defaults without an isolator (CAP_MKNOD, not CAP_NET_ADMIN), the
+// isolator's set with one. It holds none of them, and cannot come to.
+func TestRktPodInitShowsTheAppsBoundingSet(t *testing.T) {
+	r := newRkt(t)
+	img := r.aci("caps1", map[string]any{"exec": []string{"/bin/probe", "status-of", "1"}}, nil)
+	own := ownBoundingSet(t)
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{nil, rktDefaultCaps},
+		{[]string{"--caps-retain=CAP_NET_ADMIN,CAP_NET_BIND_SERVICE"}, []string{"CAP_NET_ADMIN", "CAP_NET_BIND_SERVICE"}},
+	} {
+		out, errOut, code := r.run(append([]string{img}, tc.args...)...)
+		if code != 0 {
+			t.Fatalf("rkt run %q: exit %d\n%s%s", tc.args, code, out, errOut)
+		}
+		for _, w := range []string{
+			"status-of 1 CapBnd " + capsAnd(t, capMask(t, tc.want...), own),
+			"status-of 1 CapPrm 0000000000000000", "status-of 1 CapEff 0000000000000000",
+			"status-of 1 NoNewPrivs 1",
+		} {
+			if !strings.Contains(out, w+"\n") {
+				t.Errorf("rkt run %q: missing %q in\n%s", tc.args, w, out)
+			}
+		}
+	}
+}

@@ -111,9 +111,24 @@ func (pz *pause) procfs() (int, error) {
 // giveRoot hands pod1-pause, read-only, the trees its root holds: the
 // pod's cgroups, at their paths, cloned from PID 1's own root (rkt's apps
 // read their limits through /proc/1/root/sys/fs/cgroup, their pid 1's
-// root, as rkt's stage1 let them; rkt's suite does). awaitRoot waits
+// root, as rkt's stage1 let them; rkt's suite does), and the bounding
+// set it keeps: keep, the apps' (podplan's AppsBoundingSet; nil: all of
+// PID 1's), which rkt's apps read as their pid 1's (rkt's TestCaps).
+// Without a capability in any other set, with no_new_privs and
+// SECBIT_NOROOT locked, no exec can raise one from it. awaitRoot waits
 // until it has left everything else behind.
-func (pz *pause) giveRoot(cg *cgroups.Group) error {
+func (pz *pause) giveRoot(cg *cgroups.Group, keep []string) error {
+	mask := ^uint64(0)
+	if keep != nil {
+		mask = 0
+		for _, n := range keep {
+			c, err := appexec.ParseCapability(n)
+			if err != nil {
+				return fmt.Errorf("%s's bounding set: %w", handover.RolePause, err)
+			}
+			mask |= 1 << uint(c)
+		}
+	}
 	var paths []string
 	if cg != nil {
 		for _, d := range cg.Dirs() {
@@ -122,7 +137,7 @@ func (pz *pause) giveRoot(cg *cgroups.Group) error {
 			}
 		}
 	}
-	msg := []byte{'r'}
+	msg := append(fmt.Appendf([]byte{'r'}, "%016x", mask), 0)
 	var fds []int
 	defer func() {
 		for _, fd := range fds {

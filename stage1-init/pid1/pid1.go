@@ -111,7 +111,7 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	if err := enterOwnRoot(pod, procfs, shm); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
-	if err := pz.giveRoot(pod.Cgroup); err != nil {
+	if err := pz.giveRoot(pod.Cgroup, pod.AppsBoundingSet()); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
 	// From here on PID 1 writes its cgroups through the descriptors it

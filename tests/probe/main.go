@@ -326,14 +326,15 @@ func report(cmd string, a []string) error {
 			}
 		}
 	case "status-of":
-		// Another process's capability sets: "status-of PID CapEff HEX".
+		// Another process's capability sets and no_new_privs:
+		// "status-of PID CapEff HEX", "status-of PID NoNewPrivs 1".
 		b, err := os.ReadFile("/proc/" + arg(a, 0) + "/status")
 		if err != nil {
 			fmt.Printf("status-of %s error %v\n", arg(a, 0), err)
 			return nil
 		}
 		for _, l := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(l); len(f) == 2 && strings.HasPrefix(f[0], "Cap") {
+			if f := strings.Fields(l); len(f) == 2 && (strings.HasPrefix(f[0], "Cap") || f[0] == "NoNewPrivs:") {
 				fmt.Printf("status-of %s %s %s\n", arg(a, 0), strings.TrimSuffix(f[0], ":"), f[1])
 			}
 		}
