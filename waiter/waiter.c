@@ -492,33 +492,58 @@ static ssize_t read_small(const char *path, char *buf, size_t size)
 }
 
 /* Priming the kernel's cgroup move path for the pod's moves (PID 1 into
- * its cgroup, each app into its own): a write of "0" (ourselves) to the
- * cgroup.procs of the cgroup v2 group we are in. Every write to a
- * cgroup.procs takes the writer's side of the kernel's global
- * cgroup_threadgroup_rwsem, which first waits for an RCU grace period
- * (rcu_sync_enter), unless another writer was there within about a grace
- * period before (or favordynmods is set on the cgroup2 mount); the moves
- * hold cgroup_mutex during that wait as this write does, so priming adds
- * no waiting, it moves it earlier (docs/design-start.md). The write moves
- * nothing, and waits for the RCU grace period the
- * pod's first move would otherwise wait for on the start path; made here,
- * as soon as the Go run is started, the wait overlaps the Go run's start
- * and its checks of the pod. The kernel keeps the path quick for about
- * one grace period after each such write, so it is repeated every
- * PRIME_EVERY_MS until the Go run reports: every move of the start (PID
- * 1's, the first app's) is then quick, however long the steps between
- * them take. Stop requests meanwhile wait in the signalfd. A host
- * without cgroup v2, or anything unexpected, leaves the wait to the pod's
- * moves, as before. */
-static char cgroup2_mount[2048];
+ * its cgroup, each app into its own). Every write to a cgroup.procs takes
+ * the writer's side of the kernel's global cgroup_threadgroup_rwsem,
+ * which first waits for an RCU grace period (rcu_sync_enter), unless
+ * another writer was there within about a grace period before (or
+ * favordynmods is set on the cgroup2 mount); the moves hold cgroup_mutex
+ * during that wait as this write does, so priming adds no waiting, it
+ * moves it earlier (docs/design-start.md). Made here, as soon as the Go
+ * run is started, the wait overlaps the Go run's start and its checks of
+ * the pod. The kernel keeps the path quick for about one grace period
+ * after each such write, so it is repeated every PRIME_EVERY_MS until the
+ * Go run reports: every move of the start (PID 1's, the first app's) is
+ * then quick, however long the steps between them take. Stop requests
+ * meanwhile wait in the signalfd. A host without cgroup v2, or anything
+ * unexpected, leaves the wait to the pod's moves, as before.
+ *
+ * What is written must move nothing: the Go run moves us (cgroups'
+ * OwnLeaf), and so may a manager, at any moment. A write of "0" (us) to
+ * the cgroup we were in an instant before would undo such a move. So the
+ * write names a zombie child of ours, which the kernel finds (the lock is
+ * taken once the pid is found: a pid nobody has takes nothing) and does
+ * not move (an exiting task is left where it is); it is reaped only once
+ * priming ends, so its pid cannot name anyone else meanwhile. */
+static int prime_fd = -1;
+static pid_t prime_zombie = -1;
+static char prime_pid[16];
 
-/* prime writes "0" to the cgroup.procs of the cgroup v2 group we are in
- * now (read again each time: a manager that moved us meanwhile is not
- * undone), under cgroup2_mount. It returns 0 once written. */
+/* prime writes the zombie's pid to the cgroup.procs prime_fd holds open.
+ * It returns 0 once written. */
 static int prime(void)
 {
+	size_t n = strlen(prime_pid);
+	return write(prime_fd, prime_pid, n) == (ssize_t)n ? 0 : -1;
+}
+
+/* prime_end reaps the zombie and closes what priming holds. */
+static void prime_end(void)
+{
+	if (prime_zombie > 0)
+		while (waitpid(prime_zombie, NULL, 0) < 0 && errno == EINTR)
+			;
+	prime_zombie = -1;
+	if (prime_fd >= 0)
+		close(prime_fd);
+	prime_fd = -1;
+}
+
+/* prime_open opens, once, the cgroup.procs of the cgroup v2 group we are
+ * in, under mount. */
+static int prime_open(const char *mount)
+{
 	static char cg[4096];
-	char path[sizeof cg + sizeof cgroup2_mount + 32];
+	char path[sizeof cg + 2048 + 32];
 	if (read_small("/proc/self/cgroup", cg, sizeof cg) <= 0)
 		return -1;
 	char *rel = NULL;
@@ -531,22 +556,20 @@ static int prime(void)
 	if (!rel || *rel != '/')
 		return -1;
 	rel[strcspn(rel, "\n")] = 0;
-	snprintf(path, sizeof path, "%s%s/cgroup.procs", cgroup2_mount, strcmp(rel, "/") ? rel : "");
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	int ok = write(fd, "0", 1) == 1;
-	close(fd);
-	return ok ? 0 : -1;
+	snprintf(path, sizeof path, "%s%s/cgroup.procs", mount, strcmp(rel, "/") ? rel : "");
+	prime_fd = open(path, O_WRONLY | O_CLOEXEC);
+	return prime_fd < 0 ? -1 : 0;
 }
 
 /* prime_cgroups finds the cgroup2 mount (the first, mounted from the
- * hierarchy's root) and primes: 0 once it has. */
+ * hierarchy's root), makes the zombie and primes: 0 once it has. */
 static int prime_cgroups(void)
 {
 	static char mi[65536];
+	static char mount[2048];
 	if (read_small("/proc/self/mountinfo", mi, sizeof mi) <= 0)
 		return -1;
+	int found = 0;
 	/* mountinfo: id parent major:minor root mount-point options... - type source super-options */
 	for (char *l = mi; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
 		char *end = strchr(l, '\n');
@@ -554,13 +577,27 @@ static int prime_cgroups(void)
 			*end = 0;
 		char root[256];
 		if (strstr(l, " - cgroup2 ") &&
-		    sscanf(l, "%*s %*s %*s %255s %2047s", root, cgroup2_mount) == 2 && !strcmp(root, "/") &&
-		    !strchr(cgroup2_mount, '\\'))
-			return prime();
+		    sscanf(l, "%*s %*s %*s %255s %2047s", root, mount) == 2 && !strcmp(root, "/") &&
+		    !strchr(mount, '\\')) {
+			found = 1;
+			break;
+		}
 		if (end)
 			*end = '\n';
 	}
-	return -1;
+	if (!found || prime_open(mount) < 0)
+		return -1;
+	prime_zombie = fork();
+	if (prime_zombie == 0)
+		_exit(0);
+	siginfo_t si;
+	if (prime_zombie < 0 ||
+	    waitid(P_PID, (id_t)prime_zombie, &si, WEXITED | WNOWAIT) < 0 ||
+	    snprintf(prime_pid, sizeof prime_pid, "%d", (int)prime_zombie) <= 0 || prime() < 0) {
+		prime_end();
+		return -1;
+	}
+	return 0;
 }
 
 /* The repeat: cgroup_threadgroup_rwsem's writers' mode lasts about one
@@ -1061,6 +1098,7 @@ int main(int argc, char **argv)
 		}
 	}
 	close(rp[0]);
+	prime_end();
 	int status = 0;
 	while (waitpid(run, &status, 0) < 0 && errno == EINTR)
 		;
