@@ -133,11 +133,23 @@ func NewPod(name string, need []string, ancestor int) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newUnifiedPod(mount, podParent(mount, rel, ancestor), name, need)
+}
+
+// podParent is NewPod's choice of the cgroup the pod's is made in, for a
+// caller in the cgroup rel of the unified hierarchy at mount: the caller's
+// own (its processes moved into OwnLeaf) when every one of them is
+// ancestor's and every cgroup above it holds none, else podParentIn's.
+// A cgroup above with a process (a login session's scope, where a caller
+// put rkt in a child cgroup) could pass no controller down to the
+// caller's, whatever was moved.
+func podParent(mount, rel string, ancestor int) string {
 	parent := podParentIn(mount, rel)
-	if own := filepath.Join(mount, rel); ancestor > 0 && own != parent && moveOwnToLeaf(own, ancestor) {
-		parent = own
+	own := filepath.Join(mount, rel)
+	if ancestor > 0 && own != parent && filepath.Dir(own) == parent && moveOwnToLeaf(own, ancestor) {
+		return own
 	}
-	return newUnifiedPod(mount, parent, name, need)
+	return parent
 }
 
 // OwnLeaf is the cgroup, in the caller's own cgroup, that its processes

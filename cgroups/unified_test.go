@@ -161,6 +161,53 @@ func TestUnifiedPodParentRules(t *testing.T) {
 	}
 }
 
+// A caller in a cgroup of its own below a scope that holds another
+// process (a user's shell, and rkt put in a child cgroup of its session's
+// scope): the pod's cgroup goes into the slice above the scope, and the
+// caller's processes stay where they are. Moved into a leaf of their own
+// cgroup, they left a cgroup no controller could reach through the
+// scope, and the pod never started (TestWaiterPrimingMovesNothing in
+// `make vm-test LAYOUT=v2`).
+func TestUnifiedPodBelowAScopeWithAProcess(t *testing.T) {
+	top, _ := fakeUnified(t)
+	scope := filepath.Join(top, "user.slice", "user-0.slice", "session-1.scope")
+	caller := filepath.Join(scope, "caller")
+	must(t, os.Mkdir(caller, 0o755))
+	start := func(dir string) *exec.Cmd {
+		cg, err := os.Open(dir)
+		must(t, err)
+		defer cg.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		t.Cleanup(cancel)
+		cmd := exec.CommandContext(ctx, "sleep", "60")
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cg.Fd())}
+		must(t, cmd.Start())
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+	start(scope)
+	ours := start(caller)
+	rel := strings.TrimPrefix(caller, filepath.Dir(top))
+	mount := filepath.Dir(top)
+	if p := podParent(mount, rel, ours.Process.Pid); p != filepath.Join(top, "user.slice", "user-0.slice") {
+		t.Fatalf("pod parent %s, want the slice above the scope", p)
+	}
+	if _, err := os.Stat(filepath.Join(caller, OwnLeaf)); err == nil {
+		t.Fatalf("the caller's processes were moved into %s", OwnLeaf)
+	}
+	// With the scope empty, the caller's own cgroup is the pod's
+	// parent, its processes moved into the leaf (a systemd unit).
+	unit := filepath.Join(top, "system.slice", "x.service")
+	must(t, os.MkdirAll(unit, 0o755))
+	ours = start(unit)
+	if p := podParent(mount, strings.TrimPrefix(unit, mount), ours.Process.Pid); p != unit {
+		t.Fatalf("pod parent %s, want the unit's own cgroup", p)
+	}
+	if b, _ := os.ReadFile(filepath.Join(unit, OwnLeaf, "cgroup.procs")); strings.TrimSpace(string(b)) != strconv.Itoa(ours.Process.Pid) {
+		t.Fatalf("%s holds %q, want the unit's process", OwnLeaf, b)
+	}
+}
+
 // descends follows parent links: the test process descends from its
 // parent, not the other way round, and init descends from nobody else.
 func TestDescends(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/pod1/pod1/cgroups"
+	"github.com/pod1/pod1/layout"
 )
 
 // startUnderWaiter starts the pod and returns once PID 1 is ready and the Go run has handed over, with the
@@ -485,7 +486,16 @@ func TestWaiterPrimingMovesNothing(t *testing.T) {
 	})
 	r := start(t, p, RunOpts{Wrapper: []string{"sh", "-c", `echo $$ >"$0/cgroup.procs" && exec "$@"`, caller}})
 	pid := r.Cmd.Process.Pid
-	waitSupervisorReady(t, p)
+	// A pod that fails to start says why, at once.
+	waitFor(t, eventDeadline, "supervisor ready", func() bool {
+		select {
+		case <-r.done:
+			t.Fatalf("the pod ended before it was ready: exit %d\n%s", r.Code, r.Stderr)
+		default:
+		}
+		_, err := os.Lstat(filepath.Join(p.Dir, layout.SupervisorStatus))
+		return err == nil
+	})
 	waitFor(t, eventDeadline, "the hand-over", func() bool { return handedOver(pid) })
 	if got := cgroupFile(t, pid, "no-such-controller", ""); got != caller {
 		t.Errorf("the waiter is in %s, not in %s where its caller put it", got, caller)
