@@ -310,6 +310,31 @@ cleanup_leftovers() { # kill what a test left, gc its pods, unmount, remove
 	done
 	rm -rf --one-file-system "${WORK:?}/tmp"/* "${WORK:?}/functional-tmp"/* 2>/dev/null || true
 	rm -f /run/rkt/metadata-svc.sock 2>/dev/null || true
+	cleanup_nat_chains
+}
+
+# The per-pod NAT chains of CNI's default network (CNI-<hex>, jumped to from
+# POSTROUTING) that a pod whose network was never torn down leaves on the
+# host (rkt's TestExport and TestGCAfterUnmount do, with any stage1): every
+# such chain made since runtests began is removed, with its jumps.
+PRE_NAT_CHAINS= NAT_SNAPSHOT=0
+nat_chains() {
+	command -v iptables >/dev/null 2>&1 || return 0
+	iptables -w -t nat -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^CNI-[0-9a-f]+$/ { print $2 }'
+}
+cleanup_nat_chains() {
+	local c rule
+	[ "$NAT_SNAPSHOT" = 1 ] || return 0
+	for c in $(nat_chains); do
+		grep -qxF "$c" <<<"$PRE_NAT_CHAINS" && continue
+		iptables -w -t nat -S POSTROUTING 2>/dev/null | awk -v c="$c" '$1 == "-A" && $NF == c' |
+			while read -r rule; do
+				eval "iptables -w -t nat ${rule/#-A/-D}" 2>/dev/null || true
+			done
+		iptables -w -t nat -F "$c" 2>/dev/null || true
+		iptables -w -t nat -X "$c" 2>/dev/null || true
+		[ -n "${R:-}" ] && echo "removed the NAT chain $c a test left" >>"$R/host-side-effects.txt"
+	done
 }
 
 # Records every stage1 run-entrypoint process (the pod's stage1, exec'd by
@@ -402,6 +427,7 @@ runtests() {
 		[ -e "$cgt" ] && pre_cgt+=("$cgt")
 	done
 	local t0=$SECONDS t s rc res start log
+	PRE_NAT_CHAINS=$(nat_chains) NAT_SNAPSHOT=1
 	for t in "${tests[@]}"; do
 		cleanup_leftovers
 		log=$R/logs/$t.log
