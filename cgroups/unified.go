@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/pod1/pod1/procstat"
 )
 
 // Controllers of a unified hierarchy the pod's cgroup is given, when the
@@ -203,16 +204,11 @@ func descends(pid, ancestor int) bool {
 		if pid == ancestor {
 			return true
 		}
-		b, err := readFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
+		st, ok := procstat.Read(pid)
+		if !ok {
 			return false
 		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) < 2 {
-			return false
-		}
-		if pid, err = strconv.Atoi(f[1]); err != nil {
+		if pid, ok = st.PPid(); !ok {
 			return false
 		}
 	}

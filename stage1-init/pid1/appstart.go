@@ -21,6 +21,7 @@ import (
 	"github.com/pod1/pod1/podattach"
 	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podplan"
+	"github.com/pod1/pod1/procstat"
 	"github.com/pod1/pod1/reaper"
 	"github.com/pod1/pod1/stage1-init/handover"
 	"github.com/pod1/pod1/supervisor"
@@ -287,32 +288,11 @@ func (o *appOS) SetupCPU(a *supervisor.App) (time.Duration, bool) {
 	if a.Pid <= 0 {
 		return 0, false
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(a.Pid) + "/stat")
-	if err != nil {
+	st, ok := procstat.Read(a.Pid)
+	if !ok {
 		return 0, false
 	}
-	return statCPU(b)
-}
-
-// statCPU is the utime and stime of a /proc/PID/stat, counted in USER_HZ
-// (100 on every Linux; proc(5)).
-func statCPU(b []byte) (time.Duration, bool) {
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, false
-	}
-	// After the name: state (field 3) ... utime (14), stime (15).
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, false
-	}
-	u, err1 := strconv.ParseUint(f[11], 10, 63)
-	k, err2 := strconv.ParseUint(f[12], 10, 63)
-	if err1 != nil || err2 != nil {
-		return 0, false
-	}
-	return time.Duration(u+k) * (time.Second / 100), true
+	return st.CPU()
 }
 
 // notAppProcess is isAppProcess's answer: "" for the app's process, else
@@ -321,17 +301,15 @@ func (o *appOS) notAppProcess(app string, pid int) string {
 	if o.reaper.Kept(pid) {
 		return ""
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	st, ok := procstat.Read(pid)
+	if !ok {
 		if o.reaper.Kept(pid) {
 			return ""
 		}
-		return fmt.Sprintf("stat: %v, and no exit of it kept", err)
+		return "no stat, and no exit of it kept"
 	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 2 || f[1] != strconv.Itoa(os.Getpid()) {
-		return fmt.Sprintf("not PID 1's child (stat %q)", strings.TrimSpace(s))
+	if ppid, ok := st.PPid(); !ok || ppid != os.Getpid() {
+		return fmt.Sprintf("not PID 1's child (stat %q)", strings.Join(st, " "))
 	}
 	if o.pod.Cgroup == nil {
 		return ""
