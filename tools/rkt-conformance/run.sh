@@ -25,7 +25,7 @@
 # with a time limit, in a cgroup of its own so that what it leaves behind can
 # be killed, gc'd and unmounted before the next.
 #
-# Knobs (environment): WORK, PER_TEST_TIMEOUT, WATCH_PODS, EXCLUDE, GO,
+# Knobs (environment): WORK, PER_TEST_TIMEOUT, WATCH_PODS, EXCLUDE, EMPTY_OK, GO,
 # GOPROXY, GOSUMDB, GOMODCACHE, GOCACHE, CGO_ENABLED. See README.md.
 set -euo pipefail
 
@@ -55,6 +55,7 @@ WORK=${WORK:-/var/tmp/rkt-conformance}
 PER_TEST_TIMEOUT=${PER_TEST_TIMEOUT:-420}
 WATCH_PODS=${WATCH_PODS:-1}
 EXCLUDE=${EXCLUDE:-}
+EMPTY_OK=${EMPTY_OK:-0}
 case $WORK in
 /*) ;;
 *) die "WORK must be an absolute path" ;;
@@ -376,12 +377,18 @@ on_exit() {
 runtests() {
 	local bin=$B/functional-coreos.test
 	[ -x "$bin" ] && [ -x "$BIN/rkt" ] || die "build first: $0 $STAGE1_ACI build"
-	install_stage1
 	local entry R tests
-	entry=$(cat "$BIN/stage1-run-entrypoint")
 	mapfile -t tests < <(cd "$WORK/cwd" && "$bin" -test.list '^Test' | grep -E -- "$FILTER" |
 		{ if [ -n "$EXCLUDE" ]; then grep -v -E -- "$EXCLUDE"; else cat; fi; } || true)
-	[ ${#tests[@]} -gt 0 ] || die "no test matches '$FILTER'"
+	if [ ${#tests[@]} = 0 ]; then
+		# A caller that splits one regex over two runs (TestNet* in
+		# netns.sh) may find one half empty; that is not a failure.
+		[ "$EMPTY_OK" = 1 ] || die "no test matches '$FILTER'"
+		log "no test matches '$FILTER'${EXCLUDE:+ outside '$EXCLUDE'}: nothing to run"
+		return 0
+	fi
+	install_stage1
+	entry=$(cat "$BIN/stage1-run-entrypoint")
 	R=$WORK/results/$(date +%Y%m%d-%H%M%S)
 	[ -e "$R" ] && R=$R-$$
 	mkdir -p "$R/logs" "$WORK/tmp" "$WORK/functional-tmp"
