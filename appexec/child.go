@@ -116,6 +116,9 @@ func become(s *Spec) (int, error) {
 		if err := joinAppsPidNS(PidNSFd); err != nil {
 			return setupFailed, err
 		}
+		if err := joinAppsCgroupNS(s); err != nil {
+			return setupFailed, err
+		}
 		return startInUserNS(s)
 	}
 	// The app's process gets a session of its own (Launch): it has no

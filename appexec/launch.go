@@ -43,6 +43,25 @@ const PidNSFd = 5
 // once. The set-up process holds it there from its birth.
 const GateFd = seccomp.LaunchGateFd
 
+// CgroupNSFd is where an app's set-up process finds the apps' cgroup
+// namespace, with Spec.CgroupNS (a host with only cgroup v2): rooted at
+// the apps' cgroup, in which an app sees its own as "/app-<name>", and
+// no cgroup outside the pod's apps. Above GateFd, which the app's
+// process closes before its gate like every descriptor it does not keep.
+const CgroupNSFd = GateFd + 1
+
+// joinAppsCgroupNS makes the apps' cgroup namespace the calling thread's,
+// which the processes it clones are born in, when s asks for it.
+func joinAppsCgroupNS(s *Spec) error {
+	if !s.CgroupNS {
+		return nil
+	}
+	if err := unix.Setns(CgroupNSFd, unix.CLONE_NEWCGROUP); err != nil {
+		return fmt.Errorf("join the apps' cgroup namespace: %w", err)
+	}
+	return nil
+}
+
 // AppsProc is where PID 1's root holds a procfs of the apps' pid
 // namespace: a set-up process clones it for the app's /proc. A procfs
 // shows the pid namespace of the process that made it, which no stage1
@@ -111,6 +130,9 @@ func mountAppsProc(root *os.File, target string) error {
 func Launch(s *Spec, argv []string, pidns int, ctty bool, then func(pid int, execErr func() error) int) (int, error) {
 	const setupFailed = status.CodeStage1Failure
 	if err := joinAppsPidNS(pidns); err != nil {
+		return setupFailed, err
+	}
+	if err := joinAppsCgroupNS(s); err != nil {
 		return setupFailed, err
 	}
 	if len(s.Listen) > 0 {

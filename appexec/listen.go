@@ -25,7 +25,7 @@ import (
 
 // ListenFd is where an app's set-up process holds the first of the app's
 // sockets; the others follow it.
-const ListenFd = GateFd + 1
+const ListenFd = CgroupNSFd + 1
 
 // MaxListen bounds the sockets one app gets.
 const MaxListen = 256

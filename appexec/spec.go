@@ -61,6 +61,9 @@ type Spec struct {
 	// off its copy (unstack). PID 1 sets it when it starts the app; it
 	// is not part of the spec the host side builds.
 	StageBinds []string `json:"stageBinds,omitempty"`
+	// CgroupNS: the set-up process holds the apps' cgroup namespace at
+	// CgroupNSFd, and clones the app's process into it.
+	CgroupNS bool `json:"cgroupNS,omitempty"`
 	// CtrlTTY makes fd 0, a pseudo-terminal PID 1 holds the master of
 	// (rkt's tty stdin), the controlling terminal of the app's session.
 	CtrlTTY bool `json:"ctrlTTY,omitempty"`

@@ -113,6 +113,31 @@ static int procfs(void)
 	return mnt;
 }
 
+/* send_fds sends PID 1 one byte, what, with n descriptors, on fd 3, and
+ * closes them. */
+static int send_fds(char what, int *fds, int n)
+{
+	struct iovec iov = {.iov_base = &what, .iov_len = 1};
+	union {
+		char buf[CMSG_SPACE((PROCFS_COUNT + 1) * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	memset(&u, 0, sizeof u);
+	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = CMSG_SPACE(n * sizeof(int))};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(n * sizeof(int));
+	memcpy(CMSG_DATA(c), fds, n * sizeof(int));
+	ssize_t r;
+	do
+		r = sendmsg(REPORT_FD, &msg, MSG_NOSIGNAL);
+	while (r < 0 && errno == EINTR);
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	return r == 1 ? 0 : -1;
+}
+
 static int send_procfs(void)
 {
 	int fds[PROCFS_COUNT + 1];
@@ -123,26 +148,25 @@ static int send_procfs(void)
 	 * us could open it later, and after this nothing may. */
 	if ((fds[PROCFS_COUNT] = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC)) < 0)
 		return -1;
-	char byte = 'p';
-	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-	union {
-		char buf[CMSG_SPACE(sizeof fds)];
-		struct cmsghdr align;
-	} u;
-	memset(&u, 0, sizeof u);
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof fds);
-	memcpy(CMSG_DATA(c), fds, sizeof fds);
-	ssize_t n;
-	do
-		n = sendmsg(REPORT_FD, &msg, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	for (int i = 0; i <= PROCFS_COUNT; i++)
-		close(fds[i]);
-	return n == 1 ? 0 : -1;
+	return send_fds('p', fds, PROCFS_COUNT + 1);
+}
+
+/* cgroupns is pod1-cgroupns (POD1_ROLE_CGROUP_NS): born in the apps' cgroup
+ * (PID 1 clones it there), it makes a cgroup namespace rooted at that
+ * cgroup, which is what a namespace's root is, and sends it to PID 1.
+ * Only a process in a cgroup can root a namespace there, and on cgroup v2
+ * a cgroup that hands controllers down to its children holds no process:
+ * PID 1 hands them down once this one is gone. */
+static int cgroupns(void)
+{
+	if (unshare(CLONE_NEWCGROUP) < 0)
+		return fail("unshare cgroup namespace");
+	int fd = open("/proc/self/ns/cgroup", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fail("open the cgroup namespace");
+	if (send_fds('c', &fd, 1) < 0)
+		return fail("send the cgroup namespace");
+	return 0;
 }
 
 /* mkdirs makes every directory of path (absolute) that is missing. */
@@ -275,8 +299,10 @@ static int drop_everything(void)
 	return 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	if (argc > 0 && strcmp(argv[0], POD1_ROLE_CGROUP_NS) == 0)
+		return cgroupns();
 	sigset_t chld;
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);

@@ -54,6 +54,12 @@ type Pod struct {
 	// Cgroup is the pod's cgroup, made by the run entry point; nil when
 	// the host has no usable cgroup hierarchy.
 	Cgroup *cgroups.Group `json:"cgroup,omitempty"`
+	// AppsControllers are the controllers the apps' cgroup must hand
+	// down to the apps' own, on a host with only cgroup v2: PID 1 does,
+	// once it has made the apps' cgroup namespace there (a cgroup that
+	// hands controllers down holds no process, and only a process in it
+	// can root a namespace there).
+	AppsControllers []string `json:"appsControllers,omitempty"`
 	// CRIDir is the host directory of the apps' CRI log files (rkt's
 	// k8s-plain log mode), or "".
 	CRIDir string `json:"criDir,omitempty"`

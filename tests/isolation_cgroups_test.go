@@ -502,6 +502,14 @@ func TestPID1InItsCgroupBeforeTheFirstApp(t *testing.T) {
 		t.Fatalf("cgroups of PID 1 and the app: %q", lines)
 	}
 	pid1, app := lines[:len(lines)/2], lines[len(lines)/2:]
+	if unifiedHost(t) {
+		// In the apps' cgroup namespace, rooted at the apps' cgroup
+		// (TestAppsCgroupNamespace).
+		if len(app) != 1 || app[0] != "cat 0::/app-a" || pid1[0] != "cat 0::/../stage1" {
+			t.Fatalf("cgroups of PID 1 and the app, as the app sees them: %q, %q", pid1, app)
+		}
+		return
+	}
 	checked := 0
 	for i, a := range app {
 		// hierarchy-id:controllers:path
@@ -520,5 +528,65 @@ func TestPID1InItsCgroupBeforeTheFirstApp(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatalf("the app is in no cgroup of the pod's: %q", app)
+	}
+}
+
+// unifiedHost reports whether the host's only cgroup hierarchy is v2.
+func unifiedHost(t *testing.T) bool {
+	t.Helper()
+	var st unix.Statfs_t
+	must(t, unix.Statfs("/sys/fs/cgroup", &st))
+	return st.Type == unix.CGROUP2_SUPER_MAGIC
+}
+
+// On a host whose only hierarchy is cgroup v2 the apps live in a cgroup
+// namespace of the pod's, rooted at the apps' cgroup: an app sees its
+// own as "/app-<name>", and its pid 1 (pod1-pause) holds that cgroup,
+// read-only, at /sys/fs/cgroup, where the app's own path leads to its
+// limits. rkt's apps read them there, through /proc/1/root, as in rkt's
+// stage1 (rkt's TestAppIsolatorMemory on such a host), and nothing of
+// the host's other cgroups, or of the stage1's, is shown. An entered
+// command joins the namespace too. On other layouts the apps are in the
+// host's cgroup namespace, as before (make vm-test LAYOUT=v2 runs this).
+func TestAppsCgroupNamespace(t *testing.T) {
+	if !unifiedHost(t) {
+		t.Skip("the host has cgroup v1 hierarchies: no cgroup namespace for the apps (make vm-test LAYOUT=v2 runs this)")
+	}
+	look := probe("cat", "/proc/self/cgroup", "+", "fstype", "/proc/1/root/sys/fs/cgroup", "+",
+		"cat", "/proc/1/root/sys/fs/cgroup/app-a/memory.max", "+", "ls", "/proc/1/root/sys/fs/cgroup", "+",
+		"mkdir", "/proc/1/root/sys/fs/cgroup/planted", "+", "cat", "/sys/fs/cgroup/memory.max", "+", "fstype", "/sys/fs/cgroup")
+	p := isoPod(t, []App{{Name: "a", Exec: look}, {Name: "b", Exec: probe("sleep", "20s")}},
+		Isolators{"a": {isolator("os/linux/capabilities-retain-set", map[string]any{"set": []string{"CAP_SYS_PTRACE"}}),
+			isolator("resource/memory", map[string]any{"limit": "64Mi"})}}, nil)
+	r := runPod(t, p, RunOpts{})
+	out := r.Stdout.String()
+	defer func() {
+		if t.Failed() {
+			t.Logf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, out, r.Stderr)
+		}
+	}()
+	if r.Code != 0 {
+		t.Fatalf("exit %d", r.Code)
+	}
+	if got := r.Lines("cat "); len(got) != 3 || got[0] != "cat 0::/app-a" || got[1] != "cat 67108864" || got[2] != "cat 67108864" {
+		// Its own cgroup, its limit through its pid 1's root, and
+		// through its own /sys/fs/cgroup, as before.
+		t.Errorf("the app's cgroup and limits: %q", got)
+	}
+	for _, w := range []string{
+		"fstype /proc/1/root/sys/fs/cgroup cgroup2",
+		// The pod's apps, and nothing else: not the stage1's cgroup.
+		"ls /proc/1/root/sys/fs/cgroup ",
+		"mkdir /proc/1/root/sys/fs/cgroup/planted EROFS",
+		"fstype /sys/fs/cgroup cgroup2",
+	} {
+		if !strings.Contains(out, w) {
+			t.Errorf("missing %q", w)
+		}
+	}
+	ls := r.Lines("ls /proc/1/root/sys/fs/cgroup ")
+	if len(ls) != 1 || !strings.Contains(" "+ls[0]+" ", " app-a ") || !strings.Contains(" "+ls[0]+" ", " app-b ") ||
+		strings.Contains(" "+ls[0]+" ", " stage1 ") || strings.Contains(" "+ls[0]+" ", " apps ") {
+		t.Errorf("the apps' pid 1's /sys/fs/cgroup: %q; want the apps' cgroup (app-a, app-b), nothing above it", ls)
 	}
 }

@@ -13,6 +13,7 @@
 #define POD1_ROLE_KEEPER "pod1-lock"
 #define POD1_PAUSE_BINARY "pod1-pause"
 #define POD1_ROLE_PAUSE "pod1-pause"
+#define POD1_ROLE_CGROUP_NS "pod1-cgroupns"
 
 #define POD1_WAITER_ENV "POD1_WAITER_FD"
 

@@ -123,12 +123,15 @@ func enterMain(args []string) int {
 	if err := joinCgroupsOf(rec.Pid); err != nil {
 		return fail(fmt.Errorf("enter: app %q: %w", app, err))
 	}
-	pidNS, err := joinApp(pid1, rec.Pid)
+	pidNS, cgroupNS, err := joinApp(pid1, rec.Pid)
 	if err != nil {
 		return fail(fmt.Errorf("enter: app %q: %w", app, err))
 	}
 	defer pidNS.Close()
-	p, report, err := spawnInApp(spec, cmd, exe, pidNS)
+	if cgroupNS != nil {
+		defer cgroupNS.Close()
+	}
+	p, report, err := spawnInApp(spec, cmd, exe, pidNS, cgroupNS)
 	if err != nil {
 		return fail(fmt.Errorf("enter: app %q: %w", app, err))
 	}
@@ -287,10 +290,13 @@ type enterOrders struct {
 // by no path, and the child executes exe.Name relative to it. Until the
 // child enters the app's working directory, its cwd shows nothing but
 // that read-only directory.
-func spawnInApp(s *appexec.Spec, argv []string, exe *selfexe.SelfDir, pidNS *os.File) (*os.Process, *os.File, error) {
+func spawnInApp(s *appexec.Spec, argv []string, exe *selfexe.SelfDir, pidNS, cgroupNS *os.File) (*os.Process, *os.File, error) {
 	// No Pdeathsig: a command outliving enter stays in the app's
 	// cgroups and dies with the app.
 	sys := &syscall.SysProcAttr{Setsid: true}
+	c := *s
+	c.CgroupNS = cgroupNS != nil
+	s = &c
 	orders, err := json.Marshal(enterOrders{Spec: s, Argv: argv, Exe: exe.Name})
 	if err != nil {
 		return nil, nil, err
@@ -323,7 +329,7 @@ func spawnInApp(s *appexec.Spec, argv []string, exe *selfexe.SelfDir, pidNS *os.
 	gw.Close()
 	defer gate.Close()
 	p, err := os.StartProcess(exe.Name, []string{roleEnter, enterExecFlag}, &os.ProcAttr{
-		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, r, pidNS, rw, gate},
+		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr, r, pidNS, rw, gate, cgroupNS}, // appexec.CgroupNSFd
 		Sys:   sys,
 	})
 	r.Close()
@@ -369,6 +375,11 @@ func enterExecMain() int {
 		// holds a capability over it.
 		if err := unix.Setns(enterPidNSFd, unix.CLONE_NEWPID); err != nil {
 			return fail(fmt.Errorf("enter: join the apps' pid namespace: %w", err))
+		}
+		if o.Spec.CgroupNS {
+			if err := unix.Setns(appexec.CgroupNSFd, unix.CLONE_NEWCGROUP); err != nil {
+				return fail(fmt.Errorf("enter: join the apps' cgroup namespace: %w", err))
+			}
 		}
 		code, err := appexec.RunInUserNS(o.Spec, o.Argv)
 		if err != nil {

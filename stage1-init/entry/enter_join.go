@@ -20,11 +20,15 @@ import (
 // reach. Both processes are pinned by pidfds first, and the app's is
 // checked to be in the pod's apps' namespace, so a pid reused since the
 // record was written cannot be joined.
-func joinApp(pid1 *podpid.PID1, appPid int) (*os.File, error) {
+//
+// It also returns the app's cgroup namespace when it is not ours (the
+// apps' own, on a host with only cgroup v2), nil otherwise: the command
+// is cloned into it, as the app's processes are.
+func joinApp(pid1 *podpid.PID1, appPid int) (pidNS, cgroupNS *os.File, err error) {
 	podPid, podFd := pid1.Pid, pid1.Fd()
 	appFd, err := unix.PidfdOpen(appPid, 0)
 	if err != nil {
-		return nil, fmt.Errorf("app pid %d: %w", appPid, err)
+		return nil, nil, fmt.Errorf("app pid %d: %w", appPid, err)
 	}
 	defer unix.Close(appFd)
 	podNS, err1 := os.Readlink("/proc/" + strconv.Itoa(podPid) + "/ns/pid")
@@ -34,7 +38,7 @@ func joinApp(pid1 *podpid.PID1, appPid int) (*os.File, error) {
 		if appNSFile != nil {
 			appNSFile.Close()
 		}
-		return nil, fmt.Errorf("read pid namespaces: %w", err)
+		return nil, nil, fmt.Errorf("read pid namespaces: %w", err)
 	}
 	ok := false
 	defer func() {
@@ -42,32 +46,64 @@ func joinApp(pid1 *podpid.PID1, appPid int) (*os.File, error) {
 			appNSFile.Close()
 		}
 	}()
+	cgroupNS, err = appCgroupNS(appPid)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if !ok && cgroupNS != nil {
+			cgroupNS.Close()
+		}
+	}()
 	if podNS == selfNS {
-		return nil, fmt.Errorf("pid %d is not the PID 1 of a pod", podPid)
+		return nil, nil, fmt.Errorf("pid %d is not the PID 1 of a pod", podPid)
 	}
 	if parent, err := parentNS(appNSFile); err != nil || parent != podNS {
-		return nil, fmt.Errorf("pid %d is not in the pod (the app is gone)", appPid)
+		return nil, nil, fmt.Errorf("pid %d is not in the pod (the app is gone)", appPid)
 	}
 	// The links above were read while the pidfds pinned those pids: if
 	// both processes still live, they named these processes.
 	for _, fd := range []int{podFd, appFd} {
 		if err := unix.PidfdSendSignal(fd, 0, nil, 0); err != nil {
-			return nil, fmt.Errorf("the pod or the app exited: %w", err)
+			return nil, nil, fmt.Errorf("the pod or the app exited: %w", err)
 		}
 	}
 	// setns(CLONE_NEWNS) refuses a thread sharing its root and cwd with
 	// others, as every Go thread does.
 	if err := unix.Unshare(unix.CLONE_FS); err != nil {
-		return nil, fmt.Errorf("unshare fs: %w", err)
+		return nil, nil, fmt.Errorf("unshare fs: %w", err)
 	}
 	if err := unix.Setns(podFd, unix.CLONE_NEWIPC|unix.CLONE_NEWUTS|unix.CLONE_NEWNET); err != nil {
-		return nil, fmt.Errorf("join the pod's namespaces: %w", err)
+		return nil, nil, fmt.Errorf("join the pod's namespaces: %w", err)
 	}
 	if err := unix.Setns(appFd, unix.CLONE_NEWNS); err != nil {
-		return nil, fmt.Errorf("join the app's mount namespace: %w", err)
+		return nil, nil, fmt.Errorf("join the app's mount namespace: %w", err)
 	}
 	ok = true
-	return appNSFile, nil
+	return appNSFile, cgroupNS, nil
+}
+
+// appCgroupNS opens the cgroup namespace of the app's process, pid, if it
+// is not ours; nil if it is.
+func appCgroupNS(pid int) (*os.File, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/cgroup")
+	if err != nil {
+		return nil, fmt.Errorf("the app's cgroup namespace: %w", err)
+	}
+	var app, self unix.Stat_t
+	err = unix.Fstat(int(f.Fd()), &app)
+	if err == nil {
+		err = unix.Stat("/proc/self/ns/cgroup", &self)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("the app's cgroup namespace: %w", err)
+	}
+	if app.Ino == self.Ino && app.Dev == self.Dev {
+		f.Close()
+		return nil, nil
+	}
+	return f, nil
 }
 
 // nsGetParent is linux/nsfs.h's NS_GET_PARENT, _IO(0xb7, 0x2), which

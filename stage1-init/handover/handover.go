@@ -54,6 +54,11 @@ const (
 	PauseBinary = "pod1-pause"
 	// RolePause is pod1-pause's name.
 	RolePause = "pod1-pause"
+	// RoleCgroupNS is PauseBinary started to make the apps' cgroup
+	// namespace, on a host with only cgroup v2: PID 1 clones it into the
+	// apps' cgroup (CLONE_INTO_CGROUP), it unshares its cgroup namespace,
+	// which is rooted there, sends it on PauseSockFd and exits.
+	RoleCgroupNS = "pod1-cgroupns"
 )
 
 // WaiterEnv names, in the Go run's environment, what the waiter passes

@@ -57,6 +57,10 @@ type appOS struct {
 	// wait on before their execve (appexec.GateFd), gateW its write end,
 	// closed once every one of them exists (openGate); -1 when none.
 	gate, gateW int
+	// cgroupNS is the apps' cgroup namespace (appsCgroupNS), which the
+	// set-up processes clone the apps' processes into
+	// (appexec.CgroupNSFd), or -1: none on a host with v1 hierarchies.
+	cgroupNS int
 	// podPidsMax caches appsPidsMax.
 	podPidsMax *int
 }

@@ -49,6 +49,7 @@ func (o *appOS) Start(a *supervisor.App) (p supervisor.Proc, err error) {
 	ps, listen := a.Cfg.MainSpec(phaseSpec(a), a.Phase() == supervisor.PhaseMain)
 	ps = o.withDevLog(a, ps)
 	ps.StageBinds = stageBinds
+	ps.CgroupNS = o.cgroupNS >= 0
 	spec, err := json.Marshal(ps)
 	if err != nil {
 		return p, err
@@ -88,7 +89,10 @@ func (o *appOS) Start(a *supervisor.App) (p supervisor.Proc, err error) {
 	// forks and reaps a throwaway child to probe clone(CLONE_PIDFD)
 	// (os.checkPidfd) on the first app's start path, for a pidfd the
 	// reaper, which owns wait4, never uses.
-	files := []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2]), pr.Fd(), rw.Fd(), uintptr(o.pause.pidns), uintptr(o.gateFor())}
+	files := []uintptr{uintptr(stdio[0]), uintptr(stdio[1]), uintptr(stdio[2]), pr.Fd(), rw.Fd(), uintptr(o.pause.pidns), uintptr(o.gateFor()), handover.NoFd}
+	if o.cgroupNS >= 0 {
+		files[appexec.CgroupNSFd] = uintptr(o.cgroupNS)
+	}
 	files = append(files, listen...) // from appexec.ListenFd on
 	fork := func() (int, error) {
 		return syscall.ForkExec("/proc/self/exe", []string{handover.RoleApp}, &syscall.ProcAttr{

@@ -95,11 +95,15 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	if err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
+	cgroupNS, err := appsCgroupNS(pod, pz, rp)
+	if err != nil {
+		return fail(fmt.Errorf("pod init: %w", err))
+	}
 	shm, err := makePodShm(pod.ShmSize)
 	if err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
-	o := &appOS{pod: pod, reaper: rp, pause: pz, reports: make(chan *setupReport), commit: commitPipe(), gate: -1, gateW: -1}
+	o := &appOS{pod: pod, reaper: rp, pause: pz, reports: make(chan *setupReport), commit: commitPipe(), gate: -1, gateW: -1, cgroupNS: cgroupNS}
 	p := &pid1{pod: pod, os: o, reaper: rp, req: req, sup: supervisor.New(o, pod)}
 	var ctl *net.UnixListener
 	if pod.Mutable {
@@ -111,7 +115,7 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	if err := enterOwnRoot(pod, procfs, shm); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
-	if err := pz.giveRoot(pod.Cgroup, pod.AppsBoundingSet()); err != nil {
+	if err := pz.giveRoot(pod.Cgroup, cgroupNS >= 0, pod.AppsBoundingSet()); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
 	// From here on PID 1 writes its cgroups through the descriptors it

@@ -205,13 +205,12 @@ func makeCgroups(pod *podspec.Pod, pid int, podDir string) (*cgroups.Group, *mac
 	// The apps live in one cgroup, which the pod's pids.max is put on:
 	// PID 1 (a Go program, which dies when it cannot make a thread) is
 	// outside it, so fork-bombing apps cannot take it down.
-	apps, err := pg.Child(cgroups.AppsName)
-	if err != nil {
+	if _, err := pg.Child(cgroups.AppsName); err != nil {
 		return nil, nil, fmt.Errorf("cgroup: %w", err)
 	}
-	if err := apps.PassOn(needs); err != nil {
-		return nil, nil, fmt.Errorf("cgroup: %w", err)
-	}
+	// On a unified host PID 1 makes the apps' cgroup namespace in it
+	// first, then hands these down (podplan.Pod.AppsControllers).
+	pod.AppsControllers = needs
 	initCg, err := pg.Child(handover.Stage1Cgroup)
 	return initCg, machine, err
 }

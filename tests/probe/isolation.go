@@ -155,6 +155,19 @@ func isolation(cmd string, a []string) error {
 			return nil
 		}
 		fmt.Printf("statfs %s size=%d\n", arg(a, 0), uint64(st.Blocks)*uint64(st.Bsize))
+	case "fstype":
+		// The type of the file system at PATH: cgroup2, tmpfs, or its
+		// magic number.
+		var st unix.Statfs_t
+		if err := unix.Statfs(arg(a, 0), &st); err != nil {
+			fmt.Printf("fstype %s %s\n", arg(a, 0), errnoOf(err))
+			return nil
+		}
+		name := map[int64]string{unix.CGROUP2_SUPER_MAGIC: "cgroup2", unix.TMPFS_MAGIC: "tmpfs", unix.CGROUP_SUPER_MAGIC: "cgroup"}[int64(st.Type)]
+		if name == "" {
+			name = fmt.Sprintf("%#x", st.Type)
+		}
+		fmt.Printf("fstype %s %s\n", arg(a, 0), name)
 	case "rw":
 		// Opens PATH for reading and writing, writes a byte and reads
 		// four: through a device node, what the device does with them.
