@@ -19,6 +19,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -45,9 +46,17 @@ var (
 func Format(pid int) []byte { return []byte(strconv.Itoa(pid) + "\n") }
 
 // Write writes the pid file in podDir, atomically and without following
-// a planted symlink.
-func Write(podDir string, pid int) error {
-	return safefile.WriteIn(podDir, layout.Pid, Format(pid), 0o644, safefile.Volatile)
+// a planted symlink. Its mtime is started, when the pod's start began:
+// rkt list and rkt status show it as the pod's start (contract §4), and
+// the file itself is written only once PID 1 is ready, which is later by
+// the whole start (the networks' set-up included).
+func Write(podDir string, pid int, started time.Time) error {
+	d, err := safefile.OpenDir(podDir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.WriteFileTimed(layout.Pid, Format(pid), 0o644, safefile.Volatile, started)
 }
 
 // Parse reads a pid file's content: decimal digits without a sign or a

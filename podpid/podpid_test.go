@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -98,7 +99,7 @@ func sleeper(t *testing.T) *exec.Cmd {
 func TestOpenRefusesAProcessThatIsNotThePodsPID1(t *testing.T) {
 	dir := t.TempDir()
 	c := sleeper(t)
-	if err := Write(dir, c.Process.Pid); err != nil {
+	if err := Write(dir, c.Process.Pid, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if p, err := Open(dir); err == nil || errors.Is(err, ErrGone) {
@@ -111,7 +112,7 @@ func TestOpenRefusesAProcessThatIsNotThePodsPID1(t *testing.T) {
 	if err := d.Run(); err != nil {
 		t.Fatal(err)
 	}
-	if err := Write(dir, d.Process.Pid); err != nil {
+	if err := Write(dir, d.Process.Pid, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	// The pid may have been reused meanwhile: then it is refused.
@@ -154,5 +155,28 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The pid file's mtime is the pod's start that Write is given (rkt list
+// and rkt status show it), to the nanosecond, also where a file was there
+// before; its content is the pid.
+func TestWriteGivesThePidFileTheStart(t *testing.T) {
+	dir := t.TempDir()
+	started := time.Now().Add(-90 * time.Minute).Add(123456789 * time.Nanosecond)
+	must(t, os.WriteFile(filepath.Join(dir, layout.Pid), []byte("7\n"), 0o644))
+	if err := Write(dir, 4242, started); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, layout.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fi.ModTime().Equal(started) {
+		t.Errorf("pid file mtime %v, want the start %v", fi.ModTime(), started)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, layout.Pid))
+	if err != nil || string(b) != "4242\n" {
+		t.Errorf("pid file: %q, %v; want \"4242\\n\"", b, err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -90,26 +91,34 @@ func (d *Dir) Sync() error {
 // per write (".<name>.tmp-<random>"), created with O_EXCL|O_NOFOLLOW, so
 // two writers of one name never rename each other's partial file.
 func (d *Dir) WriteFile(name string, data []byte, perm os.FileMode, sync Sync) error {
-	return d.write(name, name, data, perm, sync, false)
+	return d.write(name, name, data, perm, sync, false, time.Time{})
+}
+
+// WriteFileTimed is WriteFile that gives the file the modification time
+// mtime before it is renamed into place, so that no reader sees another:
+// for a file whose mtime is itself read as a record (the pid file's is the
+// pod's start, for rkt list and rkt status).
+func (d *Dir) WriteFileTimed(name string, data []byte, perm os.FileMode, sync Sync, mtime time.Time) error {
+	return d.write(name, name, data, perm, sync, false, mtime)
 }
 
 // WriteReserved is WriteFile that first fills the temp file Reserve made
 // for name, if there is one, so that it cannot fail for lack of space.
 // Only the owner of name may use it: the reservation's name is fixed.
 func (d *Dir) WriteReserved(name string, data []byte, perm os.FileMode, sync Sync) error {
-	return d.write(name, name, data, perm, sync, true)
+	return d.write(name, name, data, perm, sync, true, time.Time{})
 }
 
 // WriteReservedAs is WriteReserved that fills name's reservation but
 // renames it to as: a file that another process moves to name later (the
 // lock keeper commits an app's final status so, status.WritePending).
 func (d *Dir) WriteReservedAs(name, as string, data []byte, perm os.FileMode, sync Sync) error {
-	return d.write(name, as, data, perm, sync, true)
+	return d.write(name, as, data, perm, sync, true, time.Time{})
 }
 
 // write fills a temp file for name (its reservation if reserved and
-// there is one) and renames it to as.
-func (d *Dir) write(name, as string, data []byte, perm os.FileMode, sync Sync, reserved bool) error {
+// there is one), gives it mtime unless that is zero, and renames it to as.
+func (d *Dir) write(name, as string, data []byte, perm os.FileMode, sync Sync, reserved bool, mtime time.Time) error {
 	dirfd := d.Fd()
 	fd, tmp, filled := -1, "", false
 	if reserved {
@@ -134,6 +143,12 @@ func (d *Dir) write(name, as string, data []byte, perm os.FileMode, sync Sync, r
 		// needs one.
 		if terr := unix.Ftruncate(fd, int64(len(data))); terr != nil {
 			err = fmt.Errorf("truncate %s: %w", tmp, terr)
+		}
+	}
+	if err == nil && !mtime.IsZero() {
+		ts := []unix.Timespec{{Nsec: unix.UTIME_OMIT}, unix.NsecToTimespec(mtime.UnixNano())}
+		if terr := unix.UtimesNanoAt(dirfd, tmp, ts, unix.AT_SYMLINK_NOFOLLOW); terr != nil {
+			err = fmt.Errorf("set mtime of %s: %w", tmp, terr)
 		}
 	}
 	if cerr := unix.Close(fd); err == nil && cerr != nil {

@@ -1,9 +1,11 @@
 package tests
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -29,6 +31,42 @@ func TestRktPrepareRunPrepared(t *testing.T) {
 	}
 	if s := r.status(uuid); s.State != "exited" || s.appExit("prep") != 4 {
 		t.Errorf("after run-prepared: %+v", s)
+	}
+}
+
+// rkt status and rkt list show as a pod's start the pid file's mtime
+// (contract §4): it is when the run entry point began, not when the pid
+// file was written once PID 1 was ready, which is later by the whole start
+// (on an emulated VM by more than rkt's TestRktListCreatedStarted allows).
+// The default network makes that start long: the pod's options, recorded
+// after the network's set-up, must be later than the start shown.
+func TestRktStartedIsWhenTheRunBegan(t *testing.T) {
+	r := newRkt(t)
+	img := r.aci("started", map[string]any{"exec": []string{"/bin/probe", "exit", "0"}}, nil)
+	uuid := strings.TrimSpace(r.rkt("prepare", "--quiet", "--stage1-path="+filepath.Join(repoRoot, "build/stage1.aci"), img))
+	before := time.Now()
+	if out, errOut, code := r.exec(rktTimeout, nil, "run-prepared", "--net=default", uuid); code != 0 {
+		t.Fatalf("run-prepared: exit %d\n%s%s", code, out, errOut)
+	}
+	m := regexp.MustCompile(`(?m)^started=(.+)$`).FindStringSubmatch(r.rkt("status", uuid))
+	if m == nil {
+		t.Fatal("rkt status: no started= line")
+	}
+	// rkt's own layout (rkt/status.go), to the millisecond.
+	started, err := time.Parse("2006-01-02 15:04:05.999 -0700 MST", m[1])
+	if err != nil {
+		t.Fatalf("rkt status: started=%q: %v", m[1], err)
+	}
+	fi, err := os.Stat(filepath.Join(r.data, "pods/exited-garbage", uuid, layout.OptionsFile))
+	if errors.Is(err, os.ErrNotExist) {
+		fi, err = os.Stat(filepath.Join(r.data, "pods/run", uuid, layout.OptionsFile))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if started.Before(before.Truncate(time.Millisecond)) || !started.Before(fi.ModTime()) {
+		t.Errorf("rkt status: started=%v; want from %v (rkt run-prepared) to before %v (the pod's options, after its network)",
+			started, before, fi.ModTime())
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -34,6 +35,9 @@ import (
 // hands them over to the waiter once PID 1 is ready: the waiter holds the
 // lock and passes stop requests on until PID 1 has been reaped.
 func runMain(args []string) int {
+	// The pod's start, as rkt list and rkt status show it (the pid
+	// file's mtime, podpid.Write).
+	started := time.Now()
 	// Installed first: a stop request that arrives while we set up
 	// must not kill us before PID 1 exists; it is kept and passed on
 	// once PID 1 can act on it.
@@ -98,7 +102,7 @@ func runMain(args []string) int {
 	if f.opts.MDSToken != "" && !f.opts.NetHost() && !wantsNetworks(f.opts.Net) {
 		logx.Warnf("--mds-token: with --net=none the apps cannot reach the metadata service; AC_METADATA_URL is not set")
 	}
-	return cloneInitAndHandOver(pod, f, podDir, lock, req, w)
+	return cloneInitAndHandOver(&podStart{pod: pod, f: f, podDir: podDir, lock: lock, req: req, w: w, started: started})
 }
 
 // makePodDirs makes the directories of the pod directory that run, PID 1
@@ -313,9 +317,9 @@ func forwardStop(req *sigpolicy.Requests, pid, pidfd int, pidfdErr error) {
 }
 
 // writePid names PID 1 for rkt enter and the host tools (contract §4),
-// atomically, unlike rkt's own stage1.
-func writePid(podDir string, pid int) error {
-	if err := podpid.Write(podDir, pid); err != nil {
+// atomically, unlike rkt's own stage1, with the pod's start as its mtime.
+func writePid(podDir string, pid int, started time.Time) error {
+	if err := podpid.Write(podDir, pid, started); err != nil {
 		return fmt.Errorf("write pid: %w", err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -42,6 +43,8 @@ type podStart struct {
 	lock   *os.File
 	req    *sigpolicy.Requests
 	w      *waiter
+	// started is when the run began: the pod's start (writePid).
+	started time.Time
 
 	fds startFds
 	// undoBind undoes the shared bind of a mutable pod's app directory
@@ -130,8 +133,8 @@ func orNoFd(fd int) uintptr {
 // cloneInitAndHandOver starts the pod (podStart), and returns run's exit
 // code when it could not hand PID 1 over to the waiter: on a hand-over
 // the process exits 0 at once (handOverOrWait).
-func cloneInitAndHandOver(pod *podspec.Pod, f *runFlags, podDir string, lock *os.File, req *sigpolicy.Requests, w *waiter) int {
-	s := &podStart{pod: pod, f: f, podDir: podDir, lock: lock, req: req, w: w, fds: noStartFds()}
+func cloneInitAndHandOver(s *podStart) int {
+	s.fds = noStartFds()
 	defer s.close()
 	for _, step := range []func() error{
 		s.openFiles,
@@ -436,7 +439,7 @@ func (s *podStart) handOver() int {
 	// read it once the pod is ready, never find it missing.
 	waitReady(s.fds.readyR)
 	closeFd(&s.fds.readyR)
-	pidErr := writePid(s.podDir, s.pid)
+	pidErr := writePid(s.podDir, s.pid, s.started)
 	if pidErr != nil {
 		// Without it nobody can stop or enter the pod: PID 1 gets
 		// its configuration, and is stopped in order.
