@@ -63,7 +63,7 @@ run_all() {
 			for d in ${into:-}; do echo "$self" >"$d/cgroup.procs" || exit 125; done
 			cd "/tmp/pod1-vm/repo/$rel" || exit 125
 			exec env -i PATH="$PATH" HOME=/root TMPDIR=/tmp LANG=C.UTF-8 USER=root \
-				POD1_TEST_EVENT_DEADLINE="$EVENT_DEADLINE" \
+				POD1_TEST_EVENT_DEADLINE="$EVENT_DEADLINE" POD1_TEST_EMULATED="$([ "${ACCEL:-}" = tcg ] && echo 1)" \
 				"$S/testbin/$bin" -test.v -test.count=1 -test.timeout="$TIMEOUT" ${RUN:+"-test.run=$RUN"}
 		)
 		r=$?
