@@ -15,7 +15,8 @@ import (
 
 // spy is what an app that may stop and look into any process of its pid
 // namespace (CAP_KILL, CAP_SYS_PTRACE) does to catch a stage1 process: for
-// DURATION it lists /proc over and over, stops every process it has not
+// DURATION, or with a second argument FILE until FILE exists (DURATION
+// at most), it lists /proc over and over, stops every process it has not
 // seen before the moment it sees it (SIGSTOP), reads its name and
 // effective capabilities while it cannot move, and lets it go on. It
 // reports each kind of process it saw once: "spy saw <argv0> <CapEff>",
@@ -28,7 +29,13 @@ func spy(a []string) error {
 	self := strconv.Itoa(os.Getpid())
 	seen := map[string]bool{}
 	kinds := map[string]bool{}
+	until := arg(a, 1)
 	for end := time.Now().Add(d); time.Now().Before(end); {
+		if until != "" {
+			if _, err := os.Stat(until); err == nil {
+				break
+			}
+		}
 		ents, err := os.ReadDir("/proc")
 		if err != nil {
 			return err
