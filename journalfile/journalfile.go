@@ -213,15 +213,15 @@ type Options struct {
 	MaxSize uint64
 }
 
-// Create makes a new journal file at path (O_EXCL: never one that is
-// there) and writes its header and hash tables.
-func Create(path string, opts Options) (*Writer, error) {
+// CreateAt makes a new journal file name in the directory dir (O_EXCL:
+// never one that is there) and writes its header and hash tables.
+func CreateAt(dir int, name string, opts Options) (*Writer, error) {
 	if opts.MaxSize < 1<<20 {
-		return nil, fmt.Errorf("journal file %s: size cap %d under 1 MiB", path, opts.MaxSize)
+		return nil, fmt.Errorf("journal file %s: size cap %d under 1 MiB", name, opts.MaxSize)
 	}
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o640)
+	fd, err := unix.Openat(dir, name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o640)
 	if err != nil {
-		return nil, &os.PathError{Op: "create", Path: path, Err: err}
+		return nil, &os.PathError{Op: "create", Path: name, Err: err}
 	}
 	w := &Writer{
 		fd: fd, maxSize: opts.MaxSize,
@@ -238,22 +238,22 @@ func Create(path string, opts Options) (*Writer, error) {
 		w.tailSeqnum = opts.NextSeqnum - 1
 	}
 	if _, err := rand.Read(w.fileID[:]); err != nil {
-		w.abandon(path)
+		w.abandon(dir, name)
 		return nil, err
 	}
 	if w.seqnumID == (ID128{}) {
 		w.seqnumID = w.fileID
 	}
 	if err := w.setUp(); err != nil {
-		w.abandon(path)
-		return nil, fmt.Errorf("journal file %s: %w", path, err)
+		w.abandon(dir, name)
+		return nil, fmt.Errorf("journal file %s: %w", name, err)
 	}
 	return w, nil
 }
 
-func (w *Writer) abandon(path string) {
+func (w *Writer) abandon(dir int, name string) {
 	unix.Close(w.fd)
-	_ = os.Remove(path)
+	_ = unix.Unlinkat(dir, name, 0)
 }
 
 // setUp writes the header, offline until both hash tables are there, then

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 var (
@@ -46,6 +48,22 @@ func journalctl(t *testing.T, args ...string) (string, error) {
 	return out.String(), nil
 }
 
+// create makes a file in a new temporary directory, and returns its path.
+func create(t testing.TB, opts Options) (*Writer, string) {
+	t.Helper()
+	dir := t.TempDir()
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	w, err := CreateAt(fd, Active, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, filepath.Join(dir, Active)
+}
+
 func fieldsOf(kv ...string) [][]byte {
 	f := make([][]byte, len(kv))
 	for i, s := range kv {
@@ -59,11 +77,7 @@ func fieldsOf(kv ...string) [][]byte {
 // writer has it) and after Close. Many entries share fields, so data
 // objects' entry arrays and the file's grow through several arrays.
 func TestJournalctlReadsAndVerifiesTheFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "system.journal")
-	w, err := Create(path, Options{Machine: testMachine, Boot: testBoot, MaxSize: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, path := create(t, Options{Machine: testMachine, Boot: testBoot, MaxSize: 8 << 20})
 	base := time.Date(2026, 12, 7, 1, 0, 0, 0, time.UTC)
 	const n = 300
 	for i := range n {
@@ -150,11 +164,7 @@ func containsAll(vs []any, want ...string) bool {
 // An entry that would take the file past its cap is refused whole: the
 // file keeps every entry before it, and verifies.
 func TestAppendPastTheCapWritesNothing(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "system.journal")
-	w, err := Create(path, Options{Machine: testMachine, Boot: testBoot, MaxSize: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, path := create(t, Options{Machine: testMachine, Boot: testBoot, MaxSize: 1 << 20})
 	n := 0
 	for ; ; n++ {
 		err := w.Append(time.Now(), time.Duration(n+1)*time.Second, fieldsOf(fmt.Sprintf("MESSAGE=%d %s", n, strings.Repeat("x", 200)), "SYSLOG_IDENTIFIER=app"))
@@ -185,10 +195,7 @@ func TestAppendPastTheCapWritesNothing(t *testing.T) {
 
 // Bad fields are refused before anything is written.
 func TestAppendRefusesBadFields(t *testing.T) {
-	w, err := Create(filepath.Join(t.TempDir(), "j"), Options{Machine: testMachine, Boot: testBoot, MaxSize: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, _ := create(t, Options{Machine: testMachine, Boot: testBoot, MaxSize: 1 << 20})
 	defer func() { _ = w.Close(false) }()
 	for _, bad := range []string{"MESSAGE", "=x", "message=x", "1A=x", "A B=x", strings.Repeat("A", 65) + "=x"} {
 		if err := w.Append(time.Now(), time.Second, fieldsOf(bad)); err == nil {
@@ -206,11 +213,7 @@ func TestAppendRefusesBadFields(t *testing.T) {
 // entry of a value, the file verifies, and the writer's memory holds no
 // more than its bounds.
 func TestValuesFoundAgainInTheFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "system.journal")
-	w, err := Create(path, Options{Machine: testMachine, Boot: testBoot, MaxSize: 8 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, path := create(t, Options{Machine: testMachine, Boot: testBoot, MaxSize: 8 << 20})
 	const n, msgs, apps = 12000, 3000, 300
 	base := time.Now().Add(-time.Hour)
 	for i := range n {
@@ -246,11 +249,7 @@ func TestValuesFoundAgainInTheFile(t *testing.T) {
 // BenchmarkAppend is a pod's line: a new message, an app's name and
 // priority, the pod's machine id and hostname.
 func BenchmarkAppend(b *testing.B) {
-	path := filepath.Join(b.TempDir(), "system.journal")
-	w, err := Create(path, Options{Machine: testMachine, Boot: testBoot, MaxSize: 64 << 20})
-	if err != nil {
-		b.Fatal(err)
-	}
+	w, _ := create(b, Options{Machine: testMachine, Boot: testBoot, MaxSize: 64 << 20})
 	defer func() { _ = w.Close(false) }()
 	msg := []byte("MESSAGE=GET /index.html HTTP/1.1 200 612 - curl/8.5.0 00000000")
 	fields := fieldsOf("PRIORITY=6", "SYSLOG_IDENTIFIER=web", "_MACHINE_ID=0123456789abcdef0123456789abcdef", "_HOSTNAME=rkt-pod")
@@ -261,6 +260,56 @@ func BenchmarkAppend(b *testing.B) {
 			b.Skip("file full")
 		} else if err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// A full file is archived under journald's name and a new one continues
+// the sequence; past keep archived files the oldest go. journalctl reads
+// the directory's files as one journal, in order, and verifies each.
+func TestDirRotatesAndKeepsTheNewest(t *testing.T) {
+	dir := t.TempDir()
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := OpenDir(fd, Options{Machine: testMachine, Boot: testBoot, MaxSize: 1 << 20}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 20000
+	for i := range n {
+		if err := d.Append(time.Now(), time.Duration(i+1)*time.Millisecond, fieldsOf(fmt.Sprintf("MESSAGE=%06d %s", i, strings.Repeat("x", 100)), "SYSLOG_IDENTIFIER=app")); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*"))
+	archived, _ := filepath.Glob(filepath.Join(dir, "system@*.journal"))
+	if len(files) != 3 || len(archived) != 2 {
+		t.Fatalf("directory holds %v; want system.journal and 2 archived", files)
+	}
+	for _, f := range files {
+		if out, err := journalctl(t, "--verify", "--file="+f); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	}
+	out, err := journalctl(t, "--directory="+dir, "-o", "cat", "--no-pager")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	// The newest entries, in order, through the last: none lost between
+	// the files that are kept.
+	first := n - len(lines)
+	if first <= 0 {
+		t.Fatalf("journalctl read %d entries: nothing was removed", len(lines))
+	}
+	for i, l := range lines {
+		if !strings.HasPrefix(l, fmt.Sprintf("%06d ", first+i)) {
+			t.Fatalf("entry %d of what is kept: %.20q, want %06d", i, l, first+i)
 		}
 	}
 }
