@@ -97,7 +97,28 @@ const (
 	// configurations and CNI plugins (rkt's paths).
 	NetConfDirIn   = "etc/rkt/net.d"
 	NetPluginDirIn = "usr/lib/rkt/plugins/net"
+	// PodJournalDirIn holds the pod's own journal, in a directory named
+	// after the pod's machine id (MachineID), where rkt's stage1's
+	// journald wrote it.
+	PodJournalDirIn = "var/log/journal"
 )
+
+// HostJournalDir is the host's persistent journal. rkt's stage1 linked
+// the pod's journal into it, as a link named after the pod's machine id,
+// for journalctl -m to read with the host's own; gc removes the link.
+const HostJournalDir = "/var/log/journal"
+
+// MachineID is the pod's machine id, as rkt's stage1 gave it: the UUID's
+// 32 hex digits, without dashes.
+func MachineID(uuid string) string {
+	b := make([]byte, 0, 32)
+	for i := 0; i < len(uuid); i++ {
+		if uuid[i] != '-' {
+			b = append(b, uuid[i])
+		}
+	}
+	return string(b)
+}
 
 // The same, relative to the pod directory.
 const (
@@ -110,6 +131,7 @@ const (
 	Stage2Dir        = Stage1RootFS + "/" + Stage2DirIn
 	AttachDir        = Stage1RootFS + "/" + AttachDirIn
 	DevLogDir        = Stage1RootFS + "/" + DevLogDirIn
+	PodJournalDir    = Stage1RootFS + "/" + PodJournalDirIn
 )
 
 // pod1's own files, out of every app's reach (the stage1 rootfs is not in

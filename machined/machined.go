@@ -46,11 +46,17 @@ const (
 	Timeout = 5 * time.Second
 )
 
+// Booted reports whether systemd booted the host (sd_booted).
+func Booted() bool {
+	fi, err := os.Stat(bootedDir)
+	return err == nil && fi.IsDir()
+}
+
 // Reachable reports, from the file system alone, whether machined may be
 // asked at all: systemd booted the host and the system bus listens. It
 // costs two stat calls, so a host without systemd pays nothing more.
 func Reachable() bool {
-	if fi, err := os.Stat(bootedDir); err != nil || !fi.IsDir() {
+	if !Booted() {
 		return false
 	}
 	fi, err := os.Stat(busSocket)
@@ -70,7 +76,7 @@ func Name(uuid string) (string, error) {
 // machineID is the pod's UUID as the 128-bit machine id machined keeps
 // (what rkt's stage1 gave the pod as /etc/machine-id).
 func machineID(uuid string) ([]byte, error) {
-	b, err := hex.DecodeString(strings.ReplaceAll(uuid, "-", ""))
+	b, err := hex.DecodeString(layout.MachineID(uuid))
 	if err != nil || len(b) != 16 {
 		return nil, fmt.Errorf("pod UUID %q is not a UUID", uuid)
 	}
