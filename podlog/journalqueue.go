@@ -34,12 +34,19 @@ type journalQueue struct {
 	done              chan struct{}
 	// report is told the first error of the journal (nil: not told).
 	report func(error)
-	// conn is the sender's alone.
-	conn journalConn
+	// toHost: the lines go to the host's journal, through conn. conn
+	// and file (the pod's own journal, nil for none) are the sender's
+	// alone once it runs.
+	toHost bool
+	conn   journalConn
+	file   *podJournal
 }
 
-func newJournalQueue() *journalQueue {
-	j := &journalQueue{wake: make(chan struct{}, 1), done: make(chan struct{}), conn: journalConn{fd: -1}}
+// newJournalQueue starts the sender of the lines to the host's journal
+// (toHost) and to the pod's own (file, nil for none).
+func newJournalQueue(toHost bool, file *podJournal) *journalQueue {
+	j := &journalQueue{wake: make(chan struct{}, 1), done: make(chan struct{}), conn: journalConn{fd: -1},
+		toHost: toHost, file: file}
 	go j.run()
 	return j
 }
@@ -93,6 +100,7 @@ func (j *journalQueue) isAbandoned() bool {
 func (j *journalQueue) run() {
 	defer close(j.done)
 	defer j.conn.close()
+	defer j.closeFile()
 	for {
 		j.mu.Lock()
 		batch, closed := j.q, j.closed
@@ -106,8 +114,14 @@ func (j *journalQueue) run() {
 			continue
 		}
 		for i := 0; i < len(batch); {
-			k := j.entryLines(batch[i:])
-			err := j.conn.send(batch[i:i+k], j.isAbandoned)
+			k, err := 1, error(nil)
+			if j.toHost {
+				k = j.entryLines(batch[i:])
+				err = j.conn.send(batch[i:i+k], j.isAbandoned)
+			}
+			if j.file != nil {
+				j.fileErr(j.file.append(batch[i : i+k]))
+			}
 			j.mu.Lock()
 			if j.abandoned {
 				j.mu.Unlock()
@@ -131,6 +145,30 @@ func (j *journalQueue) run() {
 				}
 			}
 		}
+		if j.file != nil {
+			j.fileErr(j.file.flush())
+		}
+	}
+}
+
+// fileErr tells the pod's own journal's first failure, after which it
+// takes no more lines (podJournal): the lines still go everywhere else.
+func (j *journalQueue) fileErr(err error) {
+	if err == nil {
+		return
+	}
+	j.mu.Lock()
+	report := j.report
+	j.mu.Unlock()
+	if report != nil {
+		report(err)
+	}
+}
+
+// closeFile closes the pod's own journal, offline, once the sender stops.
+func (j *journalQueue) closeFile() {
+	if j.file != nil {
+		j.fileErr(j.file.close())
 	}
 }
 

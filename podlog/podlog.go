@@ -86,12 +86,31 @@ type Forwarder struct {
 // New returns the pod's forwarder. dir and cri are open directory fds it
 // takes over (-1: none); toJournal sends every line to the journal.
 func New(uuid string, toJournal bool, dir, cri int) *Forwarder {
+	f := newForwarder(uuid, dir, cri)
+	if toJournal {
+		f.journal = newJournalQueue(true, nil)
+	}
+	return f
+}
+
+// NewWithPodJournal is New whose lines also go to the pod's own journal
+// (PodJournal), whose directory it takes over. Without it (its ids are
+// not ids), the forwarder is New's, and the error says why.
+func NewWithPodJournal(uuid string, toJournal bool, dir, cri int, pj PodJournal) (*Forwarder, error) {
+	file, err := newPodJournal(pj)
+	if err != nil {
+		unix.Close(pj.Dir)
+		return New(uuid, toJournal, dir, cri), err
+	}
+	f := newForwarder(uuid, dir, cri)
+	f.journal = newJournalQueue(toJournal, file)
+	return f, nil
+}
+
+func newForwarder(uuid string, dir, cri int) *Forwarder {
 	f := &Forwarder{uuid: uuid, dir: dir, cri: cri, console: [3]int{-1, Stdout, Stderr}, apps: map[string]*appLog{}}
 	mu := &sync.Mutex{}
 	f.consoleMu = [3]*sync.Mutex{nil, mu, mu}
-	if toJournal {
-		f.journal = newJournalQueue()
-	}
 	return f
 }
 
