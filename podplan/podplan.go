@@ -73,6 +73,10 @@ type Pod struct {
 	// systemd-machined: MachinedUnit, MachinedScope or MachinedNo
 	// (AnnMachined). PID 1 has no use for it.
 	Machined string `json:"-"`
+	// PodJournal is whether the pod has a journal of its own
+	// (AnnPodJournal): PodJournalAuto, PodJournalYes or PodJournalNo.
+	// The run entry point decides LogSinks.PodJournal from it.
+	PodJournal string `json:"-"`
 	// Logs says where PID 1 sends the apps' output lines besides the
 	// console; the run entry point decides it.
 	Logs LogSinks `json:"logs"`
@@ -127,6 +131,16 @@ type LogSinks struct {
 	// Files: no journal; every line goes to the app's file in the
 	// pod's log directory (LogDir).
 	Files bool `json:"files,omitempty"`
+	// PodJournal: every line also goes to the pod's own journal, a
+	// journal file in the stage1's /var/log/journal/<machine id>
+	// (layout.PodJournalDir), which run hands PID 1 open
+	// (handover.JournalDirFd) and, on a host with a persistent journal,
+	// links into the host's /var/log/journal, as rkt's stage1 did.
+	PodJournal bool `json:"podJournal,omitempty"`
+	// BootID is the host's boot id, which the pod's journal's entries
+	// carry (the boot of their monotonic clock): PID 1's procfs has no
+	// /proc/sys to read it in.
+	BootID string `json:"bootID,omitempty"`
 }
 
 // pod1's own CRI log option.
@@ -172,6 +186,22 @@ const (
 	MachinedScope = "scope"
 	// MachinedNo leaves machined alone.
 	MachinedNo = "no"
+)
+
+// pod1's option for the pod's own journal.
+const (
+	// AnnPodJournal (pod) says whether the pod has a journal of its own,
+	// which journalctl -M rkt-<uuid> and, through the host's
+	// /var/log/journal, journalctl -m read (docs/logging.md).
+	AnnPodJournal = "pod1/pod-journal"
+	// PodJournalAuto, the default, gives a pod its journal on a host
+	// that runs systemd, as rkt's stage1 did (its journald).
+	PodJournalAuto = "auto"
+	// PodJournalYes gives it one on any host.
+	PodJournalYes = "yes"
+	// PodJournalNo gives it none: the lines are in the host's journal
+	// only (or the pod's log files).
+	PodJournalNo = "no"
 )
 
 // Stdio modes of one stream of an app.

@@ -46,6 +46,10 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 	if err != nil {
 		return nil, errorf("pod manifest: annotations", "%w", err)
 	}
+	podJournal, err := podJournalMode(pm.Annotations)
+	if err != nil {
+		return nil, errorf("pod manifest: annotations", "%w", err)
+	}
 	vols, shared, err := loadVolumes(podDir, pm.Volumes, opts.PrivateUsers)
 	if err != nil {
 		return nil, err
@@ -65,6 +69,7 @@ func Load(podDir string, opts *Options) (*Pod, error) {
 		CRIFormat:    criFormat,
 		ConsoleRaw:   raw,
 		Machined:     machinedAs,
+		PodJournal:   podJournal,
 	}
 	if p.Hostname == "" {
 		p.Hostname = "rkt-" + opts.UUID

@@ -9,6 +9,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/status"
 )
 
@@ -335,4 +337,43 @@ func (r *rktEnv) startPodUnitEnded(unit string, args ...string) string {
 	uuid := strings.TrimSpace(string(b))
 	ownPod(uuid)
 	return uuid
+}
+
+// A pod on a systemd host has its journal, as rkt's stage1's journald gave
+// it, where rkt's users read it (rkt's Documentation/commands.md): while
+// it runs, `journalctl -M rkt-<uuid> -t <app>` (machined opens the root of
+// the machine's leader, pod1's PID 1); the host's /var/log/journal/<machine
+// id> links to it (rkt's TestJournalLink reads the link); after the pod,
+// `journalctl -m _MACHINE_ID=<machine id>` reads it through the link, and
+// rkt gc removes the link.
+func TestSystemdPodJournal(t *testing.T) {
+	needSystemd(t)
+	r := newRkt(t)
+	img := r.aci("sysjournal", map[string]any{"exec": []string{"/bin/probe", "term-exit", "7", "+", "sleep", "1h"}}, nil)
+	unit := newUnitName(t)
+	uuid := r.startPodUnit(unit, nil, img)
+	mid := layout.MachineID(uuid)
+	waitFor(t, 30*time.Second, "the app's line in journalctl -M rkt-"+uuid, func() bool {
+		return hasMsg(journalMsgs(t, "-M", "rkt-"+uuid, "-t", "sysjournal"), "term-exit ready")
+	})
+	link := filepath.Join(layout.HostJournalDir, mid)
+	_, herr := os.Stat(layout.HostJournalDir)
+	if herr == nil {
+		want := filepath.Join(r.data, "pods/run", uuid, layout.PodJournalDir, mid)
+		if got, err := os.Readlink(link); err != nil || got != want {
+			t.Errorf("%s: %q, %v; want a link to %s", link, got, err, want)
+		}
+	}
+	r.stopUnitChecksPod(unit, uuid, "sysjournal")
+	if herr != nil {
+		t.Logf("no %s here: the host keeps no persistent journal to link into", layout.HostJournalDir)
+		return
+	}
+	if !hasMsg(journalMsgs(t, "-m", "_MACHINE_ID="+mid, "-t", "sysjournal"), "term-exit ready") {
+		t.Errorf("journalctl -m _MACHINE_ID=%s: the app's line is not there after the pod", mid)
+	}
+	r.rkt("gc", "--grace-period=0s")
+	if _, err := os.Lstat(link); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s after rkt gc: %v", link, err)
+	}
 }

@@ -25,6 +25,7 @@
 #define POD1_CRI_DIR_FD 8
 #define POD1_COMMIT_FD 9
 #define POD1_PAUSE_EXE_FD 10
+#define POD1_JOURNAL_DIR_FD 11
 
 #define POD1_HOST_READY "host ready\n"
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pod1/pod1/cgroups"
 	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/podjournal"
 )
 
 // ownStage1BuildID is the Go build ID of the stage1-init binary built
@@ -21,8 +22,9 @@ var ownStage1BuildID string
 
 // ownStage1GC does the stage1 gc entry point's work in this process when
 // the entry point is the stage1-init binary this pod1 was built with and
-// the pod has no networks: it then only removes the pod's cgroups, the
-// same code the entry point would run (cgroups.RemovePod), without the
+// the pod has no networks: it then only removes the pod's cgroups and its
+// journal's link, the same code the entry point would run
+// (cgroups.RemovePod, podjournal.Unlink), without the
 // exec and Go start-up of the stage1 for every pod. It reports whether it
 // applied; a pod with networks (whose teardown needs the stage1's plugins)
 // or of any other stage1 has its entry point executed as rkt does.
@@ -38,7 +40,10 @@ func (c *collector) ownStage1GC(uuid, dir, entrypoint string) (bool, error) {
 	if c.o.Debug {
 		c.logf("pod %s: stage1 gc done in process (stage1-init %s)", uuid, ownStage1BuildID)
 	}
-	return true, cgroups.RemovePod(dir, uuid)
+	if err := cgroups.RemovePod(dir, uuid); err != nil {
+		return true, err
+	}
+	return true, podjournal.Unlink(layout.HostJournalDir, uuid)
 }
 
 // hasNetworks reports whether a pod has network state its stage1 gc

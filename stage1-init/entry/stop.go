@@ -9,6 +9,8 @@ import (
 
 	"github.com/appc/spec/schema/types"
 
+	"github.com/pod1/pod1/layout"
+	"github.com/pod1/pod1/podjournal"
 	"github.com/pod1/pod1/podmounts"
 	"github.com/pod1/pod1/podpid"
 	"github.com/pod1/pod1/sigpolicy"
@@ -76,6 +78,11 @@ func gcMain(args []string) int {
 	// After the cgroups: every pod process is gone, and no plugin
 	// runs against a namespace something still uses.
 	if err := gcNetworks(podDir, *localConfig, fs.Arg(0), *debug); err != nil {
+		return fail(fmt.Errorf("gc: %w", err))
+	}
+	// The pod's journal's link in the host's, which rkt's stage1's gc
+	// removed too.
+	if err := podjournal.Unlink(layout.HostJournalDir, uuid.String()); err != nil {
 		return fail(fmt.Errorf("gc: %w", err))
 	}
 	// rkt's gc would leave the copies of the apps' overlays under a

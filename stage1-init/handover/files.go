@@ -21,12 +21,13 @@ type PID1Files struct {
 	LogDir, CRIDir        uintptr
 	Commit                uintptr
 	PauseExe              uintptr
+	JournalDir            uintptr
 }
 
 // Files returns f indexed by each descriptor's number in PID 1, for
 // syscall.ProcAttr.Files.
 func (f *PID1Files) Files() []uintptr {
-	files := make([]uintptr, PauseExeFd+1)
+	files := make([]uintptr, JournalDirFd+1)
 	files[0], files[1], files[2] = f.Stdin, f.Stdout, f.Stderr
 	files[ConfigFd] = f.Config
 	files[LockSlotFd] = NoFd
@@ -35,6 +36,7 @@ func (f *PID1Files) Files() []uintptr {
 	files[LogDirFd], files[CRIDirFd] = f.LogDir, f.CRIDir
 	files[CommitFd] = f.Commit
 	files[PauseExeFd] = f.PauseExe
+	files[JournalDirFd] = f.JournalDir
 	return files
 }
 

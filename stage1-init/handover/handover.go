@@ -3,10 +3,10 @@
 //
 //	waiter -> run      WaiterEnv: the report pipe, the waiter's pid, the
 //	                   keeper's done pipe
-//	run -> PID 1       fds ConfigFd..PauseExeFd (PID1Files): the pod's
+//	run -> PID 1       fds ConfigFd..JournalDirFd (PID1Files): the pod's
 //	                   configuration then HostReady, run's pidfd, the
 //	                   ready pipe, the log directories, the commit pipe,
-//	                   pod1-pause's binary
+//	                   pod1-pause's binary, the pod's journal directory
 //	PID 1 -> run       ReadyByte on ReadyFd: its signal table is in
 //	run -> keeper      fds KeeperLockFd..KeeperDoneFd (KeeperFiles), the
 //	                   status directory as its argument
@@ -102,6 +102,9 @@ const (
 	// /proc/PID/exe that leads nowhere writable, as for every stage1
 	// process).
 	PauseExeFd = 10
+	// JournalDirFd is the pod's own journal's directory (podplan's
+	// LogSinks.PodJournal), a detached copy like LogDirFd.
+	JournalDirFd = 11
 )
 
 // HostReady follows the pod's configuration on ConfigFd once run has

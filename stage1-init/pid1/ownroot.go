@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -76,6 +77,8 @@ type bindSpec struct {
 	path     string
 	readOnly bool
 	file     bool
+	// source is the tree bound at path, when it is not path itself.
+	source string
 }
 
 // enterOwnRoot moves PID 1 into its own root and reduces its capability
@@ -219,6 +222,22 @@ func ownRootBinds(pod *podplan.Pod, podDir string) []bindSpec {
 			binds = append(binds, bindSpec{path: d, readOnly: true})
 		}
 	}
+	if pod.Logs.PodJournal {
+		// journalctl -M rkt-<uuid> reads the journal of the machine's
+		// leader, PID 1, below its root (machined's
+		// OpenMachineRootDirectory): the pod's own, read-only. Not
+		// where a tree of the host already covers the place, whose
+		// copy would be changed.
+		j := bindSpec{path: path.Join(layout.HostJournalDir, layout.MachineID(pod.UUID)),
+			source: filepath.Join(podDir, layout.PodJournalDir, layout.MachineID(pod.UUID)), readOnly: true}
+		covered := false
+		for _, b := range binds {
+			covered = covered || b.path == "/" || strings.HasPrefix(j.path+"/", b.path+"/")
+		}
+		if !covered {
+			binds = append(binds, j)
+		}
+	}
 	sort.SliceStable(binds, func(i, j int) bool {
 		return strings.Count(binds[i].path, "/") < strings.Count(binds[j].path, "/")
 	})
@@ -343,7 +362,11 @@ func pinPod1Dir(podDir string) error {
 // cloneTree makes a detached copy of b's tree, read-only if asked: the
 // copy's flags are its own, so the host's view is untouched.
 func cloneTree(b bindSpec) (int, error) {
-	fd, err := unix.OpenTree(unix.AT_FDCWD, b.path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_SYMLINK_NOFOLLOW)
+	src := b.path
+	if b.source != "" {
+		src = b.source
+	}
+	fd, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_SYMLINK_NOFOLLOW)
 	if err != nil {
 		return -1, err
 	}

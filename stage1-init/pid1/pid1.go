@@ -438,7 +438,18 @@ func newForwarder(pod *podplan.Pod) *podlog.Forwarder {
 	if pod.CRIDir != "" {
 		cri = handover.CRIDirFd
 	}
-	f := podlog.New(pod.UUID, pod.Logs.Journal, dir, cri)
+	var f *podlog.Forwarder
+	if pod.Logs.PodJournal {
+		var err error
+		f, err = podlog.NewWithPodJournal(pod.UUID, pod.Logs.Journal, dir, cri, podlog.PodJournal{
+			Dir: handover.JournalDirFd, Machine: layout.MachineID(pod.UUID), Boot: pod.Logs.BootID, Hostname: pod.Hostname,
+		})
+		if err != nil {
+			logx.Warnf("%v; the pod has no journal of its own", err)
+		}
+	} else {
+		f = podlog.New(pod.UUID, pod.Logs.Journal, dir, cri)
+	}
 	f.SetCRIFormat(pod.CRIFormat == podplan.CRIFormatKubelet)
 	f.SetConsolePrefixed(!pod.ConsoleRaw)
 	return f

@@ -17,6 +17,7 @@ import (
 	"github.com/pod1/pod1/layout"
 	"github.com/pod1/pod1/logx"
 	"github.com/pod1/pod1/machined"
+	"github.com/pod1/pod1/podjournal"
 	"github.com/pod1/pod1/podlog"
 	"github.com/pod1/pod1/podpid"
 	"github.com/pod1/pod1/podspec"
@@ -350,11 +351,11 @@ func shareStage2(podDir string) (func(), error) {
 
 // openLogSinks decides where the apps' output lines go (the journal when
 // it listens, else files in the pod's log directory, plus the CRI log
-// files of a k8s-plain pod) and opens the directories PID 1 writes in, so
-// it needs no path to them. It returns their fds for PID 1's handover.LogDirFd and
-// handover.CRIDirFd.
-func openLogSinks(podDir string, pod *podspec.Pod) ([2]uintptr, error) {
-	fds := [2]uintptr{handover.NoFd, handover.NoFd}
+// files of a k8s-plain pod, plus the pod's own journal) and opens the
+// directories PID 1 writes in, so it needs no path to them. It returns
+// their fds for PID 1's handover.LogDirFd, CRIDirFd and JournalDirFd.
+func openLogSinks(podDir string, pod *podspec.Pod) ([3]uintptr, error) {
+	fds := [3]uintptr{handover.NoFd, handover.NoFd, handover.NoFd}
 	logged := pod.Mutable
 	for _, a := range pod.Apps {
 		logged = logged || a.Stdio.Stdout == podspec.StdioLog || a.Stdio.Stderr == podspec.StdioLog
@@ -382,6 +383,27 @@ func openLogSinks(podDir string, pod *podspec.Pod) ([2]uintptr, error) {
 			return fds, fmt.Errorf("pod manifest: annotations: annotation %s: %w", podspec.AnnKubernetesDir, err)
 		}
 		fds[1] = uintptr(fd)
+	}
+	if pod.PodJournal == podspec.PodJournalYes || pod.PodJournal == podspec.PodJournalAuto && machined.Booted() {
+		boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+		if err != nil {
+			closeFds(fds[:])
+			return fds, fmt.Errorf("pod journal: %w", err)
+		}
+		fd, err := podjournal.Prepare(podDir, pod.UUID)
+		if err != nil {
+			closeFds(fds[:])
+			return fds, err
+		}
+		fds[2] = uintptr(fd)
+		pod.Logs.PodJournal = true
+		pod.Logs.BootID = strings.TrimSpace(string(boot))
+		// As rkt's stage1: journalctl -m reads the pod's lines with
+		// the host's, also once the pod is over, until gc. A link
+		// that cannot be made costs only that.
+		if _, err := podjournal.Link(layout.HostJournalDir, podDir, pod.UUID); err != nil {
+			logx.Warnf("%v", err)
+		}
 	}
 	return fds, nil
 }

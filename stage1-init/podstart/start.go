@@ -72,9 +72,9 @@ type podStart struct {
 type startFds struct {
 	// pause is pod1-pause's binary, read-only: PID 1's PauseExeFd.
 	pause int
-	// logDir and criDir are the pod's log directories: PID 1's
-	// LogDirFd and CRIDirFd, copied for the keeper.
-	logDir, criDir int
+	// logDir, criDir and journalDir are the pod's log directories:
+	// PID 1's LogDirFd, CRIDirFd and JournalDirFd.
+	logDir, criDir, journalDir int
 	// configR and configW are the configuration pipe: PID 1 reads
 	// (ConfigFd), run writes the configuration, then HostReady.
 	configR, configW int
@@ -95,13 +95,13 @@ type startFds struct {
 }
 
 func noStartFds() startFds {
-	return startFds{pause: -1, logDir: -1, criDir: -1, configR: -1, configW: -1, readyR: -1, readyW: -1,
+	return startFds{pause: -1, logDir: -1, criDir: -1, journalDir: -1, configR: -1, configW: -1, readyR: -1, readyW: -1,
 		commitR: -1, commitW: -1, parent: -1, initExe: -1, done: -1}
 }
 
 // closeAll closes every descriptor still held.
 func (s *startFds) closeAll() {
-	for _, fd := range []*int{&s.pause, &s.logDir, &s.criDir, &s.configR, &s.configW, &s.readyR, &s.readyW,
+	for _, fd := range []*int{&s.pause, &s.logDir, &s.criDir, &s.journalDir, &s.configR, &s.configW, &s.readyR, &s.readyW,
 		&s.commitR, &s.commitW, &s.parent, &s.initExe, &s.done} {
 		closeFd(fd)
 	}
@@ -172,7 +172,7 @@ func (s *podStart) openFiles() error {
 	if err != nil {
 		return err
 	}
-	s.fds.logDir, s.fds.criDir = fdOf(logs[0]), fdOf(logs[1])
+	s.fds.logDir, s.fds.criDir, s.fds.journalDir = fdOf(logs[0]), fdOf(logs[1]), fdOf(logs[2])
 	// PID 1 is started first, and the pod directory, the cgroups and
 	// the pid file are prepared while its runtime starts: it does
 	// nothing before it has read its configuration, which is sent only
@@ -231,6 +231,7 @@ func (s *podStart) clonePID1() error {
 		Config: orNoFd(s.fds.configR), Parent: orNoFd(s.fds.parent), Ready: orNoFd(s.fds.readyW),
 		LogDir: orNoFd(s.fds.logDir), CRIDir: orNoFd(s.fds.criDir),
 		Commit: orNoFd(s.fds.commitW), PauseExe: orNoFd(s.fds.pause),
+		JournalDir: orNoFd(s.fds.journalDir),
 	}).Files()
 	// The sockets passed to rkt run, after the hand-over's fds: their
 	// numbers go to PID 1 in the configuration (sockact.Hand).
@@ -266,7 +267,7 @@ func (s *podStart) clonePID1() error {
 		},
 	})
 	// PID 1's ends, and what only it executes: it has its copies.
-	for _, fd := range []*int{&s.fds.configR, &s.fds.readyW, &s.fds.commitW, &s.fds.parent, &s.fds.pause, &s.fds.initExe} {
+	for _, fd := range []*int{&s.fds.configR, &s.fds.readyW, &s.fds.commitW, &s.fds.parent, &s.fds.pause, &s.fds.initExe, &s.fds.journalDir} {
 		closeFd(fd)
 	}
 	if err != nil {
