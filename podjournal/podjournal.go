@@ -82,10 +82,10 @@ func Link(hostDir, podDir, uuid string) (bool, error) {
 }
 
 // Unlink removes the pod's link from the host's journal (hostDir), if it
-// is there and is a link to a journal directory of a pod of this UUID
-// (the pod directory moves between pods/ states before gc; the link's
-// target is where it was when it ran). Anything else of that name is
-// left.
+// is there and is a link to a pod journal directory of this machine id,
+// wherever the pod directory was (it moves between rkt's pods/ states
+// before gc; the link's target is where it was when the pod ran).
+// Anything else of that name is left.
 func Unlink(hostDir, uuid string) error {
 	if !layout.IsUUID(uuid) {
 		return fmt.Errorf("pod journal: %q is not a UUID", uuid)
@@ -106,7 +106,7 @@ func Unlink(hostDir, uuid string) error {
 	if err != nil {
 		return fmt.Errorf("pod journal link: %s/%s: %w", hostDir, name, err)
 	}
-	if !strings.HasSuffix(t, "/"+uuid+"/"+Dir(uuid)) {
+	if !strings.HasSuffix(t, "/"+Dir(uuid)) {
 		return nil
 	}
 	// Unlinking a name removes the link itself, never what it leads to;

@@ -367,9 +367,11 @@ func start(t *testing.T, p *Pod, o RunOpts) *Run {
 		r.cancel()
 		<-r.done
 		// Every pod leaves its cgroups (emptied, or, when the test
-		// killed the stage1, as the kill left them) for gc, as rkt's
-		// stage1 does: the gc entry point removes them.
-		if len(cgroupDirs(p)) > 0 {
+		// killed the stage1, as the kill left them) and its journal's
+		// link in the host's for gc, as rkt's stage1 does: the gc
+		// entry point removes them.
+		_, jerr := os.Lstat(filepath.Join(layout.HostJournalDir, layout.MachineID(p.UUID)))
+		if len(cgroupDirs(p)) > 0 || jerr == nil {
 			gc := exec.Command(filepath.Join(p.Dir, layout.Stage1RootFS, "gc"), p.UUID)
 			gc.Dir = p.Dir
 			if out, err := gc.CombinedOutput(); err != nil {

@@ -51,7 +51,9 @@ func journalctlJSON(t *testing.T, args ...string) []map[string]any {
 // the host's /var/log/journal links to. Each line is an entry of its
 // app (SYSLOG_IDENTIFIER, journalctl -t) from the pod's machine, its
 // hostname and the host's boot. Without the annotation, on a host that
-// systemd did not boot, the pod has none.
+// systemd did not boot, the pod has none. Where the host keeps a
+// persistent journal, /var/log/journal/<machine id> links to the pod's
+// until the gc entry point removes the link.
 func TestPodJournal(t *testing.T) {
 	if _, err := os.Stat("/run/systemd/system"); err == nil {
 		t.Skip("systemd booted this host: every pod has its journal (the systemd VM's tests)")
@@ -103,6 +105,22 @@ func TestPodJournal(t *testing.T) {
 	}
 	if es := journalctlJSON(t, "--directory="+dir, "-t", "web"); len(es) != 3 {
 		t.Errorf("after the pod: %d entries of web, want 3", len(es))
+	}
+	// Where the host keeps a persistent journal, it links to the pod's
+	// until gc.
+	link := filepath.Join(layout.HostJournalDir, mid)
+	if _, err := os.Stat(layout.HostJournalDir); err == nil {
+		if got, err := os.Readlink(link); err != nil || got != dir {
+			t.Errorf("%s: %q, %v; want a link to %s", link, got, err, dir)
+		}
+		gc := exec.CommandContext(ctx, filepath.Join(p.Dir, layout.Stage1RootFS, "gc"), p.UUID)
+		gc.Dir = p.Dir
+		if out, err := gc.CombinedOutput(); err != nil {
+			t.Fatalf("gc entry point: %v: %s", err, out)
+		}
+		if _, err := os.Lstat(link); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after gc: %v", link, err)
+		}
 	}
 
 	plain := newPod(t, []App{{Name: "a", Exec: probe("raw", "1", "x\n")}}, nil)
