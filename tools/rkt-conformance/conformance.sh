@@ -138,6 +138,10 @@ out=$logdir/out
 	echo "fully, yet), \`machine\` (the test cannot pass on that machine with any stage1),"
 	echo "\`skip\` (the test skipped itself), \`timeout\` (killed at run.sh's limit), \`pod1\`"
 	echo "(a difference in pod1), \`unclassified\` (not yet read: the first error line)."
+	if [ -f "$HERE/runs.md" ]; then
+		echo
+		cat "$HERE/runs.md"
+	fi
 	for name in host systemd-vm; do
 		echo
 		if [ "$name" = "$SECTION" ]; then cat "$sec"; else section_of "$name"; fi
