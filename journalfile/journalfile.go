@@ -275,7 +275,8 @@ func (w *Writer) setUp() error {
 	return w.writeHeader(stateOnline)
 }
 
-// SeqnumID and NextSeqnum continue this file's sequence in the next one.
+// SeqnumID is the sequence id of the file's entries: the next file of a
+// directory continues it (with NextSeqnum).
 func (w *Writer) SeqnumID() ID128 { return w.seqnumID }
 
 // NextSeqnum is the sequence number the next entry gets.

@@ -2,6 +2,8 @@ package podspec
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/appc/spec/schema/types"
 
@@ -11,31 +13,26 @@ import (
 // machinedMode reads pod1/machined: which pods are registered with
 // systemd-machined (podplan.MachinedUnit when it is not given).
 func machinedMode(pod types.Annotations) (string, error) {
-	v, ok := pod.Get(podplan.AnnMachined)
-	if !ok {
-		return podplan.MachinedUnit, nil
-	}
-	switch v {
-	case podplan.MachinedUnit, podplan.MachinedScope, podplan.MachinedNo:
-		return v, nil
-	}
-	return "", fmt.Errorf("annotation %s: %q is not one of %s, %s, %s", podplan.AnnMachined, v,
-		podplan.MachinedUnit, podplan.MachinedScope, podplan.MachinedNo)
+	return oneOf(pod, podplan.AnnMachined, podplan.MachinedUnit, podplan.MachinedUnit, podplan.MachinedScope, podplan.MachinedNo)
 }
 
 // podJournalMode reads pod1/pod-journal (podplan.PodJournalAuto when it
 // is not given).
 func podJournalMode(pod types.Annotations) (string, error) {
-	v, ok := pod.Get(podplan.AnnPodJournal)
+	return oneOf(pod, podplan.AnnPodJournal, podplan.PodJournalAuto, podplan.PodJournalAuto, podplan.PodJournalYes, podplan.PodJournalNo)
+}
+
+// oneOf reads the pod annotation name, which must be one of values: def
+// when it is not given.
+func oneOf(pod types.Annotations, name, def string, values ...string) (string, error) {
+	v, ok := pod.Get(name)
 	if !ok {
-		return podplan.PodJournalAuto, nil
+		return def, nil
 	}
-	switch v {
-	case podplan.PodJournalAuto, podplan.PodJournalYes, podplan.PodJournalNo:
+	if slices.Contains(values, v) {
 		return v, nil
 	}
-	return "", fmt.Errorf("annotation %s: %q is not one of %s, %s, %s", podplan.AnnPodJournal, v,
-		podplan.PodJournalAuto, podplan.PodJournalYes, podplan.PodJournalNo)
+	return "", fmt.Errorf("annotation %s: %q is not one of %s", name, v, strings.Join(values, ", "))
 }
 
 // pod1's option for the pod's own journal (podplan).

@@ -51,7 +51,8 @@ func journalctlJSON(t *testing.T, args ...string) []map[string]any {
 // the host's /var/log/journal links to. Each line is an entry of its
 // app (SYSLOG_IDENTIFIER, journalctl -t) from the pod's machine, its
 // hostname and the host's boot. Without the annotation, on a host that
-// systemd did not boot, the pod has none. Where the host keeps a
+// systemd did not boot, the pod has none; a value of the annotation
+// that is none of auto, yes and no refuses the pod before it starts. Where the host keeps a
 // persistent journal, /var/log/journal/<machine id> links to the pod's
 // until the gc entry point removes the link.
 func TestPodJournal(t *testing.T) {
@@ -121,6 +122,12 @@ func TestPodJournal(t *testing.T) {
 		if _, err := os.Lstat(link); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s after gc: %v", link, err)
 		}
+	}
+
+	bad := newPodRaw(t, manifestAnn(apps, nil, map[string]string{"pod1/pod-journal": "on"}), apps)
+	if r := runPod(t, bad, RunOpts{}); r.Code != 254 || !strings.Contains(r.Stderr.String(),
+		`pod manifest: annotations: annotation pod1/pod-journal: "on" is not one of auto, yes, no`) {
+		t.Errorf("pod1/pod-journal=on: exit %d, want 254 naming it\n%s", r.Code, r.Stderr)
 	}
 
 	plain := newPod(t, []App{{Name: "a", Exec: probe("raw", "1", "x\n")}}, nil)
