@@ -352,6 +352,9 @@ func TestSystemdPodJournal(t *testing.T) {
 	img := r.aci("sysjournal", map[string]any{"exec": []string{"/bin/probe", "term-exit", "7", "+", "sleep", "1h"}}, nil)
 	unit := newUnitName(t)
 	uuid := r.startPodUnit(unit, nil, img)
+	// -M asks machined, which knows the pod once PID 1 is in its
+	// cgroup, which may come after rkt reports it running.
+	r.checkRegistered(uuid, unit)
 	mid := layout.MachineID(uuid)
 	waitFor(t, 30*time.Second, "the app's line in journalctl -M rkt-"+uuid, func() bool {
 		return hasMsg(journalMsgs(t, "-M", "rkt-"+uuid, "-t", "sysjournal"), "term-exit ready")
