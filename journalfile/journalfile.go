@@ -163,6 +163,8 @@ const (
 	// unshared is the field whose every value is taken to be new: it
 	// is looked up in the file, never cached.
 	unshared = "MESSAGE"
+	// maxKeptObject bounds the object buffer the writer keeps.
+	maxKeptObject = 64 << 10
 )
 
 // Writer appends entries to one journal file.
@@ -195,6 +197,10 @@ type Writer struct {
 	shared map[string]*dataObj // by payload
 
 	buf []byte
+	// obj is the reused buffer an object of at most maxKeptObject
+	// bytes is written from: a new one per object was most of a line's
+	// garbage in PID 1.
+	obj []byte
 }
 
 // Options are a new file's identity.
@@ -443,7 +449,19 @@ func (w *Writer) writeObject(t byte, payload []byte) (uint64, error) {
 	off := w.end
 	size := uint64(objHeaderSize + len(payload))
 	end := align8(off + size)
-	b := make([]byte, end-off)
+	var b []byte
+	switch {
+	case end-off > maxKeptObject:
+		// The hash tables, written once: not kept.
+		b = make([]byte, end-off)
+	case cap(w.obj) < int(end-off):
+		w.obj = make([]byte, end-off)
+		fallthrough
+	default:
+		b = w.obj[:end-off]
+	}
+	clear(b[:objHeaderSize])
+	clear(b[size:])
 	b[0] = t
 	binary.LittleEndian.PutUint64(b[8:], size)
 	copy(b[objHeaderSize:], payload)
