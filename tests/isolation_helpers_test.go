@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -53,6 +54,29 @@ func withIsolators(t *testing.T, m []byte, isos Isolators, ro ...string) []byte 
 func isoPod(t *testing.T, apps []App, isos Isolators, vols []map[string]any, ro ...string) *Pod {
 	t.Helper()
 	return newPodRaw(t, withIsolators(t, manifest(apps, vols), isos, ro...), apps)
+}
+
+// isoPodNamed is isoPod with the console's default "<app>[<pid>]: "
+// prefix, for tests that tell the apps' lines apart: two apps' lines reach
+// the console through two pipes, so their order there is not the order in
+// which they were written.
+func isoPodNamed(t *testing.T, apps []App, isos Isolators, vols []map[string]any) *Pod {
+	t.Helper()
+	m := manifestAnn(apps, vols, map[string]string{consoleFormatAnn: ""})
+	return newPodRaw(t, withIsolators(t, m, isos), apps)
+}
+
+// appLines returns, by app, the console lines of a pod of isoPodNamed that
+// start with prefix, without the app's "<app>[<pid>]: ".
+func appLines(r *Run, prefix string) map[string][]string {
+	line := regexp.MustCompile(`^([a-z0-9-]+)\[\d+\]: (.*)$`)
+	out := map[string][]string{}
+	for _, l := range strings.Split(r.Stdout.String(), "\n") {
+		if f := line.FindStringSubmatch(l); f != nil && strings.HasPrefix(f[2], prefix) {
+			out[f[1]] = append(out[f[1]], f[2])
+		}
+	}
+	return out
 }
 
 // capMask renders a capability set as /proc/self/status does.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -213,18 +214,14 @@ func TestMemoryLimitOOMIsRecorded(t *testing.T) {
 // host: a stage1 without it refuses the app rather than run it with
 // another score.
 func TestOOMScoreAdj(t *testing.T) {
-	// "plain" reads only once "high" has (a file in a shared volume), so
-	// the order of the lines says which app printed which.
-	vol := t.TempDir()
-	mnt := []map[string]any{{"volume": "v", "path": "/v"}}
-	p := isoPod(t, []App{
-		{Name: "high", Exec: probe("cat", "/proc/self/oom_score_adj", "+", "touch", "/v/high-done"), Mounts: mnt},
-		{Name: "plain", Exec: probe("wait-file", "/v/high-done", "+", "cat", "/proc/self/oom_score_adj"), Mounts: mnt},
-	}, Isolators{"high": {isolator("os/linux/oom-score-adj", 700)}}, []map[string]any{{"name": "v", "kind": "host", "source": vol}})
+	p := isoPodNamed(t, []App{
+		{Name: "high", Exec: probe("cat", "/proc/self/oom_score_adj")},
+		{Name: "plain", Exec: probe("cat", "/proc/self/oom_score_adj")},
+	}, Isolators{"high": {isolator("os/linux/oom-score-adj", 700)}}, nil)
 	r := runPod(t, p, RunOpts{})
 	own := readTrim(t, "/proc/self/oom_score_adj")
-	if got := r.Lines("cat "); r.Code != 0 || len(got) != 2 || got[0] != "cat 700" || got[1] != "cat "+own {
-		t.Fatalf("exit %d, oom_score_adj %q (want 700 and %s); %s", r.Code, got, own, r.Stderr)
+	if got := appLines(r, "cat "); r.Code != 0 || !slices.Equal(got["high"], []string{"cat 700"}) || !slices.Equal(got["plain"], []string{"cat " + own}) {
+		t.Fatalf("exit %d, oom_score_adj by app %q (want high 700, plain %s); %s", r.Code, got, own, r.Stderr)
 	}
 	p = isoPod(t, []App{{Name: "low", Exec: probe("cat", "/proc/self/oom_score_adj")}},
 		Isolators{"low": {isolator("os/linux/oom-score-adj", -300)}}, nil)
