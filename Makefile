@@ -273,14 +273,17 @@ vm-test:
 # make vm-conformance runs rkt's functional suite (as make conformance
 # does) in the VM of LAYOUT=systemd: built here, run there, and written
 # into the systemd-vm section of docs/conformance.md (the host's section
-# is kept). RUN=<extended regex> runs a subset. Root; under the emulator
-# the whole suite takes hours (docs/hosts.md).
+# is kept). RUN=<extended regex> runs a subset. Results accumulate in
+# build/vm/conformance, and the section reports every run there of the
+# newest run's stage1, so a whole suite may run as chunks, one after
+# another; remove that directory to start afresh. Root; under the
+# emulator the whole suite takes hours (docs/hosts.md).
 vm-conformance:
 	@if [ "$$(id -u)" != 0 ]; then echo "make vm-conformance needs root: rkt's functional tests start pods"; exit 1; fi
 	LAYOUT=systemd SUITE=conformance ./vm/run.sh "$(CURDIR)"; rc=$$?; \
-	if ls build/vm/conformance/*/summary.tsv >/dev/null 2>&1; then \
-		SECTION=systemd-vm ./tools/rkt-conformance/conformance.sh $(abspath build/stage1.aci) docs/conformance.md \
-			$$(dirname build/vm/conformance/*/summary.tsv) || exit 1; \
+	dirs=$$(./tools/rkt-conformance/same-stage1.sh build/vm/conformance) || exit 1; \
+	if [ -n "$$dirs" ]; then \
+		SECTION=systemd-vm ./tools/rkt-conformance/conformance.sh $(abspath build/stage1.aci) docs/conformance.md $$dirs || exit 1; \
 	fi; \
 	exit $$rc
 

@@ -342,7 +342,9 @@ for layout in $LAYOUT; do
 	tar -xOf "$result" log >"$log" 2>/dev/null || true
 	if [ "$SUITE" = conformance ]; then
 		# run.sh's results directories, for conformance.sh to report.
-		rm -rf "$REPO/build/vm/conformance"
+		# Earlier runs' are kept: a whole suite is run as chunks, and
+		# make vm-conformance reports the chunks of one stage1 together
+		# (tools/rkt-conformance/same-stage1.sh).
 		mkdir -p "$REPO/build/vm/conformance"
 		tar -xf "$result" -C "$REPO/build/vm/conformance" --strip-components=1 conformance 2>/dev/null ||
 			echo "vm-test: the guest wrote no conformance results"
