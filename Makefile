@@ -107,6 +107,11 @@ $(CNI_DIR)/.done:
 	GOBIN=$(abspath $(CNI_DIR)) GOFLAGS=-buildvcs=false $(GO) install -trimpath -ldflags "-s -w" $(FLANNEL_PKG)
 	touch $@
 
+# The images are packed reproducibly: the same files give the same bytes,
+# so an image's digest (rkt's image ID, the stage1 sha256 a conformance run
+# records) names its content, whenever and wherever it was built.
+REPRO_TAR := --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner
+
 build/stage1.aci: bin/stage1-init bin/pod1-init bin/pod1-waiter bin/pod1-pause bin/net-setup $(CNI_DIR)/.done rootfs/manifest.json rootfs/hosts-fallback $(wildcard rootfs/net.d/*.conf) Makefile $(VERSION_STAMP)
 	rm -rf build/stage1 && mkdir -p build/stage1/rootfs/rkt/status build/stage1/rootfs/rkt/env build/stage1/rootfs/opt/stage2 \
 		build/stage1/rootfs/etc/rkt/net.d build/stage1/rootfs/usr/lib/rkt/plugins/net
@@ -122,7 +127,7 @@ build/stage1.aci: bin/stage1-init bin/pod1-init bin/pod1-waiter bin/pod1-pause b
 	cp $(addprefix $(CNI_DIR)/,$(CNI_PLUGINS) flannel) build/stage1/rootfs/usr/lib/rkt/plugins/net/
 	for ep in stop gc enter app-add app-start app-stop app-rm attach; do ln -s stage1-init build/stage1/rootfs/$$ep; done
 	ln -s pod1-waiter build/stage1/rootfs/run
-	tar --owner=0 --group=0 --numeric-owner -C build/stage1 -cf $@.tmp manifest rootfs && mv $@.tmp $@
+	tar $(REPRO_TAR) -C build/stage1 -cf $@.tmp manifest rootfs && mv $@.tmp $@
 
 build/demo-hello.aci: bin/demo-hello demo/manifest.json demo/passwd demo/group Makefile
 	rm -rf build/demo-hello && mkdir -p build/demo-hello/rootfs/bin build/demo-hello/rootfs/etc build/demo-hello/rootfs/tmp
@@ -130,7 +135,7 @@ build/demo-hello.aci: bin/demo-hello demo/manifest.json demo/passwd demo/group M
 	cp bin/demo-hello build/demo-hello/rootfs/bin/hello
 	cp demo/passwd build/demo-hello/rootfs/etc/passwd
 	cp demo/group build/demo-hello/rootfs/etc/group
-	tar --owner=0 --group=0 --numeric-owner -C build/demo-hello -cf $@.tmp manifest rootfs && mv $@.tmp $@
+	tar $(REPRO_TAR) -C build/demo-hello -cf $@.tmp manifest rootfs && mv $@.tmp $@
 
 # check-static fails if any binary is dynamically linked: rkt execs the
 # entry points on the host, where no loader of ours exists.

@@ -1,7 +1,10 @@
 package tests
 
 import (
+	"archive/tar"
 	"context"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,5 +57,40 @@ func TestConformanceChunksOfOneStage1(t *testing.T) {
 	run("20261207-060000", "", true)
 	if got, err := same(); err == nil {
 		t.Fatalf("the newest run names no stage1: %q, want an error", got)
+	}
+}
+
+// The images are packed reproducibly (the Makefile's REPRO_TAR): no entry
+// carries the time it was built at, and each directory's entries come in
+// name order, so the same files give the same digest and a digest names
+// the content. Without it each rebuild gave the stage1 another sha256.
+func TestImagesArePackedReproducibly(t *testing.T) {
+	for _, img := range []string{"build/stage1.aci", "build/demo-hello.aci"} {
+		f, err := os.Open(filepath.Join(repoRoot, img))
+		must(t, err)
+		defer f.Close()
+		tr := tar.NewReader(f)
+		last := map[string]string{}
+		n := 0
+		for {
+			h, err := tr.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			must(t, err)
+			n++
+			if !h.ModTime.Equal(time.Unix(0, 0)) || h.Uid != 0 || h.Gid != 0 || h.Uname != "" || h.Gname != "" {
+				t.Fatalf("%s: %s has mtime %v, owner %d:%d (%q:%q)", img, h.Name, h.ModTime, h.Uid, h.Gid, h.Uname, h.Gname)
+			}
+			name := strings.TrimSuffix(h.Name, "/")
+			dir, base := filepath.Dir(name), filepath.Base(name)
+			if prev, ok := last[dir]; ok && prev > base {
+				t.Fatalf("%s: %s comes after %s/%s", img, h.Name, dir, prev)
+			}
+			last[dir] = base
+		}
+		if n < 5 {
+			t.Fatalf("%s: %d entries", img, n)
+		}
 	}
 }
