@@ -79,14 +79,24 @@ func TestStdioAnnotations(t *testing.T) {
 	// a: stdin the caller's pipe, stderr /dev/null; b: stdin a pipe of
 	// PID 1's, stdout and stderr log pipes; c: stdout a terminal (devpts,
 	// major 136), stdin /dev/null.
-	var sawA, sawB, sawC bool
+	// c's line reaches the console through its terminal, whose line
+	// discipline passes on the text and then the newline (as "\r\n"):
+	// another app's line may come between them, so a console line may
+	// hold two apps' records. Each record starts with "stdio ".
+	var recs []string
 	for _, l := range r.Lines("stdio ") {
+		for _, rec := range strings.Split(l, "stdio ")[1:] {
+			recs = append(recs, "stdio "+strings.TrimSuffix(rec, "\r"))
+		}
+	}
+	var sawA, sawB, sawC bool
+	for _, l := range recs {
 		sawA = sawA || strings.HasPrefix(l, "stdio 0=fifo:") && strings.HasSuffix(l, " 2=chr:1:3")
 		sawB = sawB || strings.HasPrefix(l, "stdio 0=fifo:") && strings.Contains(l, " 1=fifo:") && strings.Contains(l, " 2=fifo:")
 		sawC = sawC || strings.HasPrefix(l, "stdio 0=chr:1:3 1=chr:136:") && strings.Contains(l, " 2=fifo:")
 	}
 	if !sawA || !sawB || !sawC {
-		t.Errorf("unexpected stdio: %q", r.Lines("stdio "))
+		t.Errorf("unexpected stdio: %q", recs)
 	}
 	if strings.Contains(r.Stderr.String(), "err-line") {
 		t.Errorf("stderr=null output reached the console: %s", r.Stderr)
