@@ -182,6 +182,13 @@ mount --bind "$S/root" /root
 # EROFS); vm/run.sh made sure the directory exists on the host.
 mkdir -p "$S/var-lib-cni"
 mount --bind "$S/var-lib-cni" /var/lib/cni
+# The host's persistent journal, to which each pod's journal is linked
+# as rkt's stage1 linked it (TestPodJournal): the read-only host root
+# would refuse the link. The systemd layout's root is writable already.
+if [ "$LAYOUT" != systemd ] && [ -d /var/log/journal ]; then
+	mkdir -p "$S/var-log-journal"
+	mount --bind "$S/var-log-journal" /var/log/journal
+fi
 
 [ "$LAYOUT" != systemd ] || boot_systemd
 
