@@ -1,6 +1,7 @@
 package appexec
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,43 +35,164 @@ func Child() int {
 	// Credentials, capabilities and the final execve are per-thread
 	// operations: everything happens on the main thread.
 	runtime.LockOSThread()
-	spec, err := readSpec()
+	spec, g, err := readSpec()
 	if errors.Is(err, errNoSpec) {
-		// PID 1 closed the pipe without a spec: the app is not to
-		// run (its cgroup could not be had, or the pod stops), and
-		// PID 1 says why.
+		// A spare whose PID 1 died before handing it an app (run
+		// aborted the pod): the failure was reported by run.
 		return status.CodeStage1Failure
 	}
 	if err != nil {
 		logx.Errorf("app: %v", err)
 		return status.CodeStage1Failure
 	}
-	code, err := become(spec)
+	code, err := become(spec, g)
+	if errors.Is(err, errNoSpec) {
+		// A spare set up and never let go: its app was not to run.
+		return status.CodeStage1Failure
+	}
 	if err != nil {
 		logx.Errorf("app %q: %v", spec.Name, err)
 	}
 	return code
 }
 
-// errNoSpec is an empty spec pipe: the writer went away without a word.
+// errNoSpec is an empty spec pipe, or a spare's socket closed before its
+// app was let go: the writer went away without a word.
 var errNoSpec = errors.New("no spec")
 
-// readSpec reads the Spec, to the pipe's end.
-func readSpec() (*Spec, error) {
-	f := os.NewFile(SpecFd, "spec")
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxSpecSize))
-	if err != nil {
-		return nil, fmt.Errorf("read spec: %w", err)
+// readSpec reads the Spec: to the pipe's end, or, on a spare's socket, as
+// the first of its two messages (SpareBrief), with the gate the second
+// one opens.
+func readSpec() (*Spec, *gate, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(SpecFd, &st); err != nil {
+		return nil, nil, fmt.Errorf("read spec: %w", err)
+	}
+	var b []byte
+	var g *gate
+	var err error
+	if st.Mode&unix.S_IFMT == unix.S_IFSOCK {
+		if b, err = readBrief(SpecFd); err != nil {
+			return nil, nil, err
+		}
+		g = &gate{fd: SpecFd}
+	} else {
+		f := os.NewFile(SpecFd, "spec")
+		defer f.Close()
+		if b, err = io.ReadAll(io.LimitReader(f, maxSpecSize)); err != nil {
+			return nil, nil, fmt.Errorf("read spec: %w", err)
+		}
 	}
 	if len(b) == 0 {
-		return nil, errNoSpec
+		return nil, nil, errNoSpec
 	}
 	var s Spec
 	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("decode spec: %w", err)
+		return nil, nil, fmt.Errorf("decode spec: %w", err)
 	}
-	return &s, nil
+	return &s, g, nil
+}
+
+// A spare (PID 1's app process started before its app is known)
+// learns its app in two messages on its socket. The brief, sent as soon as
+// PID 1 has its configuration, is the Spec's length (4 bytes, big-endian)
+// and the Spec: the spare sets the app's root up while PID 1 still sets up
+// its own. The go, sent when the app starts, is one byte (GoByte) with the
+// app's stdin, stdout and stderr attached, and only after it may anything
+// of the app run: PID 1 sends it once it has left the host's root (until
+// then an app that may read /proc/1/root would find the host's: threats
+// T4, T19) and the spare is in the app's cgroup.
+const (
+	briefHeader = 4
+	// GoByte is the go message's byte.
+	GoByte = 'g'
+)
+
+// SpareBrief frames spec as a spare's brief.
+func SpareBrief(spec []byte) []byte {
+	b := make([]byte, briefHeader, briefHeader+len(spec))
+	binary.BigEndian.PutUint32(b, uint32(len(spec)))
+	return append(b, spec...)
+}
+
+// readBrief reads a brief from the socket fd, and not a byte more: the go
+// message that may follow it carries descriptors, which a read running
+// into it would drop.
+func readBrief(fd int) ([]byte, error) {
+	var hdr [briefHeader]byte
+	n, err := readHeader(fd, hdr[:])
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("read spec: %w", err)
+	case n == 0:
+		return nil, errNoSpec
+	case n < briefHeader:
+		return nil, fmt.Errorf("read spec: %d bytes of its length", n)
+	}
+	size := binary.BigEndian.Uint32(hdr[:])
+	if size == 0 || size > maxSpecSize {
+		return nil, fmt.Errorf("read spec: length %d", size)
+	}
+	b := make([]byte, size)
+	if n, err = readFull(fd, b); err != nil {
+		return nil, fmt.Errorf("read spec: %w", err)
+	} else if n < len(b) {
+		return nil, fmt.Errorf("read spec: %d of its %d bytes", n, size)
+	}
+	return b, nil
+}
+
+// readHeader reads a brief's header, and the descriptors that come with
+// it (SpareBriefRights): the spare was started before PID 1 had them.
+func readHeader(fd int, hdr []byte) (int, error) {
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(fd, hdr, oob, unix.MSG_CMSG_CLOEXEC|unix.MSG_WAITALL)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		if oobn > 0 {
+			if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+				for i := range msgs {
+					if fds, err := unix.ParseUnixRights(&msgs[i]); err == nil {
+						if (len(fds) == 3 || len(fds) == 4) && appsProcFd < 0 {
+							appsProcFd, appsPidNS, podShmFd = fds[0], fds[1], fds[2]
+							if len(fds) == 4 {
+								// Over the placeholder the
+								// spare was born with.
+								if err := unix.Dup3(fds[3], CgroupNSFd, 0); err != nil {
+									return 0, fmt.Errorf("the apps' cgroup namespace: %w", err)
+								}
+							}
+							fds = fds[3:]
+						}
+						for _, f := range fds {
+							unix.Close(f)
+						}
+					}
+				}
+			}
+		}
+		if n == 0 || n == len(hdr) {
+			return n, nil
+		}
+		m, err := readFull(fd, hdr[n:])
+		return n + m, err
+	}
+}
+
+// SpareBriefRights are the descriptors a spare's brief carries: a
+// detached procfs of the apps' pid namespace, the namespace, a detached
+// copy of the pod's /dev/shm, and the apps' cgroup namespace unless
+// cgroupNS is -1 (there is none: Spec.CgroupNS).
+func SpareBriefRights(procfs, pidns, shm, cgroupNS int) []byte {
+	if cgroupNS < 0 {
+		return unix.UnixRights(procfs, pidns, shm)
+	}
+	return unix.UnixRights(procfs, pidns, shm, cgroupNS)
 }
 
 // readFull reads len(b) bytes from fd unless it ends first, and returns
@@ -92,8 +214,78 @@ func readFull(fd int, b []byte) (int, error) {
 	return n, nil
 }
 
-// become sets the app up and execs it; it returns only on failure.
-func become(s *Spec) (int, error) {
+// gate is a spare's wait for its go message.
+type gate struct{ fd int }
+
+// wait blocks until the go message comes, and makes the descriptors it
+// carries our stdin, stdout and stderr. errNoSpec: the socket was closed
+// first (the app is not to run: the pod stops, or it starts otherwise).
+func (g *gate) wait() error {
+	defer unix.Close(g.fd)
+	var b [1]byte
+	oob := make([]byte, unix.CmsgSpace(stdioRights*4))
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(g.fd, b[:], oob, unix.MSG_CMSG_CLOEXEC)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("wait for the go: %w", err)
+		}
+		if n == 0 && oobn == 0 {
+			return errNoSpec
+		}
+		if n != 1 || b[0] != GoByte || oobn == 0 {
+			return fmt.Errorf("wait for the go: got %d bytes (%q) and %d of descriptors", n, b[:n], oobn)
+		}
+		return takeStdio(oob[:oobn])
+	}
+}
+
+// stdioRights is how many descriptors come with a spare's go: the app's
+// stdin, stdout and stderr, and its gate (GateFd).
+const stdioRights = 4
+
+// takeStdio makes the descriptors of a go's control message our stdin,
+// stdout and stderr.
+func takeStdio(oob []byte) error {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return fmt.Errorf("go: control message: %w", err)
+	}
+	var fds []int
+	for i := range msgs {
+		got, err := unix.ParseUnixRights(&msgs[i])
+		if err != nil {
+			return fmt.Errorf("go: control message: %w", err)
+		}
+		fds = append(fds, got...)
+	}
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	if len(fds) != stdioRights {
+		return fmt.Errorf("go: got %d descriptors with it, want %d", len(fds), stdioRights)
+	}
+	for i, fd := range fds {
+		to := i
+		if i == 3 {
+			to = GateFd
+		}
+		if err := unix.Dup3(fd, to, 0); err != nil {
+			return fmt.Errorf("go: take descriptor %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// become sets the app up and execs it; it returns only on failure. A
+// spare (g not nil) sets the root up, then waits for its go before
+// anything else: what failed is told after it, on the app's stderr, which
+// comes with it.
+func become(s *Spec, g *gate) (int, error) {
 	const setupFailed = status.CodeStage1Failure
 	// A process in the pod that could ptrace us now would see the fds
 	// we still hold (CVE-2016-9962); the kernel resets this at execve.
@@ -103,6 +295,12 @@ func become(s *Spec) (int, error) {
 	unix.Umask(0)
 	err := setupRoot(s)
 	unix.Umask(0o022)
+	dropPodShm()
+	if g != nil {
+		if gerr := g.wait(); gerr != nil {
+			return setupFailed, gerr
+		}
+	}
 	// On the app's stderr from here on (its log): what PID 1 logs of
 	// the app is on the pod's.
 	logx.Debugf("app %q: set up, exec %q", s.Name, s.Exec)
@@ -113,7 +311,7 @@ func become(s *Spec) (int, error) {
 		return setupFailed, err
 	}
 	if s.UserNS != nil {
-		if err := joinAppsPidNS(PidNSFd); err != nil {
+		if err := joinAppsPidNS(appsPidNS); err != nil {
 			return setupFailed, err
 		}
 		if err := joinAppsCgroupNS(s); err != nil {
@@ -124,7 +322,7 @@ func become(s *Spec) (int, error) {
 	// The app's process gets a session of its own (Launch): it has no
 	// controlling terminal it could push input into (TIOCSTI,
 	// CVE-2017-5226), and the pod can signal its whole process group.
-	return Launch(s, s.Exec, PidNSFd, s.CtrlTTY, func(pid int, execErr func() error) int {
+	return Launch(s, s.Exec, appsPidNS, s.CtrlTTY, func(pid int, execErr func() error) int {
 		if pid <= 0 {
 			logx.Errorf("app %q: %v", s.Name, execErr())
 			return setupFailed

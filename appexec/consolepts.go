@@ -10,7 +10,8 @@ import (
 // mountConsolePts puts a copy of the console's devpts instance, which PID
 // 1 holds at ConsolePts in its root, on the directory name of dir (the
 // app's /dev/pts). The set-up of a console app is forked from PID 1 after
-// its pivot, so the path is PID 1's.
+// its pivot (never the spare, whose mount namespace is older), so the
+// path is PID 1's.
 func mountConsolePts(dir int, name string) error {
 	src, err := unix.OpenTree(unix.AT_FDCWD, ConsolePts, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err != nil {

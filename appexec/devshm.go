@@ -14,6 +14,10 @@ import (
 // /dev/shm only, and a volume covering that leaves it none.
 const PodShm = "/pod1-shm"
 
+// podShmFd, when not -1, is a detached copy of the pod's /dev/shm handed
+// to this process (a spare, started before PID 1 had PodShm).
+var podShmFd = -1
+
 // mountPodShm attaches a copy of the pod's /dev/shm at target, the /dev/shm
 // directory of the app's fresh /dev.
 func mountPodShm(root *os.File, target string) error {
@@ -29,8 +33,10 @@ func mountPodShm(root *os.File, target string) error {
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return fmt.Errorf("%s is not a directory", target)
 	}
-	src, err := unix.OpenTree(unix.AT_FDCWD, PodShm, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
-	if err != nil {
+	src := podShmFd
+	if src >= 0 {
+		podShmFd = -1
+	} else if src, err = unix.OpenTree(unix.AT_FDCWD, PodShm, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC); err != nil {
 		return fmt.Errorf("the pod's /dev/shm: %w", err)
 	}
 	defer unix.Close(src)
@@ -44,4 +50,13 @@ func mountPodShm(root *os.File, target string) error {
 		return fmt.Errorf("the pod's /dev/shm: mount_setattr: %w", err)
 	}
 	return unix.MoveMount(src, "", int(d.Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+}
+
+// dropPodShm closes the pod's /dev/shm handed to a spare whose app did
+// not take it (a volume covers its /dev/shm).
+func dropPodShm() {
+	if podShmFd >= 0 {
+		unix.Close(podShmFd)
+		podShmFd = -1
+	}
 }

@@ -68,6 +68,14 @@ func joinAppsCgroupNS(s *Spec) error {
 // process is a member of; pod1-pause made this one.
 const AppsProc = "/pod1-apps-proc"
 
+// appsProcFd, when not -1, is a detached procfs of the apps' namespace
+// handed to this process (a spare, started before PID 1 had AppsProc),
+// and appsPidNS the namespace: PidNSFd but for a spare.
+var (
+	appsProcFd = -1
+	appsPidNS  = PidNSFd
+)
+
 // joinAppsPidNS makes the apps' pid namespace the one the calling
 // thread's children are born in. The thread must be locked: the
 // namespace for children is a thread's, and the clone must come from it.
@@ -86,8 +94,10 @@ func mountAppsProc(root *os.File, target string) error {
 		return err
 	}
 	defer d.Close()
-	src, err := unix.OpenTree(unix.AT_FDCWD, AppsProc, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
-	if err != nil {
+	src := appsProcFd
+	if src >= 0 {
+		appsProcFd = -1
+	} else if src, err = unix.OpenTree(unix.AT_FDCWD, AppsProc, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC); err != nil {
 		return fmt.Errorf("procfs of the apps' pid namespace: %w", err)
 	}
 	defer unix.Close(src)

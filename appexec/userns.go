@@ -255,7 +255,7 @@ func PrepareUserNS(s *Spec) (*Spec, error) {
 // set up, it reads the spec and becomes the app.
 func childInUserNS() int {
 	runtime.LockOSThread()
-	s, err := readSpec()
+	s, _, err := readSpec()
 	if err != nil {
 		logx.Errorf("app: %v", err)
 		return status.CodeStage1Failure

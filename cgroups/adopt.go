@@ -53,7 +53,7 @@ func AdoptPod(dir string, need []string, pid int, leaf string) (*Group, error) {
 	if rel, err := filepath.Rel(mount, g.V2); err != nil || rel == "." || strings.HasPrefix(rel, "..") {
 		return nil, fmt.Errorf("cgroup %s is not below %s", dir, mount)
 	}
-	// PID 1 may have forked (pod1-pause) between systemd's move and
+	// PID 1 may have forked (its spare) between systemd's move and
 	// ours: its children go with it. Anything else in dir is not the
 	// pod's, and dir is then no cgroup for it.
 	if !moveToLeaf(g.V2, leaf, pid) {

@@ -16,10 +16,11 @@
  *
  * PID 1 clones it with CLONE_NEWPID, in PID 1's mount namespace, with a
  * socket on fd 3. Its first job is the one thing only a member of the
- * namespace can do: make a procfs instance of it. It sends PID 1 a
- * detached procfs mount of the apps' namespace (PID 1 keeps it in its
- * own root, and each app's set-up clones it) and the namespace itself,
- * with one byte, on fd 3. Then it leaves everything behind but the pod's cgroups,
+ * namespace can do: make procfs instances of it. It sends PID 1 two
+ * detached procfs mounts of the apps' namespace (one for the set-up
+ * process started ahead of the pod's configuration, one PID 1 keeps in
+ * its own root for every later app) and the namespace itself, with one
+ * byte, on fd 3. Then it leaves everything behind but the pod's cgroups,
  * which PID 1 hands it read-only (take_trees), and reaps. It installs
  * no signal handler and blocks only SIGCHLD, which it waits for: the
  * kernel drops every other signal sent to a namespace's init that has no
@@ -84,10 +85,10 @@ struct cap_data {
 #define MOUNT_ATTR_NODEV_ 0x4
 #define MOUNT_ATTR_NOEXEC_ 0x8
 
-/* The socket PID 1 reads the procfs mount from. */
+/* The socket PID 1 reads the procfs mounts from. */
 #define REPORT_FD POD1_PAUSE_SOCK_FD
 /* How many procfs instances PID 1 is sent. */
-#define PROCFS_COUNT 1
+#define PROCFS_COUNT 2
 /* Where the empty root is made; every host has it. */
 #define EMPTY_ROOT "/dev"
 

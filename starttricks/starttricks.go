@@ -47,6 +47,11 @@ const (
 	// Commit: PID 1 leaves the last statuses for the lock keeper to make
 	// durable, rather than fsyncing them itself before its exit.
 	Commit
+	// Spare: PID 1 forks the first app's set-up process before it reads
+	// its configuration, briefs it with the app's spec as soon as it has
+	// it, and moves it into the app's cgroup then
+	// (stage1-init/pid1/spare.go).
+	Spare
 	count
 )
 
@@ -56,6 +61,7 @@ var names = [count]string{
 	Prime:   "prime",
 	FDTable: "fdtable",
 	Commit:  "commit",
+	Spare:   "spare",
 }
 
 // All lists every trick, in order.
@@ -179,7 +185,8 @@ func On(t Trick) bool { return !off.Off(t) }
 
 // argPrefix starts the argument that hands a set to PID 1 (Arg, FromArgs):
 // an argument, not a field of the configuration, so that PID 1 has its
-// set before anything it does.
+// set before anything it does: the spare is forked before it reads its
+// configuration.
 const argPrefix = "--tricks-off="
 
 // Arg returns the argument carrying s, or "" when every trick is on.

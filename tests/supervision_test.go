@@ -376,7 +376,8 @@ func TestBadSupervisionAnnotations(t *testing.T) {
 
 // Apps start with an empty signal mask and no ignored signals, even when
 // the stage1 was started with some ignored (nohup) and though PID 1 and run
-// ignore most signals themselves: the first app and the second alike.
+// ignore most signals themselves: the first app (PID 1's spare process)
+// and the second (started the usual way) alike.
 func TestAppsStartWithCleanSignalState(t *testing.T) {
 	p := newPod(t, []App{{Name: "a", Exec: probe("status")}, {Name: "b", Exec: probe("status")}}, nil)
 	r := runPod(t, p, RunOpts{Wrapper: []string{"nohup"}})
@@ -438,11 +439,12 @@ func children(t *testing.T, pid int) []string {
 	return out
 }
 
-// Once a pod is ready, PID 1's children are its apps' processes and
-// nothing else (pod1-pause aside): no set-up process is left, in a
-// sandbox with no app, with an app in a user namespace, or with two apps,
-// each in its own cgroup; and nothing is said on stderr.
-func TestAppSetupLeavesNoTrace(t *testing.T) {
+// PID 1 starts an app process ahead of its configuration for the first
+// app (stage1-init/pid1/spare.go). When no app takes it (a mutable pod starts
+// with none; an app in a user namespace starts its own way), it is gone
+// once the pod is ready, without a word on stderr; when the first app takes
+// it, it is that app, in that app's cgroup.
+func TestSpareAppProcessLeavesNoTrace(t *testing.T) {
 	t.Run("sandbox", func(t *testing.T) {
 		p, r := sandbox(t, nil)
 		pid := podPid(t, p)

@@ -149,7 +149,10 @@ func within(t *testing.T, tp *trickPod, on func(*testing.T, *trickPod) (bool, st
 }
 
 // The tricks of the start's order, seen in the system calls of a pod run
-// under strace: the waiter's priming writes to its own cgroup.procs.
+// under strace: the waiter's priming writes to its own cgroup.procs; the
+// spare is forked (and executed, the clone being a vfork) before PID 1
+// reads its configuration, and moved into its app's cgroup before PID 1
+// pivots into its own root.
 func TestTricksOffTraced(t *testing.T) {
 	straceBin, err := exec.LookPath("strace")
 	if err != nil {
@@ -162,6 +165,20 @@ func TestTricksOffTraced(t *testing.T) {
 		{starttricks.Prime, func(tr *trace) (bool, string) {
 			prime := tr.first(tr.waiter, openProcs)
 			return prime >= 0, fmt.Sprintf("the waiter's first write to a cgroup.procs at line %d", prime)
+		}},
+		{starttricks.Spare, func(tr *trace) (bool, string) {
+			spare := tr.first(-1, `execve\("/proc/self/exe", \["pod1-app"\]`)
+			config := tr.first(-1, `(read\(3<pipe:\[\d+\]>, |read resumed>)"\{\\"uuid\\"`)
+			move := tr.first(tr.init, openProcs)
+			pivot := tr.first(tr.init, `pivot_root\(`)
+			// The app took it: the spare cloned the app's process
+			// (appexec.Launch), where a spare not taken is killed.
+			launch := -1
+			if spare >= 0 {
+				launch = tr.first(tr.pids[spare], `clone3?\(.*CLONE_PARENT`)
+			}
+			return spare >= 0 && spare < config && move >= 0 && move < pivot && launch > spare,
+				fmt.Sprintf("first pod1-app exec at line %d, PID 1's configuration read at line %d; PID 1's first move at line %d, its pivot at line %d; that pod1-app's launch at line %d", spare, config, move, pivot, launch)
 		}},
 	}
 	run := func(t *testing.T, off string) *trace {

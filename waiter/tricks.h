@@ -5,10 +5,12 @@
 #define TRICK_PRIME 1
 #define TRICK_FDTABLE 2
 #define TRICK_COMMIT 3
-#define TRICK_COUNT 4
+#define TRICK_SPARE 4
+#define TRICK_COUNT 5
 static const char *const trick_names[TRICK_COUNT] = {
 	"shed",
 	"prime",
 	"fdtable",
 	"commit",
+	"spare",
 };

@@ -32,6 +32,9 @@ type appOS struct {
 	// that get none.
 	logs    *podlog.Forwarder
 	devNull int
+	// spare is the app process started ahead of the configuration for
+	// the first app to take (spare.go).
+	spare *spare
 	// pause is the init of the apps' pid namespace.
 	pause *pause
 	res   map[*supervisor.App]*appRes
@@ -40,6 +43,9 @@ type appOS struct {
 	// console is the terminal of the interactive app's current or last
 	// run, joined to the caller's (pod.Console; console.go).
 	console atomic.Pointer[console.Console]
+	// earlyDevLog are the /dev/log sockets made for the spare's brief,
+	// before logs existed, until their app starts (withDevLog).
+	earlyDevLog map[string]*podlog.SyslogSocket
 	// reports carries the setup processes' reports to the loop
 	// (readReport); early holds the exits of reported processes that
 	// ended before their report was read (Adopt).
@@ -50,9 +56,10 @@ type appOS struct {
 	// counts the apps named on it.
 	commit int
 	sent   int
-	// firstStart: the pod's first apps are being started (their
-	// processes wait at the gate).
-	firstStart bool
+	// holdGo keeps the spare's go (heldGo) while the pod's first apps
+	// start (releaseGo).
+	holdGo bool
+	heldGo []heldGo
 	// gate is the read end of the pipe the pod's first apps' processes
 	// wait on before their execve (appexec.GateFd), gateW its write end,
 	// closed once every one of them exists (openGate); -1 when none.
@@ -61,8 +68,10 @@ type appOS struct {
 	// set-up processes clone the apps' processes into
 	// (appexec.CgroupNSFd), or -1: none on a host with v1 hierarchies.
 	cgroupNS int
-	// podPidsMax caches appsPidsMax.
+	// podPidsMax caches appsPidsMax; hostReady is set once run has
+	// prepared the host (hostIsReady).
 	podPidsMax *int
+	hostReady  bool
 }
 
 // appRes is what appOS holds for one app.
@@ -87,8 +96,12 @@ type appRes struct {
 
 // pendingStart is a run's first process waiting for its spec.
 type pendingStart struct {
-	pw   *os.File // the spec's pipe
+	pw   *os.File // the spec's pipe (or the spare's socket)
 	spec []byte   // nil: nothing to send
+	// stdio is sent with the go on the spare's socket (nil: the
+	// process has its own), and the gate with it.
+	stdio *[3]int
+	gate  int
 	// closeStdio releases our copies of the app's log pipes.
 	closeStdio func()
 }
@@ -110,7 +123,7 @@ func (o *appOS) resOf(a *supervisor.App) *appRes {
 // gateFor is the gate of an app's process started now: the first apps'
 // while they start, else /dev/null, which lets it go at once.
 func (o *appOS) gateFor() int {
-	if o.firstStart && o.gate >= 0 {
+	if o.holdGo && o.gate >= 0 {
 		return o.gate
 	}
 	return o.devNull

@@ -48,8 +48,17 @@ func (o *appOS) Start(a *supervisor.App) (p supervisor.Proc, err error) {
 	// The app's own process gets its sockets (socket activation).
 	ps, listen := a.Cfg.MainSpec(phaseSpec(a), a.Phase() == supervisor.PhaseMain)
 	ps = o.withDevLog(a, ps)
-	ps.StageBinds = stageBinds
 	ps.CgroupNS = o.cgroupNS >= 0
+	// The spare's mount namespace is older than PID 1's root: it holds
+	// none of the binds StageBinds names, and a host mount at one of
+	// their paths is not to be taken off.
+	var spareSpec []byte
+	if o.spare != nil {
+		if spareSpec, err = json.Marshal(ps); err != nil {
+			return p, err
+		}
+	}
+	ps.StageBinds = stageBinds
 	spec, err := json.Marshal(ps)
 	if err != nil {
 		return p, err
@@ -68,6 +77,12 @@ func (o *appOS) Start(a *supervisor.App) (p supervisor.Proc, err error) {
 	// clones into the apps' pid namespace, PID 1's child; its exit is
 	// kept from before its pid is known (Adopt).
 	o.reaper.Expect()
+	if sp := o.takeSpare(a, r, spareSpec); sp != nil {
+		r.pending = pendingStart{pw: sp.spec, spec: spareSpec, stdio: &stdio, gate: o.gateFor(), closeStdio: closeStdio}
+		o.awaitReport(a, r, sp.report)
+		// Moved into a's cgroup already when admitSpare did.
+		return o.admit(a, r, sp.pid, sp.in == a)
+	}
 	fail := func(err error, files ...*os.File) (supervisor.Proc, error) {
 		o.reaper.Unexpect()
 		for _, f := range files {
@@ -116,7 +131,7 @@ func (o *appOS) Start(a *supervisor.App) (p supervisor.Proc, err error) {
 	}
 	o.awaitReport(a, r, rr)
 	r.pending = pendingStart{pw: pw, spec: spec, closeStdio: closeStdio}
-	return o.admit(a, r, pid)
+	return o.admit(a, r, pid, false)
 }
 
 // withDevLog returns a copy of s, the spec of a run of a, with the path of
@@ -129,7 +144,25 @@ func (o *appOS) withDevLog(a *supervisor.App, s *appexec.Spec) *appexec.Spec {
 	var p string
 	wd, err := os.Getwd()
 	seen := filepath.Join(wd, layout.DevLogDir)
-	if err == nil {
+	switch early := o.earlyDevLog[a.Name]; {
+	case err != nil:
+	case o.logs == nil:
+		// The spare's brief, before PID 1 has its forwarder: the
+		// socket is bound now, for the set-up to find, and read from
+		// the app's start on (what is sent before waits in it).
+		var sk *podlog.SyslogSocket
+		if sk, err = podlog.BindSyslog(a.Name, written(layout.DevLogDir), seen); err == nil {
+			if o.earlyDevLog == nil {
+				o.earlyDevLog = map[string]*podlog.SyslogSocket{}
+			}
+			o.earlyDevLog[a.Name] = sk
+			p = sk.Path
+		}
+	case early != nil:
+		delete(o.earlyDevLog, a.Name)
+		o.logs.ServeSyslog(a.Name, early)
+		p = early.Path
+	default:
 		// Through the directory PID 1 kept writable: its root shows
 		// the stage1's rkt/ read-only (keepWritable).
 		p, err = o.logs.ListenSyslog(a.Name, written(layout.DevLogDir), seen)
@@ -150,10 +183,10 @@ func (o *appOS) awaitReport(a *supervisor.App, r *appRes, rr *os.File) {
 	go o.readReport(h, rr)
 }
 
-// admit moves the run's first process into the app's cgroup, and returns
-// its pid in the pod and on the host.
-func (o *appOS) admit(a *supervisor.App, r *appRes, pid int) (supervisor.Proc, error) {
-	if r.cg != nil {
+// admit moves the run's first process into the app's cgroup, unless it is
+// in it already, and returns its pid in the pod and on the host.
+func (o *appOS) admit(a *supervisor.App, r *appRes, pid int, in bool) (supervisor.Proc, error) {
+	if r.cg != nil && !in {
 		if err := r.cg.Add(pid); err != nil {
 			// Outside its cgroup it would have no device allow-list
 			// and no limits: it dies before it reads its spec.
@@ -166,8 +199,8 @@ func (o *appOS) admit(a *supervisor.App, r *appRes, pid int) (supervisor.Proc, e
 	return supervisor.Proc{Pid: pid, HostPid: hostPid(pid), HandOver: true}, nil
 }
 
-// Started sends the run's first process its spec, now that the run is
-// recorded.
+// Started sends the run's first process its spec, or the spare its go
+// (with the app's stdio), now that the run is recorded.
 func (o *appOS) Started(a *supervisor.App) {
 	r := o.resOf(a)
 	p := r.pending
@@ -175,10 +208,17 @@ func (o *appOS) Started(a *supervisor.App) {
 	if p.pw == nil {
 		return
 	}
+	if p.spec != nil && p.stdio != nil && o.holdGo {
+		// The pod's first apps are still being started: the spare's
+		// app runs once each of them is in its cgroup (releaseGo).
+		o.heldGo = append(o.heldGo, heldGo{app: a.Name, pending: p})
+		return
+	}
 	o.send(a.Name, p)
 }
 
-// send hands a run's first process its spec, which it waits for.
+// send hands a run's first process what it waits for: the spare its go,
+// any other its spec.
 func (o *appOS) send(app string, p pendingStart) {
 	// Our copies of the log pipes' write ends: the app holds its own.
 	defer p.closeStdio()
@@ -188,9 +228,36 @@ func (o *appOS) send(app string, p pendingStart) {
 	if p.spec == nil {
 		return
 	}
-	_, err := p.pw.Write(p.spec)
+	var err error
+	if p.stdio != nil {
+		// The spare has its spec (takeSpare): it waits for this.
+		err = sendGo(p.pw, *p.stdio, p.gate)
+	} else {
+		_, err = p.pw.Write(p.spec)
+	}
 	if err != nil {
 		o.debugf("app %q: send spec: %v", app, err)
+	}
+}
+
+// heldGo is a spare's go kept until the pod's first apps are all started.
+type heldGo struct {
+	app     string
+	pending pendingStart
+}
+
+// releaseGo sends the gos held while the pod's first apps started
+// (holdGo). The spare's app would otherwise run before the apps after it
+// are moved into their cgroups: a move is not held by pids.max (the
+// kernel checks it at fork), and a first app that forks at once (a fork
+// bomb) could fill the pod's limit before the next app's process is
+// moved in, over it.
+func (o *appOS) releaseGo() {
+	o.holdGo = false
+	held := o.heldGo
+	o.heldGo = nil
+	for _, h := range held {
+		o.send(h.app, h.pending)
 	}
 }
 
@@ -582,15 +649,37 @@ func giveStdio(s *appexec.Spec, modes [3]string, fds [3]int) error {
 
 // appsPidsMax is the pod's pids.max, on its apps' cgroup (0 for none).
 // The annotation's is in the configuration; the host's default run puts
-// there before handover.HostReady, and it is read from there once: no app
-// starts before HostReady.
+// there before handover.HostReady, off its start path, and it is read
+// from there once, after HostReady (hostIsReady sets again what the
+// spare's app's cgroup got before).
 func (o *appOS) appsPidsMax() int {
 	if o.pod.PidsMax >= 0 {
 		return o.pod.PidsMax
 	}
 	if o.podPidsMax == nil {
 		n := o.pod.Cgroup.Sub(cgroups.AppsName).PidsMax()
+		if !o.hostReady {
+			return n
+		}
 		o.podPidsMax = &n
 	}
 	return *o.podPidsMax
+}
+
+// hostIsReady is told that run has finished preparing the host, the
+// pod's pids.max included: the cgroups made before (the spare's app's,
+// admitSpare) get the per-app default worked out from it.
+func (o *appOS) hostIsReady() {
+	o.hostReady = true
+	if o.pod.PidsMax >= 0 {
+		return
+	}
+	for a, r := range o.res {
+		if r.cg == nil || a.Cfg.Supervision.PidsMax >= 0 {
+			continue
+		}
+		if err := r.cg.SetPidsMax(podplan.AppPidsMax(o.appsPidsMax())); err != nil {
+			o.logf("app %q: pids.max: %v", a.Name, err)
+		}
+	}
 }

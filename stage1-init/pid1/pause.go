@@ -29,8 +29,8 @@ type pause struct {
 	// into. Sent by pod1-pause: setns of a pidfd, or opening
 	// /proc/PID/ns/pid, would need to pass the ptrace check on it.
 	pidns int
-	// sock is where its procfs instance of the apps' namespace comes
-	// from (procfs).
+	// sock is where its two procfs instances of the apps' namespace
+	// come from (procfs).
 	sock *os.File
 	// exe is pod1-pause's binary (-1 once closed), kept for
 	// cgroupNS.
@@ -171,16 +171,16 @@ func recvFds(sock int, what byte, n int) ([]int, error) {
 	}
 }
 
-// procfs receives the procfs instance of the apps' pid namespace
-// pod1-pause makes (for PID 1's root), and the namespace; it waits for
-// them.
-func (pz *pause) procfs() (int, error) {
-	got, err := recvFds(int(pz.sock.Fd()), 'p', 2)
+// procfs receives the two procfs instances of the apps' pid namespace
+// pod1-pause makes (one for the spare, one for PID 1's root), and the
+// namespace; it waits for them.
+func (pz *pause) procfs() ([2]int, error) {
+	got, err := recvFds(int(pz.sock.Fd()), 'p', 3)
 	if err != nil {
-		return -1, fmt.Errorf("%s: the apps' procfs: %w (see its error above)", handover.RolePause, err)
+		return [2]int{-1, -1}, fmt.Errorf("%s: the apps' procfs: %w (see its error above)", handover.RolePause, err)
 	}
-	pz.pidns = got[1]
-	return got[0], nil
+	pz.pidns = got[2]
+	return [2]int{got[0], got[1]}, nil
 }
 
 // giveRoot hands pod1-pause, read-only, the trees its root holds: the

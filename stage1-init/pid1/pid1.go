@@ -69,17 +69,19 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fail(fmt.Errorf("pod init: prctl dumpable: %w", err))
 	}
-	// Before the first fork: every child would otherwise exec with
-	// run's whole permitted set.
+	// Before the first fork: the spare and every later child would
+	// otherwise exec with run's whole permitted set.
 	if err := clearInheritable(); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
-	// The init of the apps' pid namespace, started first: it makes
-	// the namespace's procfs while run still prepares the pod.
+	// The init of the apps' pid namespace, which the spare needs.
 	pz, err := startPause(rp)
 	if err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
+	// Before the configuration: its Go start-up then overlaps run's
+	// preparation.
+	sp := startSpare(rp)
 	// The apps' usual device allow-list as a BPF program, loaded while
 	// run still prepares the pod: the kernel's verifier then runs off
 	// the first app's start path (SetDevices finds it loaded).
@@ -103,8 +105,17 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 	if err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
-	o := &appOS{pod: pod, reaper: rp, pause: pz, reports: make(chan *setupReport), commit: commitPipe(), gate: -1, gateW: -1, cgroupNS: cgroupNS}
+	o := &appOS{pod: pod, reaper: rp, spare: sp, pause: pz, reports: make(chan *setupReport), commit: commitPipe(), gate: -1, gateW: -1, cgroupNS: cgroupNS}
 	p := &pid1{pod: pod, os: o, reaper: rp, req: req, sup: supervisor.New(o, pod)}
+	if apps := p.sup.Apps(); len(apps) > 0 {
+		// The spare sets the first app's root up while PID 1 sets
+		// up its own; it runs nothing of the app before its go,
+		// which comes after (Started).
+		o.admitSpare(apps[0])
+		o.briefSpare(apps[0], procfs[0], shm[0])
+	}
+	unix.Close(procfs[0])
+	unix.Close(shm[0])
 	var ctl *net.UnixListener
 	if pod.Mutable {
 		// In PID 1's own root the socket's directory is read-only.
@@ -112,7 +123,7 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 			return fail(fmt.Errorf("pod init: %w", err))
 		}
 	}
-	if err := enterOwnRoot(pod, procfs, shm); err != nil {
+	if err := enterOwnRoot(pod, procfs[1], shm[1]); err != nil {
 		return fail(fmt.Errorf("pod init: %w", err))
 	}
 	if err := pz.giveRoot(pod.Cgroup, cgroupNS >= 0, pod.AppsBoundingSet()); err != nil {
@@ -167,14 +178,24 @@ func runPodInit(req *sigpolicy.Requests, rp *reaper.Reaper) int {
 		}
 		o.gate, o.gateW = gate[0], gate[1]
 	}
+	o.hostIsReady()
 	// A stop asked while the apps start is acted on before the next one
 	// starts, not after all of them.
-	o.firstStart = true
+	o.holdGo = true
 	p.sup.StartAll(func() bool { p.actOnRequest(); return p.sup.Stopping() })
-	o.firstStart = false
-	p.ready()
+	o.releaseGo()
+	if o.dropSpare() {
+		// Ready once the spare is reaped (handle), or given up on.
+		p.readyBy = time.Now().Add(spareTimeout)
+	} else {
+		p.ready()
+	}
 	return p.loop()
 }
+
+// spareTimeout bounds the wait for the spare's end before the pod says it
+// is ready.
+const spareTimeout = 5 * time.Second
 
 // pid1 is the pod's PID 1 once its apps start: an event loop feeding the
 // supervisor (package supervisor, which decides) with the reaper's exits,
@@ -188,6 +209,9 @@ type pid1 struct {
 	req *sigpolicy.Requests
 	// calls are app operations (mutable pods only; nil otherwise).
 	calls chan *control.Call
+	// readyBy, when not zero, is when the pod says it is ready even if
+	// the spare it killed is not yet reaped.
+	readyBy time.Time
 	// readyWhenStarted: the pod says it is ready once no app is
 	// starting (ready).
 	readyWhenStarted bool
@@ -203,6 +227,7 @@ type pid1 struct {
 // find the app not yet told to run (supervisor: Starting), where rkt's
 // pods say they are ready with their apps running.
 func (p *pid1) ready() {
+	p.readyBy = time.Time{}
 	if p.sup.Starting() {
 		p.readyWhenStarted = true
 		return
@@ -334,7 +359,7 @@ func (p *pid1) recoverPanic() {
 // loop runs until the pod is over: every app finished (and, for a mutable
 // pod, a stop requested). It never blocks but in its select: everything
 // that takes time (a grace period, a restart's backoff, a cgroup being
-// emptied, a user namespace's hand-over) is an event with
+// emptied, a user namespace's hand-over, the spare's end) is an event with
 // a deadline of the supervisor's or of the loop's. Then nothing may remain: leftovers are killed and reaped, and
 // the cgroups removed, before PID 1 exits and the lock can be released.
 func (p *pid1) loop() int {
@@ -361,6 +386,13 @@ func (p *pid1) loop() int {
 			p.os.openGate()
 			if p.readyWhenStarted {
 				p.ready()
+			}
+		}
+		if !p.readyBy.IsZero() {
+			if !time.Now().Before(p.readyBy) {
+				p.ready()
+			} else if next.IsZero() || p.readyBy.Before(next) {
+				next = p.readyBy
 			}
 		}
 		if p.sup.Over() {
@@ -484,12 +516,17 @@ func (p *pid1) takeReports() {
 	}
 }
 
-// handle hands the exits of the apps' processes to the supervisor.
+// handle hands the exits of the apps' processes to the supervisor; the
+// spare's end makes the pod ready.
 func (p *pid1) handle(exits []reaper.Exit) {
 	for _, e := range exits {
 		switch t := e.Tag.(type) {
 		case *supervisor.App:
 			p.sup.Exit(t, e.Status, e.Time)
+		case spareTag:
+			if !p.readyBy.IsZero() {
+				p.ready()
+			}
 		case pauseTag:
 			// The kernel has killed every process of the apps' pid
 			// namespace with it, and no app can start there again.

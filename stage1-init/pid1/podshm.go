@@ -11,8 +11,9 @@ import (
 )
 
 // makePodShm makes the pod's /dev/shm, one tmpfs for all its apps, and
-// returns a detached copy of it for PID 1's root (attachPodShm), from
-// which every app's set-up clones its own. size is its bound in bytes, 0 for tmpfs's default (half of
+// returns two detached copies of it: one for the spare's brief, one for
+// PID 1's root (attachPodShm), from which every later app's set-up clones
+// its own. size is its bound in bytes, 0 for tmpfs's default (half of
 // the host's memory, what rkt's stage1 gave its pods). It lives only in
 // the pod's mount namespaces: on the host there is nothing to clean, and
 // it is gone with the last of them.
@@ -21,23 +22,31 @@ import (
 // mount before Linux 6.15), so it is mounted for a moment on
 // ownRootBase, in PID 1's copy of the host's mounts, which podenv.Setup
 // made slaves: nothing of it reaches the host.
-func makePodShm(size int64) (int, error) {
+func makePodShm(size int64) ([2]int, error) {
+	fds := [2]int{-1, -1}
 	data := "mode=1777"
 	if size > 0 {
 		data += ",size=" + strconv.FormatInt(size, 10)
 	}
 	if err := unix.Mount("tmpfs", ownRootBase, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, data); err != nil {
-		return -1, fmt.Errorf("the pod's /dev/shm: mount tmpfs (%s): %w", data, err)
+		return fds, fmt.Errorf("the pod's /dev/shm: mount tmpfs (%s): %w", data, err)
 	}
-	fd, err := unix.OpenTree(unix.AT_FDCWD, ownRootBase, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	var err error
+	for i := range fds {
+		if fds[i], err = unix.OpenTree(unix.AT_FDCWD, ownRootBase, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC); err != nil {
+			break
+		}
+	}
 	err = errors.Join(err, unix.Unmount(ownRootBase, unix.MNT_DETACH))
 	if err != nil {
-		if fd >= 0 {
-			unix.Close(fd)
+		for _, fd := range fds {
+			if fd >= 0 {
+				unix.Close(fd)
+			}
 		}
-		return -1, fmt.Errorf("the pod's /dev/shm: %w", err)
+		return [2]int{-1, -1}, fmt.Errorf("the pod's /dev/shm: %w", err)
 	}
-	return fd, nil
+	return fds, nil
 }
 
 // attachPodShm puts shm, a detached copy of the pod's /dev/shm, at
