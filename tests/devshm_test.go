@@ -93,14 +93,17 @@ func TestDevShmVolumeCovers(t *testing.T) {
 }
 
 // Apps in user namespaces (--private-users), root or not, use the pod's
-// /dev/shm as any other: it is world-writable with the sticky bit.
+// /dev/shm as any other: it is world-writable with the sticky bit. Each
+// app says a file is whole with a second one: the other may otherwise
+// find it created and still empty (seen under the emulator).
 func TestDevShmPrivateUsers(t *testing.T) {
 	data := dataDir(t)
 	img := probeACIDir(t)
 	out, errOut, code := pod1(t, data, "run", "--stage1-path="+stage1ACI(t), "--net=none", "--private-users=200000:65536",
-		img, "--name=root", "--exec=/bin/probe", "--", "write", "/dev/shm/root", "r", "+", "wait-file", "/dev/shm/user", "+", "cat", "/dev/shm/user", "---",
-		img, "--name=user", "--user=1000", "--group=1000", "--exec=/bin/probe", "--", "wait-file", "/dev/shm/root", "+", "cat", "/dev/shm/root",
-		"+", "write", "/dev/shm/user", "u", "+", "owner", "/dev/shm/user")
+		img, "--name=root", "--exec=/bin/probe", "--", "write", "/dev/shm/root", "r", "+", "touch", "/dev/shm/root-done",
+		"+", "wait-file", "/dev/shm/user-done", "+", "cat", "/dev/shm/user", "---",
+		img, "--name=user", "--user=1000", "--group=1000", "--exec=/bin/probe", "--", "wait-file", "/dev/shm/root-done", "+", "cat", "/dev/shm/root",
+		"+", "write", "/dev/shm/user", "u", "+", "touch", "/dev/shm/user-done", "+", "owner", "/dev/shm/user")
 	if code != 0 || !hasLine(out, "^cat r$") || !hasLine(out, "^cat u$") || !hasLine(out, "^owner /dev/shm/user uid=1000 gid=1000$") {
 		t.Fatalf("/dev/shm with --private-users: exit %d\n%s%s", code, out, errOut)
 	}
