@@ -168,8 +168,12 @@ func moveOwnToLeaf(dir string, ancestor int) bool {
 
 // moveToLeaf moves every process of the cgroup dir into dir/leaf if each
 // is ancestor or a descendant of it, and reports whether dir holds none
-// after.
+// after. Every process descends from init: an ancestor of 1 (a caller
+// whose parent died, orphaned to init) claims nothing.
 func moveToLeaf(dir, leaf string, ancestor int) bool {
+	if ancestor <= 1 {
+		return false
+	}
 	for pass := 0; pass < 5; pass++ {
 		pids, err := (&Group{V2: dir}).Procs()
 		if err != nil {

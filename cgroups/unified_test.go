@@ -200,6 +200,16 @@ func TestUnifiedPodBelowAScopeWithAProcess(t *testing.T) {
 	unit := filepath.Join(top, "system.slice", "x.service")
 	must(t, os.MkdirAll(unit, 0o755))
 	ours = start(unit)
+	// Unless the caller's parent died: init is every process's
+	// ancestor, and a unit holding others (a test suite's service) is
+	// then not the pod's (the systemd VM, where an orphaned run put
+	// the suite's own processes into the leaf).
+	if p := podParent(mount, strings.TrimPrefix(unit, mount), 1); p == unit {
+		t.Fatal("with init as the ancestor, the unit's own cgroup is the pod parent")
+	}
+	if _, err := os.Stat(filepath.Join(unit, OwnLeaf)); err == nil {
+		t.Fatalf("with init as the ancestor, the unit's processes were moved into %s", OwnLeaf)
+	}
 	if p := podParent(mount, strings.TrimPrefix(unit, mount), ours.Process.Pid); p != unit {
 		t.Fatalf("pod parent %s, want the unit's own cgroup", p)
 	}

@@ -177,7 +177,7 @@ func writeSpecs(podDir string, apps []podspec.App) error {
 // and limits live in cgroups:
 // a host where the pod cannot have them, or the controllers they need,
 // gets a one-line error before any app starts.
-func makeCgroups(pod *podspec.Pod, pid int, podDir string) (*cgroups.Group, *machined.Pending, error) {
+func makeCgroups(pod *podspec.Pod, pid int, podDir string, ancestor int) (*cgroups.Group, *machined.Pending, error) {
 	need := map[string]bool{}
 	if pod.PidsMax != 0 {
 		need["pids"] = true
@@ -196,10 +196,10 @@ func makeCgroups(pod *podspec.Pod, pid int, podDir string) (*cgroups.Group, *mac
 			needs = append(needs, c)
 		}
 	}
-	// The waiter, our parent, is the process rkt exec'd: a unit whose
+	// ancestor, the waiter, is the process rkt exec'd: a unit whose
 	// every process descends from it gets the pod inside it.
 	pg, machine, err := machined.NewPod(machined.Pod{UUID: pod.UUID, Leader: pid, Root: filepath.Join(podDir, layout.Stage1RootFS)},
-		cgroups.PodName(pod.UUID), handover.Stage1Cgroup, needs, os.Getppid(), pod.Machined)
+		cgroups.PodName(pod.UUID), handover.Stage1Cgroup, needs, ancestor, pod.Machined)
 	if errors.Is(err, os.ErrExist) {
 		return nil, nil, fmt.Errorf("UUID %s: %w: a pod with this UUID is running, or was killed and not yet collected by gc", pod.UUID, err)
 	}

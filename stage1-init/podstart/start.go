@@ -328,7 +328,11 @@ func (s *podStart) setUpCgroups() error {
 	if err := makePodDirs(s.podDir); err != nil {
 		return err
 	}
-	initCg, machine, err := makeCgroups(s.pod, s.pid, s.podDir)
+	ancestor, err := s.w.ancestor()
+	if err != nil {
+		return err
+	}
+	initCg, machine, err := makeCgroups(s.pod, s.pid, s.podDir, ancestor)
 	s.machine = machine
 	if err == nil && s.pod.Cgroup != nil {
 		err = saveCgroups(s.podDir, s.pod.Cgroup)

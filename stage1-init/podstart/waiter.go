@@ -31,6 +31,22 @@ type waiter struct {
 	// that came before PID 1 was cloned (CLONE_PARENT then makes the
 	// host's init PID 1's parent, whose death never comes).
 	pidfd int
+	// pid is the waiter's, checked to be our parent's when pidfd was
+	// opened: what rkt exec'd, the ancestor of every process of the
+	// pod's start (ancestor).
+	pid int
+}
+
+// ancestor is the waiter's pid, for the cgroup the pod is made in
+// (cgroups.NewPod), once the waiter is known to be alive: a run whose
+// waiter died is orphaned, and its parent then is the host's init,
+// every process's ancestor (which would make the caller's whole unit
+// the pod's).
+func (w *waiter) ancestor() (int, error) {
+	if err := unix.PidfdSendSignal(w.pidfd, 0, nil, 0); err != nil {
+		return 0, fmt.Errorf("the waiter (pid %d) is gone: %w", w.pid, err)
+	}
+	return w.pid, nil
 }
 
 // takeWaiter takes the report pipe, the waiter's pid and the keeper's done
@@ -73,7 +89,7 @@ func takeWaiter() (*waiter, error) {
 		return nil, fmt.Errorf("the waiter (pid %d): %w", pid, err)
 	}
 	unix.CloseOnExec(pidfd)
-	return &waiter{report: os.NewFile(uintptr(fd), "waiter-report"), pidfd: pidfd, done: done}, nil
+	return &waiter{report: os.NewFile(uintptr(fd), "waiter-report"), pidfd: pidfd, done: done, pid: pid}, nil
 }
 
 // takeDone hands the done pipe's write end on, for the lock keeper
