@@ -393,7 +393,7 @@ func TestManyAppCyclesLeakNothing(t *testing.T) {
 	p, _ := sandbox(t, nil)
 	pid := podPid(t, p)
 	const cycles = 500
-	var m1, f1, rss1 int
+	var m1, f1, rss1, rssSettled int
 	t0 := time.Now()
 	for i := 0; i < cycles; i++ {
 		a := App{Name: "cycle", Exec: probe("sleep", "1h")}
@@ -412,6 +412,9 @@ func TestManyAppCyclesLeakNothing(t *testing.T) {
 		if i%100 == 99 {
 			m, f, rss := pid1Usage(t, pid, p.Dir)
 			t.Logf("after %d cycles: %d mounts, %d fds, %d kB anonymous", i+1, m, f, rss)
+			if i+1 == 200 {
+				rssSettled = rss
+			}
 		}
 	}
 	// An fd can be open for a moment after an rm's answer (a pipe or
@@ -431,8 +434,12 @@ func TestManyAppCyclesLeakNothing(t *testing.T) {
 	if m > m1 || f > f1 {
 		t.Errorf("PID 1 leaks: mounts %d -> %d, fds %d -> %d", m1, m, f1, f)
 	}
-	if rss > rss1+2048 {
-		t.Errorf("PID 1 anonymous memory grew from %d kB to %d kB", rss1, rss)
+	// The Go heap grows to a plateau over the first cycles (in the
+	// systemd VM 3992 kB after the first, 6256 from the 200th on): a
+	// leak is growth that goes on, 3.4 kB a cycle and more over the
+	// last 300.
+	if rss > rssSettled+1024 || rss > rss1+4096 {
+		t.Errorf("PID 1 anonymous memory grew from %d kB (first cycle) and %d kB (200th) to %d kB", rss1, rssSettled, rss)
 	}
 	if left := podCgroupsGlob(p, "apps/app-*"); len(left) != 0 {
 		t.Errorf("cgroups left: %v", left)
