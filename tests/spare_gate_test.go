@@ -78,26 +78,28 @@ func startSpareProc(t *testing.T) *spareProc {
 // /dev/shm, and cgroupNS unless it is -1.
 func (p *spareProc) brief(t *testing.T, spec []byte, cgroupNS int) {
 	t.Helper()
-	fs, err := unix.Fsopen("proc", unix.FSOPEN_CLOEXEC)
-	must(t, err)
-	defer unix.Close(fs)
-	must(t, unix.FsconfigCreate(fs))
-	procfs, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, 0)
-	must(t, err)
-	defer unix.Close(procfs)
+	procfs := detachedFS(t, "proc")
 	ns, err := os.Open("/proc/self/ns/pid")
 	must(t, err)
 	defer ns.Close()
 	// The pod's /dev/shm: a detached tmpfs.
-	tfs, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
-	must(t, err)
-	defer unix.Close(tfs)
-	must(t, unix.FsconfigCreate(tfs))
-	shm, err := unix.Fsmount(tfs, unix.FSMOUNT_CLOEXEC, 0)
-	must(t, err)
-	defer unix.Close(shm)
+	shm := detachedFS(t, "tmpfs")
 	_, err = unix.SendmsgN(int(p.sock.Fd()), appexec.SpareBrief(spec), appexec.SpareBriefRights(procfs, int(ns.Fd()), shm, cgroupNS), nil, 0)
 	must(t, err)
+}
+
+// detachedFS is a new detached mount of the file system fstype, closed
+// when the test ends.
+func detachedFS(t *testing.T, fstype string) int {
+	t.Helper()
+	fs, err := unix.Fsopen(fstype, unix.FSOPEN_CLOEXEC)
+	must(t, err)
+	defer unix.Close(fs)
+	must(t, unix.FsconfigCreate(fs))
+	m, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, 0)
+	must(t, err)
+	t.Cleanup(func() { unix.Close(m) })
+	return m
 }
 
 // sendGo sends the go with /dev/null as the app's stdin and stdout and a

@@ -47,8 +47,7 @@ func (o *appOS) Start(a *supervisor.App) (p supervisor.Proc, err error) {
 	r := o.resOf(a)
 	// The app's own process gets its sockets (socket activation).
 	ps, listen := a.Cfg.MainSpec(phaseSpec(a), a.Phase() == supervisor.PhaseMain)
-	ps = o.withDevLog(a, ps)
-	ps.CgroupNS = o.cgroupNS >= 0
+	ps = o.runSpec(a, ps)
 	// The spare's mount namespace is older than PID 1's root: it holds
 	// none of the binds StageBinds names, and a host mount at one of
 	// their paths is not to be taken off.
@@ -132,6 +131,15 @@ func (o *appOS) Start(a *supervisor.App) (p supervisor.Proc, err error) {
 	o.awaitReport(a, r, rr)
 	r.pending = pendingStart{pw: pw, spec: spec, closeStdio: closeStdio}
 	return o.admit(a, r, pid, false)
+}
+
+// runSpec is the spec a run of a sends its set-up, from s: a copy with
+// the app's /dev/log and the apps' cgroup namespace; Start adds
+// StageBinds, which the spare's brief has none of.
+func (o *appOS) runSpec(a *supervisor.App, s *appexec.Spec) *appexec.Spec {
+	c := o.withDevLog(a, s)
+	c.CgroupNS = o.cgroupNS >= 0
+	return c
 }
 
 // withDevLog returns a copy of s, the spec of a run of a, with the path of

@@ -69,10 +69,10 @@ func startSpare(r *reaper.Reaper) *spare {
 	// Its own socket stands in for the descriptors it is handed later
 	// (appexec.PidNSFd, GateFd, CgroupNSFd): their numbers are taken
 	// from its birth, by nothing of its Go runtime's.
-	files := []uintptr{os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd(), pr.Fd(), rw.Fd(), pr.Fd(), pr.Fd(), pr.Fd()}
-	if len(files) != appexec.CgroupNSFd+1 || appexec.SpecFd != 3 || appexec.ReportFd != 4 || appexec.PidNSFd != 5 || appexec.GateFd != 6 {
-		panic("spare: appexec's descriptor numbers changed")
-	}
+	files := make([]uintptr, appexec.CgroupNSFd+1)
+	files[0], files[1], files[2] = os.Stdin.Fd(), os.Stdout.Fd(), os.Stderr.Fd()
+	files[appexec.SpecFd], files[appexec.ReportFd] = pr.Fd(), rw.Fd()
+	files[appexec.PidNSFd], files[appexec.GateFd], files[appexec.CgroupNSFd] = pr.Fd(), pr.Fd(), pr.Fd()
 	pid, err := r.Start(spareTag{}, func() (int, error) {
 		return syscall.ForkExec("/proc/self/exe", []string{handover.RoleApp}, &syscall.ProcAttr{
 			Env:   os.Environ(),
@@ -127,9 +127,7 @@ func (o *appOS) briefSpare(a *supervisor.App, procfs, shm int) {
 	}
 	// As Start makes it (takeSpare compares), but for StageBinds:
 	// the spare's mount namespace has none of PID 1's root.
-	s := o.withDevLog(a, &a.Cfg.Spec)
-	s.CgroupNS = o.cgroupNS >= 0
-	spec, err := json.Marshal(s)
+	spec, err := json.Marshal(o.runSpec(a, &a.Cfg.Spec))
 	if err != nil {
 		return
 	}
