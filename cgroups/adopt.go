@@ -3,7 +3,6 @@ package cgroups
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 )
@@ -15,13 +14,16 @@ func UnifiedOf(pid int) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	ms, err := Of(pid)
 	if err != nil {
 		return "", fmt.Errorf("cgroup of %d: %w", pid, err)
 	}
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		if p, ok := strings.CutPrefix(l, "0::"); ok {
-			return filepath.Join(mount, filepath.Clean("/"+p)), nil
+	for _, m := range ms {
+		if m.Unified && m.Deleted {
+			return "", fmt.Errorf("cgroup of %d: %s is removed", pid, m.Path)
+		}
+		if m.Unified {
+			return filepath.Join(mount, filepath.Clean("/"+m.Path)), nil
 		}
 	}
 	return "", fmt.Errorf("cgroup of %d: not in a unified hierarchy", pid)

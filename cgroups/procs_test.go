@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -74,5 +76,47 @@ func TestTryRemoveNeverWaits(t *testing.T) {
 	}
 	if err := g.TryRemove(); err != nil {
 		t.Fatalf("TryRemove of a group already gone: %v", err)
+	}
+}
+
+// UnifiedOf names the cgroup a process is in, and refuses one removed
+// since: a zombie still names its cgroup, with " (deleted)" after it, and
+// machined's adoption must not take that name for a live scope.
+func TestUnifiedOfRefusesARemovedCgroup(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: it creates a cgroup and moves a process into it (run as root, as make test does)")
+	}
+	v2, _, err := mounts()
+	if err != nil || v2 == "" {
+		t.Skip("no cgroup2 mount")
+	}
+	dir := filepath.Join(v2, "pod1-test-unifiedof-"+strconv.Itoa(os.Getpid()))
+	must(t, os.Mkdir(dir, 0o755))
+	t.Cleanup(func() { _ = unix.Rmdir(dir) })
+	cg, err := os.Open(dir)
+	must(t, err)
+	defer cg.Close()
+	cmd := exec.Command("sleep", "1h")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cg.Fd())}
+	must(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	pid := cmd.Process.Pid
+	if got, err := UnifiedOf(pid); err != nil || got != dir {
+		t.Fatalf("UnifiedOf(%d) = %q, %v; want %s", pid, got, err, dir)
+	}
+	// Killed and not reaped: a zombie, which leaves its cgroup empty.
+	must(t, cmd.Process.Signal(unix.SIGKILL))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err := unix.Rmdir(dir); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("rmdir %s after its process was killed: %v", dir, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	got, err := UnifiedOf(pid)
+	if err == nil || !strings.Contains(err.Error(), "removed") {
+		t.Fatalf("UnifiedOf(%d) of a removed cgroup = %q, %v; want an error that it is removed", pid, got, err)
 	}
 }
