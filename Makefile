@@ -330,7 +330,8 @@ bench: deps all image bin/bench
 # starttricks): rounds with every trick on beside rounds with one off, in
 # the same run; the same sections as make bench's, alone, written to
 # build/bench-ab.md (docs/benchmarks.md stays the last full run's).
-# BENCH_AB_ROUNDS raises the rounds (25 at least).
+# BENCH_AB_ROUNDS raises the rounds (25 at least; the start, being
+# cheap, takes eight times as many).
 BENCH_AB_ROUNDS ?= 25
 bench-ab: all image bin/bench
 	@if [ "$$(id -u)" != 0 ]; then echo "make bench-ab needs root (sudo make bench-ab): it starts pods"; exit 1; fi

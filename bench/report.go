@@ -201,8 +201,9 @@ func (b *bench) markdown() string {
 	p("- Machine: %s.\n", machine())
 	p("- Rounds: start to exit %d (+%d warm-up); memory 3 (+1); reaping %d (+1, with a tenth of the orphans) when the orphans exit at their own pace and %d (+1) when released at once; stopping %d (+1); "+
 		"`pod1 list` %d (+%d), `pod1 gc` and its `rm -rf` floor 3; scale: %d (+1) for 100 apps, 3 for 1000 short-lived apps; "+
-		"start-latency tricks %d (+1).\n",
-		b.rounds, b.warmup, min(b.rounds, 3), min(b.rounds, 2), b.stopRounds(), b.rounds, b.warmup, min(b.rounds, 5), b.trickRounds())
+		"start-latency tricks %d (+%d) for the start, %d (+1) for the memory and the stop.\n",
+		b.rounds, b.warmup, min(b.rounds, 3), min(b.rounds, 2), b.stopRounds(), b.rounds, b.warmup, min(b.rounds, 5),
+		b.trickStartRounds(), b.warmup, b.trickRounds())
 	p("- Peers: %s.\n", strings.Join(b.versions, "; "))
 	p("- Load average (1 minute) as each measurement began: %s; at the end %s. The machine may be shared: "+
 		"ratios within one run are what the targets judge. The burst reaping rows make all their orphans runnable at once: "+

@@ -39,9 +39,14 @@ func trickRows(ts ...starttricks.Trick) []namedOpts {
 // is read.
 const trickSettle = 2 * time.Second
 
-// trickRounds is how many rounds each tricks measurement takes (make
+// trickRounds is how many rounds the memory and stop tricks take (make
 // bench-ab asks for 25: what a trick buys is a few percent).
 func (b *bench) trickRounds() int { return b.rounds }
+
+// trickStartRounds is how many rounds the start tricks take: a start is
+// cheap, and a trick worth 5 % of it is within the noise of 15 paired
+// rounds (the sign test alone asks for 12 of 15 higher off).
+func (b *bench) trickStartRounds() int { return 8 * b.rounds }
 
 // measureTricks measures what each start-latency trick (package
 // starttricks) buys, in the same rounds as the pod with every trick on:
@@ -64,7 +69,7 @@ func (b *bench) measureTricks(want func(string) bool) []*section {
 		}})
 	}
 	if want("tricks-start") {
-		b.interleave(start, peers, rounds, b.warmup)
+		b.interleave(start, peers, b.trickStartRounds(), b.warmup)
 		judgeTricks(start, []string{"start to exit", "CPU"})
 		out = append(out, start)
 	}
