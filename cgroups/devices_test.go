@@ -35,16 +35,7 @@ exit 0
 // the cgroup does everything (negative control), so the refusals are the
 // program's.
 func TestDeviceFilterBPF(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root: it makes a cgroup and attaches a BPF device program to it")
-	}
-	v2, _, err := mounts()
-	if err != nil || v2 == "" {
-		t.Skip("no cgroup2 mount")
-	}
-	dir := filepath.Join(v2, "pod1-test-devices-"+strconv.Itoa(os.Getpid()))
-	must(t, os.Mkdir(dir, 0o755))
-	defer func() { _ = unix.Rmdir(dir) }()
+	dir := scratchUnified(t, "devices", "it makes a cgroup and attaches a BPF device program to it")
 	must(t, attachDeviceFilter(dir, AppDevices(false)))
 
 	run := func(inCgroup bool) string {
@@ -83,16 +74,7 @@ func TestDeviceFilterBPF(t *testing.T) {
 // Each entry allows exactly its accesses: read-only null refuses a write
 // and a mknod, and a wildcard minor matches any.
 func TestDeviceProgramAccessBits(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root: it makes a cgroup and attaches a BPF device program to it")
-	}
-	v2, _, err := mounts()
-	if err != nil || v2 == "" {
-		t.Skip("no cgroup2 mount")
-	}
-	dir := filepath.Join(v2, "pod1-test-devbits-"+strconv.Itoa(os.Getpid()))
-	must(t, os.Mkdir(dir, 0o755))
-	defer func() { _ = unix.Rmdir(dir) }()
+	dir := scratchUnified(t, "devbits", "it makes a cgroup and attaches a BPF device program to it")
 	must(t, attachDeviceFilter(dir, []Device{{'c', 1, 3, "r"}, {'c', 1, -1, "m"}}))
 	nodes := t.TempDir()
 	must(t, unix.Mknod(filepath.Join(nodes, "null"), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))))

@@ -83,16 +83,7 @@ func TestTryRemoveNeverWaits(t *testing.T) {
 // since: a zombie still names its cgroup, with " (deleted)" after it, and
 // machined's adoption must not take that name for a live scope.
 func TestUnifiedOfRefusesARemovedCgroup(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root: it creates a cgroup and moves a process into it (run as root, as make test does)")
-	}
-	v2, _, err := mounts()
-	if err != nil || v2 == "" {
-		t.Skip("no cgroup2 mount")
-	}
-	dir := filepath.Join(v2, "pod1-test-unifiedof-"+strconv.Itoa(os.Getpid()))
-	must(t, os.Mkdir(dir, 0o755))
-	t.Cleanup(func() { _ = unix.Rmdir(dir) })
+	dir := scratchUnified(t, "unifiedof", "it creates a cgroup and moves a process into it (run as root, as make test does)")
 	cg, err := os.Open(dir)
 	must(t, err)
 	defer cg.Close()
@@ -119,4 +110,22 @@ func TestUnifiedOfRefusesARemovedCgroup(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "removed") {
 		t.Fatalf("UnifiedOf(%d) of a removed cgroup = %q, %v; want an error that it is removed", pid, got, err)
 	}
+}
+
+// scratchUnified makes an empty cgroup of this test's in the host's
+// cgroup2 tree, removed at the test's end (once its processes are gone),
+// or skips the test, saying why it needs root, where it cannot.
+func scratchUnified(t *testing.T, name, why string) string {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("needs root: " + why)
+	}
+	v2, _, err := mounts()
+	if err != nil || v2 == "" {
+		t.Skip("no cgroup2 mount")
+	}
+	dir := filepath.Join(v2, "pod1-test-"+name+"-"+strconv.Itoa(os.Getpid()))
+	must(t, os.Mkdir(dir, 0o755))
+	t.Cleanup(func() { _ = unix.Rmdir(dir) })
+	return dir
 }
